@@ -1,0 +1,1 @@
+"""Prefect @flow entrypoints and the typer CLI. Importing this package must stay cheap."""

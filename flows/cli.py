@@ -1,0 +1,276 @@
+"""The ``corpusforge`` command line: a thin typer layer over flows and storage.catalog.
+
+Heavy libraries (prefect, mlflow, great_expectations, polars) are imported inside the commands that
+need them, so ``corpusforge artifacts ...`` answers in a fraction of a second.
+Exit codes: 0 success, 1 the work failed (or verify found problems), 2 bad usage or config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(
+    name="corpusforge",
+    help="Turn raw text corpora into trained NLP artifacts, with content-addressed, reusable steps.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+artifacts_app = typer.Typer(help="Find, show and verify published artifacts (reads manifests only; fast).",
+                            no_args_is_help=True)
+app.add_typer(artifacts_app, name="artifacts")
+
+out = Console()
+err = Console(stderr=True)
+
+StoreOpt = Annotated[
+    Optional[Path],
+    typer.Option("--store", help="Artifact store root. Default: $CORPUSFORGE_STORE, else ./.corpusforge"),
+]
+SetOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--set", help="Override a config key, e.g. --set corpus.split.valid=0.1 (repeatable)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON as the last stdout line.")]
+
+
+def main() -> None:
+    app()
+
+
+def _fail(message: str, code: int) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _store(store: Optional[Path]) -> Path:
+    from storage.store import resolve_store_root
+
+    return resolve_store_root(store)
+
+
+def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> dict:
+    """Configure the environment, run the pipeline flow, turn known errors into clean exits."""
+    from flows.settings import configure_environment
+
+    configure_environment(store_root)
+    from flows.pipeline import run_pipeline
+    from storage.readers import SourceError
+    from tasks.config import ConfigError
+    from tasks.validate import DatasetValidationError
+
+    try:
+        return run_pipeline(config, store=store_root, base_dir=base_dir)
+    except (ConfigError, SourceError) as exc:
+        _fail(str(exc), 2)
+    except DatasetValidationError as exc:
+        _fail(f"validation stopped the publish: {exc}", 1)
+    except Exception as exc:  # noqa: BLE001 - the flow already logged the traceback
+        _fail(f"{type(exc).__name__}: {exc}", 1)
+    raise AssertionError("unreachable")
+
+
+def _print_result(summary: dict, as_json: bool, json_payload: dict) -> None:
+    if as_json:
+        sys.stdout.flush()
+        print(json.dumps(json_payload, default=str), flush=True)
+        return
+    from flows.render import print_pipeline_summary
+
+    print_pipeline_summary(out, summary)
+
+
+@app.command()
+def run(
+    config: Annotated[Path, typer.Argument(help="Pipeline YAML, e.g. configs/demo.yaml.")],
+    set_: SetOpt = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the whole pipeline: every stage present in CONFIG. Finished steps are reused, not recomputed.
+
+    Relative paths inside CONFIG resolve against the config file's directory.
+    """
+    from tasks.config import ConfigError, apply_overrides, load_yaml
+
+    try:
+        data = apply_overrides(load_yaml(config), set_ or [])
+    except ConfigError as exc:
+        _fail(str(exc), 2)
+    store_root = _store(store)
+    summary = _run_flow(data, store_root, config.resolve().parent, as_json)
+    _print_result(summary, as_json, summary)
+
+
+@app.command()
+def corpus(
+    sources: Annotated[list[Path], typer.Argument(help="Files or directories (.txt, .md, .jsonl), read recursively.")],
+    name: Annotated[str, typer.Option("--name", help="Name of the corpus artifact.")],
+    preset: Annotated[str, typer.Option("--preset", help="Cleaning preset: lm (keeps case and punctuation).")] = "lm",
+    set_: SetOpt = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build (or reuse) a corpus artifact from SOURCES: read, clean, dedup, split, validate.
+
+    --set keys address the corpus section (reader.txt_mode=paragraph, split.valid=0.1, validate.max_chars=5000)
+    or the pipeline (runner.workers=4, tracking.enabled=false).
+    """
+    from tasks.config import ConfigError, apply_overrides
+
+    pipeline_keys = ("runner.", "tracking.", "name=", "corpus.")
+    overrides = [s if s.startswith(pipeline_keys) else f"corpus.{s}" for s in (set_ or [])]
+    base = {"name": name, "corpus": {"name": name, "sources": [str(s) for s in sources], "clean": {"preset": preset}}}
+    try:
+        data = apply_overrides(base, overrides)
+    except ConfigError as exc:
+        _fail(str(exc), 2)
+    summary = _run_flow(data, _store(store), Path.cwd(), as_json)
+    c = summary["corpus"]
+    payload = {"id": c["id"], "path": c["path"], "step": c["step"], "name": c["name"], "reused": c["reused"],
+               "accounting": c["accounting"], "metrics": c["metrics"], "data_docs": c["data_docs"],
+               "shards": [s["id"] for s in summary["steps"] if s["step"] == "corpus_shard"]}
+    _print_result(summary, as_json, payload)
+
+
+@artifacts_app.command("find")
+def artifacts_find(
+    step: Annotated[Optional[str], typer.Option("--step", help="Only this step, e.g. corpus or corpus_shard.")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="Only artifacts with this name.")] = None,
+    config: Annotated[Optional[list[str]], typer.Option("--config", help="Config filter KEY=VALUE (dotted keys).")] = None,
+    input_id: Annotated[Optional[str], typer.Option("--input", help="Only artifacts with this input id (prefix).")] = None,
+    latest: Annotated[bool, typer.Option("--latest", help="Only the newest match.")] = False,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List published artifacts, oldest first."""
+    from storage.catalog import Catalog
+    from storage.store import ArtifactStore
+    from tasks.config import ConfigError, parse_override
+
+    wanted = {}
+    try:
+        for item in config or []:
+            parts, value = parse_override(item)
+            wanted[".".join(parts)] = value
+    except ConfigError as exc:
+        _fail(str(exc).replace("--set", "--config"), 2)
+    hits = Catalog(ArtifactStore(_store(store))).find(step=step, name=name, config=wanted, input_id=input_id,
+                                                      latest=latest)
+    if as_json:
+        print(json.dumps([h.summary() for h in hits]))
+        return
+    if not hits:
+        err.print(f"no artifacts match in {_store(store)}")
+        return
+    from rich.table import Table
+
+    table = Table()
+    for col in ("id", "step", "name", "created", "path"):
+        table.add_column(col, overflow="fold")
+    for h in hits:
+        s = h.summary()
+        table.add_row(s["id"][:12], s["step"], s["name"], (s["created_at"] or "")[:19], s["path"])
+    out.print(table)
+
+
+@artifacts_app.command("show")
+def artifacts_show(
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="Artifact id or a unique prefix (>= 4 hex).")],
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print an artifact's manifest: config, lineage tree, files, and what happened to every input record."""
+    from storage.catalog import Catalog
+    from storage.store import ArtifactStore
+
+    catalog = Catalog(ArtifactStore(_store(store)))
+    try:
+        found = catalog.get(artifact_id)
+    except LookupError as exc:
+        _fail(str(exc.args[0]), 1)
+    if as_json:
+        print(json.dumps(found.manifest, ensure_ascii=False))
+        return
+    from flows.render import print_manifest
+
+    print_manifest(out, found.manifest, str(found.path), catalog.lineage(found.manifest["id"]))
+
+
+@artifacts_app.command("verify")
+def artifacts_verify(
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="Artifact id or a unique prefix.")],
+    store: StoreOpt = None,
+) -> None:
+    """Re-hash every file of an artifact and re-derive its id. Exit code 1 if anything changed."""
+    from storage.catalog import Catalog
+    from storage.store import ArtifactStore
+
+    try:
+        report = Catalog(ArtifactStore(_store(store))).verify(artifact_id)
+    except LookupError as exc:
+        _fail(str(exc.args[0]), 1)
+    if report.ok:
+        out.print(f"[green]OK[/] {report.id} ({report.files_checked} files verified)")
+        return
+    for problem in report.problems:
+        err.print(f"[red]FAIL[/] {problem}")
+    raise typer.Exit(1)
+
+
+@app.command()
+def schedule(
+    config: Annotated[Path, typer.Argument(help="Pipeline YAML to run on the schedule.")],
+    cron: Annotated[str, typer.Option("--cron", help='Cron expression, e.g. "0 3 * * *" (03:00 daily).')],
+    name: Annotated[Optional[str], typer.Option("--name", help="Deployment name (default: the pipeline name).")] = None,
+    set_: SetOpt = None,
+    store: StoreOpt = None,
+) -> None:
+    """Register CONFIG as a Prefect deployment on a cron schedule and serve it (Ctrl-C stops serving).
+
+    Needs a running Prefect server (PREFECT_API_URL). Each run re-reads the sources, so only new or
+    changed files are recomputed.
+    """
+    from flows.schedule import serve_schedule
+
+    serve_schedule(config, cron, name, set_ or [], _store(store), fail=_fail, console=err)
+
+
+@app.command()
+def ui(
+    store: StoreOpt = None,
+    prefect_port: Annotated[int, typer.Option(help="Port for the Prefect UI.")] = 4200,
+    mlflow_port: Annotated[int, typer.Option(help="Port for the MLflow UI.")] = 5000,
+    host: Annotated[str, typer.Option(help="Bind address; keep 127.0.0.1 unless you know why.")] = "127.0.0.1",
+) -> None:
+    """Start the Prefect server and the MLflow UI for this store on 127.0.0.1; print their URLs and Data Docs."""
+    from flows.ui import serve_uis
+
+    serve_uis(_store(store), host, prefect_port, mlflow_port, fail=_fail, console=err)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"corpusforge {version('corpusforge')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version_callback, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    os.environ.setdefault("PYTHONIOENCODING", "utf-8")
+
+
+if __name__ == "__main__":
+    main()

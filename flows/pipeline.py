@@ -1,0 +1,167 @@
+"""The pipeline flow: every stage present in the config, composed from tasks. No heavy logic here.
+
+Stages so far: ``corpus`` (discover -> one ``corpus_shard`` task per source file, run on the task
+runner -> ``corpus`` merge). Later stages (tokenizer, embeddings, ngram, lm) plug in after it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from prefect import flow, get_run_logger
+from prefect.futures import as_completed
+from prefect.utilities.annotations import unmapped
+
+from storage.store import resolve_store_root
+from storage.tracking import open_tracker
+from tasks.config import ConfigError, from_dict, to_dict
+from tasks.corpus import CorpusConfig, corpus_task, describe, discover_sources_task
+from tasks.corpus_shard import corpus_shard_task
+from tasks.step import StepResult
+from tasks.track import track_results
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    """MLflow tracking. The URI comes from CORPUSFORGE_TRACKING_URI / MLFLOW_TRACKING_URI or the store."""
+
+    enabled: bool = field(default=True, metadata={"doc": "Log runs, metrics and artifacts to MLflow."})
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """Where shard-parallel tasks run."""
+
+    kind: Literal["threads", "processes", "dask", "ray"] = field(
+        default="threads", metadata={"doc": "Prefect task runner: thread pool, process pool, prefect-dask or prefect-ray."}
+    )
+    workers: int = field(default=0, metadata={"doc": "Parallel workers; 0 means one per CPU core."})
+
+    def __post_init__(self) -> None:
+        if self.workers < 0:
+            raise ValueError(f"workers: must be >= 0, got {self.workers}")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """A whole pipeline: one MLflow experiment, stages run in order."""
+
+    name: str = field(default="corpusforge", metadata={"doc": "Pipeline name; also the MLflow experiment."})
+    corpus: CorpusConfig | None = field(default=None, metadata={"doc": "The corpus stage (required)."})
+    tracking: TrackingConfig = field(default_factory=TrackingConfig, metadata={"doc": "MLflow settings."})
+    runner: RunnerConfig = field(default_factory=RunnerConfig, metadata={"doc": "Task runner settings."})
+
+    def __post_init__(self) -> None:
+        if self.corpus is None:
+            raise ValueError("corpus: the pipeline needs a corpus section (sources, reader, clean ...)")
+        if not self.name or not self.name.strip():
+            raise ValueError("name: must be a non-empty string")
+
+
+def pipeline_config_from_dict(data: dict[str, Any]) -> PipelineConfig:
+    return from_dict(PipelineConfig, data)
+
+
+def make_task_runner(cfg: RunnerConfig):
+    workers = cfg.workers or os.cpu_count() or 1
+    if cfg.kind == "threads":
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        return ThreadPoolTaskRunner(max_workers=workers)
+    if cfg.kind == "processes":
+        from prefect.task_runners import ProcessPoolTaskRunner
+
+        return ProcessPoolTaskRunner(max_workers=workers)
+    try:
+        if cfg.kind == "dask":
+            from prefect_dask import DaskTaskRunner
+
+            return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "processes": True})
+        from prefect_ray import RayTaskRunner
+
+        return RayTaskRunner()
+    except ImportError:
+        raise ConfigError(
+            f"runner.kind: {cfg.kind!r} needs the prefect-{cfg.kind} package: pip install prefect-{cfg.kind}"
+        ) from None
+
+
+def _run_corpus_stage(corpus: dict[str, Any], store_root: str, base_dir: str | None, on_progress) -> list[StepResult]:
+    sources = discover_sources_task(corpus, base_dir)
+    futures = corpus_shard_task.map(sources, unmapped(corpus), unmapped(store_root))
+    done: dict[int, dict[str, Any]] = {}
+    index = {id(f): i for i, f in enumerate(futures)}
+    on_progress(0, len(futures))
+    for future in as_completed(futures):
+        done[index[id(future)]] = future.result()
+        on_progress(len(done), len(futures))
+    shards = [done[i] for i in range(len(futures))]  # source order, whatever order they finished in
+    merged = corpus_task(shards, corpus, store_root)
+    return [StepResult.from_dict(s) for s in shards] + [StepResult.from_dict(merged)]
+
+
+def _summary_markdown(name: str, results: list[StepResult]) -> str:
+    lines = [f"# corpusforge pipeline `{name}`", "", "| step | name | artifact id | outcome | seconds |",
+             "|---|---|---|---|---|"]
+    for r in results:
+        outcome = "**reused** (cached in store)" if r.reused else "computed"
+        lines.append(f"| {r.step} | {r.name} | `{r.id[:12]}` | {outcome} | {r.seconds:.2f} |")
+    return "\n".join(lines)
+
+
+@flow(name="corpusforge-pipeline", log_prints=True)
+def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: str | None = None) -> dict[str, Any]:
+    """Run every stage in ``config``; return ids, paths, the accounting and where to look."""
+    from prefect.artifacts import create_markdown_artifact
+    from prefect.runtime import flow_run
+
+    from flows.progress import shard_progress
+
+    cfg = pipeline_config_from_dict(config)
+    resolved = to_dict(cfg)
+    store_root = resolve_store_root(store)
+    logger = get_run_logger()
+    tracker = open_tracker(store_root, cfg.name, enabled=cfg.tracking.enabled)
+    parent = tracker.start_pipeline_run(
+        run_name=str(flow_run.get_name() or cfg.name),
+        config=resolved,
+        tags={"corpusforge.pipeline": cfg.name, "corpusforge.uri": store_root.as_uri(),
+              "prefect.flow_run_id": str(flow_run.get_id() or "")},
+    )
+    failed = True
+    try:
+        with shard_progress("corpus shards") as on_progress:
+            results = _run_corpus_stage(resolved["corpus"], str(store_root), base_dir, on_progress)
+        counts = track_results(tracker, parent, results)
+        failed = False
+    finally:
+        if failed and parent:
+            tracker.finish_pipeline_run(parent, {"status": "failed"}, failed=True)
+    corpus = describe(results[-1])
+    summary = {
+        "pipeline": cfg.name,
+        "store": str(store_root),
+        "steps": [r.to_dict() for r in results],
+        "corpus": corpus,
+        "tracking_uri": tracker.tracking_uri,
+        "mlflow_experiment_id": getattr(tracker, "experiment_id", None),
+        "mlflow_run_id": parent,
+        **counts,
+    }
+    if parent:
+        tracker.finish_pipeline_run(parent, {k: v for k, v in summary.items() if k != "steps"})
+    create_markdown_artifact(key="corpusforge-steps", markdown=_summary_markdown(cfg.name, results),
+                             description="Which steps were computed and which were reused from the store")
+    logger.info("%d step(s) computed, %d reused from the store", counts["steps_computed"], counts["steps_reused"])
+    return summary
+
+
+def run_pipeline(config: dict[str, Any], store: str | Path | None = None, base_dir: str | Path | None = None) -> dict[str, Any]:
+    """Validate the config, choose the task runner, and run the flow (in this process)."""
+    cfg = pipeline_config_from_dict(config)
+    runnable = pipeline_flow.with_options(task_runner=make_task_runner(cfg.runner))
+    return runnable(config=to_dict(cfg), store=str(resolve_store_root(store)),
+                    base_dir=str(base_dir) if base_dir is not None else None)

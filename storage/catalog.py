@@ -1,0 +1,174 @@
+"""Artifact lookup: find, show (with the lineage tree) and verify.
+
+Everything here reads manifests only, with the standard library, so the CLI answers in milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from storage.hashing import artifact_id as compute_artifact_id
+from storage.hashing import sha256_file
+from storage.store import MANIFEST, ArtifactStore, read_manifest
+
+
+class ArtifactNotFound(LookupError):
+    pass
+
+
+class AmbiguousArtifactId(LookupError):
+    pass
+
+
+@dataclass
+class Found:
+    manifest: dict[str, Any]
+    path: Path
+
+    def summary(self) -> dict[str, Any]:
+        m = self.manifest
+        return {
+            "id": m["id"],
+            "step": m.get("step"),
+            "name": m.get("name"),
+            "version": m.get("version"),
+            "created_at": m.get("created_at"),
+            "path": str(self.path),
+            "inputs": [i.get("id") for i in m.get("inputs", [])],
+        }
+
+
+@dataclass
+class VerifyReport:
+    id: str
+    path: Path
+    problems: list[str] = field(default_factory=list)
+    files_checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _subset(config: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """True if every dotted key in ``wanted`` has that value in ``config``."""
+    for dotted, value in wanted.items():
+        node: Any = config
+        for part in dotted.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return False
+            node = node[part]
+        if node != value:
+            return False
+    return True
+
+
+class Catalog:
+    def __init__(self, store: ArtifactStore):
+        self.store = store
+
+    def all(self) -> list[Found]:
+        out = []
+        for directory in self.store.iter_artifact_dirs():
+            manifest = read_manifest(directory)
+            if manifest is not None:
+                out.append(Found(manifest, directory))
+        return out
+
+    def find(
+        self,
+        step: str | None = None,
+        name: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        input_id: str | None = None,
+        latest: bool = False,
+    ) -> list[Found]:
+        """Artifacts matching every given filter, oldest first (or only the newest with ``latest``)."""
+        hits = []
+        for found in self.all():
+            m = found.manifest
+            if step is not None and m.get("step") != step:
+                continue
+            if name is not None and m.get("name") != name:
+                continue
+            if config and not _subset(m.get("config", {}), config):
+                continue
+            if input_id is not None and not any(
+                str(i.get("id", "")).startswith(input_id) for i in m.get("inputs", [])
+            ):
+                continue
+            hits.append(found)
+        hits.sort(key=lambda f: (f.manifest.get("created_at") or "", f.manifest["id"]))
+        return hits[-1:] if latest else hits
+
+    def get(self, id_or_prefix: str) -> Found:
+        """Resolve a full id or a unique prefix (at least 4 hex characters)."""
+        prefix = id_or_prefix.strip().lower()
+        if len(prefix) < 4 or any(c not in "0123456789abcdef" for c in prefix):
+            raise ArtifactNotFound(f"{id_or_prefix!r} is not an artifact id (give at least 4 hex characters)")
+        candidates: list[Found] = []
+        if self.store.root.is_dir():
+            # Directory names end with id[:12]: a glob narrows the search without reading every manifest.
+            pattern = f"*/*-{prefix[:12]}" + ("" if len(prefix) >= 12 else "*")
+            for directory in sorted(self.store.root.glob(pattern)):
+                if directory.parent.name.startswith(".") or directory.name.startswith("."):
+                    continue
+                manifest = read_manifest(directory)
+                if manifest is not None and manifest["id"].startswith(prefix):
+                    candidates.append(Found(manifest, directory))
+        if not candidates:
+            raise ArtifactNotFound(f"no artifact with id {id_or_prefix!r} in {self.store.root}")
+        if len({c.manifest["id"] for c in candidates}) > 1:
+            ids = ", ".join(c.manifest["id"][:16] for c in candidates)
+            raise AmbiguousArtifactId(f"id prefix {id_or_prefix!r} matches several artifacts: {ids}")
+        return candidates[0]
+
+    def lineage(self, id_or_prefix: str, _seen: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """The tree of inputs: artifacts recursively, raw sources as leaves."""
+        found = self.get(id_or_prefix)
+        m = found.manifest
+        node: dict[str, Any] = {"id": m["id"], "step": m.get("step"), "name": m.get("name"), "inputs": []}
+        for inp in m.get("inputs", []):
+            if inp.get("kind") == "artifact" and inp["id"] not in _seen:
+                try:
+                    node["inputs"].append(self.lineage(inp["id"], _seen | {m["id"]}))
+                except LookupError:
+                    node["inputs"].append({**inp, "missing": True})
+            else:
+                node["inputs"].append(dict(inp))
+        return node
+
+    def verify(self, id_or_prefix: str) -> VerifyReport:
+        """Re-hash every file and re-derive the id from the manifest's own step/version/config/inputs."""
+        found = self.get(id_or_prefix)
+        m = found.manifest
+        report = VerifyReport(id=m["id"], path=found.path)
+        try:
+            derived = compute_artifact_id(
+                m["step"], m["version"], m["config"], [str(i["id"]) for i in m.get("inputs", [])]
+            )
+            if derived != m["id"]:
+                report.problems.append(f"manifest id {m['id']} does not match its contents (derived {derived})")
+        except (KeyError, TypeError, ValueError) as exc:
+            report.problems.append(f"manifest is missing identity fields: {exc}")
+        listed = m.get("files", {})
+        for rel, meta in sorted(listed.items()):
+            path = found.path / rel
+            report.files_checked += 1
+            if not path.is_file():
+                report.problems.append(f"missing file: {rel}")
+                continue
+            size = path.stat().st_size
+            if size != meta.get("size"):
+                report.problems.append(f"size changed: {rel} ({meta.get('size')} -> {size} bytes)")
+                continue
+            if sha256_file(path) != meta.get("sha256"):
+                report.problems.append(f"content changed: {rel} (sha256 differs)")
+        for path in sorted(found.path.rglob("*")):
+            rel = path.relative_to(found.path).as_posix()
+            if path.is_file() and rel != MANIFEST and rel not in listed:
+                report.problems.append(f"unlisted file: {rel}")
+        return report

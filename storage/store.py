@@ -1,0 +1,245 @@
+"""The content-addressed artifact store.
+
+Layout (DESIGN.md): ``<root>/<step>/<name>-<id[:12]>/`` holding the step's files and ``manifest.json``.
+
+Publishing is atomic: the step writes into a hidden temp dir beside the final one, every file and the
+directory are fsynced, the manifest is written last, and one ``rename`` makes the artifact visible.
+A directory without a complete manifest is therefore never an artifact. Two processes computing the
+same id serialise on an ``flock`` (the second one waits and then reuses the first one's output); where
+locks are unavailable, the first rename wins and the loser discards its copy.
+
+Only local directories are supported as roots for now; team mode on fsspec URLs is future work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from storage.hashing import artifact_id as compute_artifact_id
+from storage.hashing import sha256_file
+
+MANIFEST = "manifest.json"
+MANIFEST_SCHEMA = 1
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_TMP_PREFIX = ".tmp-"
+
+try:  # POSIX advisory locks; absent on Windows, where first-rename-wins still keeps artifacts intact.
+    import fcntl
+except ImportError:  # pragma: no cover - not on our platforms
+    fcntl = None  # type: ignore[assignment]
+
+
+class StoreError(RuntimeError):
+    """A store operation that cannot succeed (bad name, corrupt manifest, unwritable root)."""
+
+
+def check_name(kind: str, value: str) -> str:
+    """Step and artifact names become path components, so they are restricted to a safe alphabet."""
+    if not isinstance(value, str) or not _NAME_RE.match(value) or value in {".", ".."}:
+        raise StoreError(
+            f"invalid {kind} name {value!r}: use 1-64 characters from letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    path: Path
+    manifest: dict[str, Any]
+    reused: bool
+
+
+def resolve_store_root(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """``--store`` first, then ``CORPUSFORGE_STORE``, then ``./.corpusforge``."""
+    root = explicit or os.environ.get("CORPUSFORGE_STORE") or ".corpusforge"
+    return Path(root).expanduser().resolve()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _fsync_path(path: Path, directory: bool = False) -> None:
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_manifest(directory: Path) -> dict[str, Any] | None:
+    """The manifest in ``directory``, or None if there is none or it is incomplete/corrupt."""
+    try:
+        with open(directory / MANIFEST, encoding="utf-8") as fh:
+            manifest = json.load(fh)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or "id" not in manifest or "files" not in manifest:
+        return None
+    return manifest
+
+
+class ArtifactStore:
+    """A local directory of published artifacts."""
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root).expanduser().resolve()
+
+    def __repr__(self) -> str:
+        return f"ArtifactStore({str(self.root)!r})"
+
+    @property
+    def uri(self) -> str:
+        return self.root.as_uri()
+
+    def artifact_dir(self, step: str, name: str, artifact_id: str) -> Path:
+        return self.root / check_name("step", step) / f"{check_name('artifact', name)}-{artifact_id[:12]}"
+
+    def lookup(self, step: str, name: str, artifact_id: str) -> dict[str, Any] | None:
+        """The manifest of a published artifact with exactly this id, else None."""
+        manifest = read_manifest(self.artifact_dir(step, name, artifact_id))
+        if manifest is not None and manifest.get("id") != artifact_id:
+            raise StoreError(
+                f"{self.artifact_dir(step, name, artifact_id)} holds artifact {manifest.get('id')}, "
+                f"not {artifact_id} (12-hex prefix collision or a hand-edited store)"
+            )
+        return manifest
+
+    @contextlib.contextmanager
+    def _lock(self, artifact_id: str) -> Iterator[None]:
+        if fcntl is None:
+            yield
+            return
+        lock_dir = self.root / ".locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with open(lock_dir / f"{artifact_id}.lock", "a+") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def publish(
+        self,
+        *,
+        step: str,
+        name: str,
+        version: int,
+        config: Mapping[str, Any],
+        inputs: list[Mapping[str, Any]],
+        build: Callable[[Path], Mapping[str, Any] | None],
+        extra: Mapping[str, Any] | None = None,
+    ) -> PublishResult:
+        """Return the artifact for (step, version, config, inputs), building it with ``build`` if needed.
+
+        ``build(tmp_dir)`` writes the step's files into ``tmp_dir`` and returns extra manifest fields
+        (``accounting``, ``metrics``, ...). ``inputs`` are dicts with at least an ``id``.
+        """
+        input_ids = [str(i["id"]) for i in inputs]
+        aid = compute_artifact_id(step, version, config, input_ids)
+        final = self.artifact_dir(step, name, aid)
+        existing = self.lookup(step, name, aid)
+        if existing is not None:
+            return PublishResult(final, existing, reused=True)
+
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock(aid):
+            existing = self.lookup(step, name, aid)  # someone may have published while we waited
+            if existing is not None:
+                return PublishResult(final, existing, reused=True)
+            self._remove_stale_temps(final.parent, aid)
+            tmp = final.parent / f"{_TMP_PREFIX}{aid[:12]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            tmp.mkdir()
+            try:
+                started, t0 = _now(), time.perf_counter()
+                fields = dict(build(tmp) or {})
+                seconds = time.perf_counter() - t0
+                manifest = {
+                    "schema": MANIFEST_SCHEMA,
+                    "id": aid,
+                    "step": step,
+                    "name": name,
+                    "version": version,
+                    "config": dict(config),
+                    "inputs": [dict(i) for i in inputs],
+                    "files": _describe_files(tmp),
+                    **fields,
+                    "timings": {"started_at": started, "finished_at": _now(), "seconds": round(seconds, 4)},
+                    "created_at": _now(),
+                    "environment": {"python": sys.version.split()[0], "platform": platform.platform()},
+                    **dict(extra or {}),
+                }
+                manifest_tmp = tmp / (MANIFEST + ".partial")
+                with open(manifest_tmp, "w", encoding="utf-8") as fh:
+                    json.dump(manifest, fh, indent=2, sort_keys=False, ensure_ascii=False)
+                    fh.write("\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(manifest_tmp, tmp / MANIFEST)
+                _fsync_path(tmp, directory=True)
+                try:
+                    os.rename(tmp, final)
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                        raise
+                    # Lost a race with a writer that had no lock: keep the first, drop ours.
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    winner = self.lookup(step, name, aid)
+                    if winner is None:
+                        raise StoreError(f"{final} exists but holds no complete manifest") from exc
+                    return PublishResult(final, winner, reused=True)
+                _fsync_path(final.parent, directory=True)
+                return PublishResult(final, manifest, reused=False)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+
+    def _remove_stale_temps(self, step_dir: Path, aid: str) -> None:
+        """Called with the id's lock held: any temp dir for this id belongs to a writer that died."""
+        for stale in step_dir.glob(f"{_TMP_PREFIX}{aid[:12]}-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+
+    def iter_artifact_dirs(self) -> Iterator[Path]:
+        """Every published artifact dir (visible entries with a manifest), in path order."""
+        if not self.root.is_dir():
+            return
+        for step_dir in sorted(self.root.iterdir()):
+            if step_dir.name.startswith(".") or not step_dir.is_dir():
+                continue
+            for art_dir in sorted(step_dir.iterdir()):
+                if not art_dir.name.startswith(".") and (art_dir / MANIFEST).is_file():
+                    yield art_dir
+
+
+def _describe_files(directory: Path) -> dict[str, dict[str, Any]]:
+    """Size and sha256 of every file under ``directory``; fsyncs each one so the rename publishes data."""
+    files: dict[str, dict[str, Any]] = {}
+    for path in sorted(directory.rglob("*")):
+        if path.is_symlink():
+            raise StoreError(f"artifacts may not contain symlinks: {path.relative_to(directory)}")
+        if not path.is_file():
+            continue
+        rel = path.relative_to(directory).as_posix()
+        if rel.startswith(MANIFEST):
+            continue
+        _fsync_path(path)
+        files[rel] = {"size": path.stat().st_size, "sha256": sha256_file(path)}
+    return files

@@ -1,0 +1,187 @@
+"""The MLflow tracking adapter: the only module in corpusforge that imports mlflow.
+
+One experiment per pipeline name, one parent run per flow run, one nested run per step that actually
+computed (reused steps are listed on the parent). Runs carry the tags ``corpusforge.step``,
+``corpusforge.artifact_id``, ``corpusforge.inputs``, ``corpusforge.config_hash`` and
+``corpusforge.uri``; inputs are logged with ``log_inputs`` using *our* content digests (MLflow's own
+dataset digest does not hash content).
+
+The tracking URI comes from ``CORPUSFORGE_TRACKING_URI``, then ``MLFLOW_TRACKING_URI``, then the
+embedded default ``sqlite:///<store>/mlflow.db`` with artifacts under ``<store>/mlartifacts``.
+Everything goes through an explicit ``MlflowClient`` and run ids, never the thread-local fluent API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from storage.hashing import config_hash
+
+DIGEST_CHARS = 32  # MLflow's dataset digest column is short; our ids are 64 hex, the full id is in `source`.
+MAX_PARAM_CHARS = 6000
+
+
+def default_tracking_uri(store_root: Path) -> str:
+    uri = os.environ.get("CORPUSFORGE_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
+    return uri or f"sqlite:///{Path(store_root) / 'mlflow.db'}"
+
+
+def flatten(prefix: str, value: Any, out: dict[str, str]) -> dict[str, str]:
+    """Nested config -> MLflow params ``a.b.c = value`` (lists as JSON)."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        out[prefix] = text[:MAX_PARAM_CHARS]
+    return out
+
+
+class NullTracker:
+    """Used when tracking is disabled: same verbs, records nothing."""
+
+    enabled = False
+    tracking_uri = None
+
+    def start_pipeline_run(self, *a, **k) -> None:
+        return None
+
+    def log_step(self, *a, **k) -> None:
+        return None
+
+    def finish_pipeline_run(self, *a, **k) -> None:
+        return None
+
+    def run_url(self, run_id) -> None:
+        return None
+
+
+class Tracker:
+    enabled = True
+
+    def __init__(self, store_root: Path, experiment: str, tracking_uri: str | None = None):
+        from mlflow import MlflowClient
+
+        self.store_root = Path(store_root)
+        self.tracking_uri = tracking_uri or default_tracking_uri(self.store_root)
+        self.client = MlflowClient(tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri)
+        existing = self.client.get_experiment_by_name(experiment)
+        if existing is not None:
+            self.experiment_id = existing.experiment_id
+        else:
+            location = None
+            if self.tracking_uri.startswith("sqlite:"):
+                location = (self.store_root / "mlartifacts").as_uri()
+            self.experiment_id = self.client.create_experiment(experiment, artifact_location=location)
+
+    def start_pipeline_run(self, run_name: str, config: Mapping[str, Any], tags: Mapping[str, str]) -> str:
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=run_name,
+            tags={"corpusforge.config_hash": config_hash(config), **tags},
+        )
+        run_id = run.info.run_id
+        self._log_params(run_id, flatten("", config, {}))
+        self.client.log_text(run_id, json.dumps(config, indent=2, default=str), "config.json")
+        return run_id
+
+    def log_step(
+        self,
+        parent_run_id: str,
+        manifest: Mapping[str, Any],
+        artifact_dir: Path,
+        files: Iterable[str] = (),
+        dirs: Iterable[tuple[str, str]] = (),
+    ) -> str:
+        """A nested run for one computed step: params, metrics, tags, inputs and chosen files."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag, Metric
+
+        artifact_dir = Path(artifact_dir)
+        aid = manifest["id"]
+        tags = {
+            "mlflow.parentRunId": parent_run_id,
+            "corpusforge.step": manifest["step"],
+            "corpusforge.artifact_id": aid,
+            "corpusforge.inputs": ",".join(str(i["id"]) for i in manifest.get("inputs", [])),
+            "corpusforge.config_hash": config_hash(manifest.get("config", {})),
+            "corpusforge.uri": artifact_dir.as_uri(),
+        }
+        if manifest.get("data_docs"):
+            tags["corpusforge.data_docs"] = (artifact_dir / manifest["data_docs"]).as_uri()
+        run = self.client.create_run(self.experiment_id, run_name=f"{manifest['step']}:{manifest['name']}", tags=tags)
+        run_id = run.info.run_id
+        self._log_params(run_id, flatten("", manifest.get("config", {}), {}))
+        metrics = _numeric_metrics(manifest)
+        if metrics:
+            self.client.log_batch(run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()])
+        datasets = [
+            DatasetInput(
+                Dataset(
+                    name=str(i.get("name") or i["id"][:12]),
+                    digest=str(i["id"])[:DIGEST_CHARS],
+                    source_type="corpusforge",
+                    source=json.dumps({"id": i["id"], "kind": i.get("kind"), "path": i.get("path")}),
+                ),
+                tags=[InputTag("mlflow.data.context", str(i.get("kind", "input")))],
+            )
+            for i in manifest.get("inputs", [])
+        ]
+        if datasets:
+            self.client.log_inputs(run_id, datasets=datasets)
+        self.client.log_artifact(run_id, str(artifact_dir / "manifest.json"))
+        for rel in files:
+            if (artifact_dir / rel).is_file():
+                self.client.log_artifact(run_id, str(artifact_dir / rel))
+        for rel, dest in dirs:
+            if (artifact_dir / rel).is_dir():
+                self.client.log_artifacts(run_id, str(artifact_dir / rel), dest)
+        self.client.set_terminated(run_id, "FINISHED")
+        return run_id
+
+    def finish_pipeline_run(self, run_id: str, summary: Mapping[str, Any], failed: bool = False) -> None:
+        metrics = {k: float(v) for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if metrics:
+            from mlflow.entities import Metric
+
+            self.client.log_batch(run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()])
+        self.client.log_text(run_id, json.dumps(summary, indent=2, default=str), "summary.json")
+        self.client.set_terminated(run_id, "FAILED" if failed else "FINISHED")
+
+    def _log_params(self, run_id: str, params: Mapping[str, str]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k[:250], v) for k, v in params.items()]
+        for start in range(0, len(items), 100):  # MLflow caps params per batch at 100
+            self.client.log_batch(run_id, params=items[start:start + 100])
+
+    def run_url(self, run_id: str) -> str:
+        return f"#/experiments/{self.experiment_id}/runs/{run_id}"
+
+
+def _numeric_metrics(manifest: Mapping[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, v in (manifest.get("metrics") or {}).items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = float(v)
+    acc = manifest.get("accounting")
+    if acc:
+        out["records_read"] = float(acc["records_read"])
+        out["records_kept"] = float(acc["kept"])
+        for bucket in ("quarantined", "filtered", "deduplicated"):
+            out[f"records_{bucket}"] = float(sum(acc[bucket].values()))
+    seconds = (manifest.get("timings") or {}).get("seconds")
+    if seconds is not None:
+        out["seconds"] = float(seconds)
+    return out
+
+
+def open_tracker(store_root: Path, experiment: str, enabled: bool = True) -> Tracker | NullTracker:
+    if not enabled:
+        return NullTracker()
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("DO_NOT_TRACK", "true")
+    return Tracker(store_root, experiment)

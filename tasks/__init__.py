@@ -1,0 +1,1 @@
+"""The pipeline's steps: each one pure core function plus one thin Prefect @task wrapper."""

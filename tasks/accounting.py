@@ -1,0 +1,76 @@
+"""Record accounting: every record read ends in exactly one bucket.
+
+``records_read = kept + quarantined + filtered + deduplicated``, overall and per source. The counts are
+derived from the published tables themselves (kept rows, quarantine rows, dropped rows), and
+``records_read`` is counted independently while reading; :func:`build_accounting` refuses to return
+a table whose sum does not hold, so an inconsistent artifact is never published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+DROP_STAGE_BUCKET = {"filter": "filtered", "dedup": "deduplicated"}
+
+
+class AccountingError(RuntimeError):
+    pass
+
+
+def empty_counts() -> dict[str, Any]:
+    return {"records_read": 0, "kept": 0, "quarantined": {}, "filtered": {}, "deduplicated": {}}
+
+
+def _bump(counts: dict[str, Any], bucket: str, reason: str | None, n: int = 1) -> None:
+    if bucket == "kept":
+        counts["kept"] += n
+    else:
+        counts[bucket][reason] = counts[bucket].get(reason, 0) + n
+
+
+def total(counts: Mapping[str, Any]) -> int:
+    return counts["kept"] + sum(
+        sum(counts[b].values()) for b in ("quarantined", "filtered", "deduplicated")
+    )
+
+
+def build_accounting(
+    records_read: Mapping[str, int],
+    kept_sources: Iterable[str],
+    quarantined: Iterable[tuple[str, str]],
+    dropped: Iterable[tuple[str, str, str]],
+) -> dict[str, Any]:
+    """Accounting from per-source read counts and the (source[, stage], reason) of every non-kept row."""
+    per_source: dict[str, dict[str, Any]] = {s: empty_counts() for s in records_read}
+
+    def source_counts(source: str) -> dict[str, Any]:
+        if source not in per_source:
+            raise AccountingError(f"row from source {source!r}, which was never read")
+        return per_source[source]
+
+    for source in kept_sources:
+        _bump(source_counts(source), "kept", None)
+    for source, reason in quarantined:
+        _bump(source_counts(source), "quarantined", reason)
+    for source, stage, reason in dropped:
+        if stage not in DROP_STAGE_BUCKET:
+            raise AccountingError(f"unknown drop stage {stage!r} (expected one of {sorted(DROP_STAGE_BUCKET)})")
+        _bump(source_counts(source), DROP_STAGE_BUCKET[stage], reason)
+
+    overall = empty_counts()
+    for source, counts in per_source.items():
+        counts["records_read"] = int(records_read[source])
+        if total(counts) != counts["records_read"]:
+            raise AccountingError(
+                f"{source}: read {counts['records_read']} records but accounted for {total(counts)} "
+                f"(kept {counts['kept']}, quarantined {counts['quarantined']}, filtered {counts['filtered']}, "
+                f"deduplicated {counts['deduplicated']})"
+            )
+        overall["records_read"] += counts["records_read"]
+        overall["kept"] += counts["kept"]
+        for bucket in ("quarantined", "filtered", "deduplicated"):
+            for reason, n in counts[bucket].items():
+                _bump(overall, bucket, reason, n)
+    overall["per_source"] = dict(sorted(per_source.items()))
+    return overall

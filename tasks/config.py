@@ -1,0 +1,195 @@
+"""Turn YAML/dicts into the frozen config dataclasses that live next to the code they configure.
+
+- Unknown keys are errors that list the allowed ones (a typo must never be silently ignored).
+- Values are checked against the field's type; nested dataclasses recurse with a dotted path.
+- ``--set a.b=c`` overrides are parsed as YAML scalars (``true``, ``3``, ``0.5``, ``[a, b]``).
+- Every error names the field by its dotted path and says what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config value or key that is not allowed. The message names the dotted field path."""
+
+
+def field_doc(cls: type, name: str) -> str:
+    """A field's documentation: ``metadata={"doc": ...}`` on the dataclass field."""
+    for f in dataclasses.fields(cls):
+        if f.name == name:
+            return str(f.metadata.get("doc", ""))
+    return ""
+
+
+def _describe(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if dataclasses.is_dataclass(tp):
+        return f"a mapping ({tp.__name__})"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in get_args(tp))
+    if origin in (tuple, list, Sequence):
+        args = [a for a in get_args(tp) if a is not Ellipsis]
+        return f"a list of {_describe(args[0])}" if args else "a list"
+    if origin in (dict, Mapping):
+        return "a mapping"
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(tp: Any, value: Any, path: str) -> Any:
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected {_describe(tp)}, got {type(value).__name__} {value!r}")
+        return from_dict(tp, value, path)
+    if origin is Literal:
+        if value not in get_args(tp):
+            raise ConfigError(f"{path}: {value!r} is not allowed; use {_describe(tp)}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for arg in get_args(tp):
+            if arg is type(None):
+                if value is None:
+                    return None
+                continue
+            try:
+                return _coerce(arg, value, path)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(f"{path}: expected {_describe(tp)}, got {value!r}")
+    if origin in (tuple, list, Sequence):
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise ConfigError(f"{path}: expected {_describe(tp)}, got {type(value).__name__} {value!r}")
+        args = [a for a in get_args(tp) if a is not Ellipsis]
+        item_tp = args[0] if args else Any
+        return tuple(_coerce(item_tp, v, f"{path}[{i}]") for i, v in enumerate(value))
+    if origin in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected a mapping, got {type(value).__name__} {value!r}")
+        key_tp, val_tp = get_args(tp) or (Any, Any)
+        return {_coerce(key_tp, k, path): _coerce(val_tp, v, f"{path}.{k}") for k, v in value.items()}
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: expected a string, got {type(value).__name__} {value!r}")
+        return value
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise ConfigError(f"{path}: expected {_describe(tp)}, got {value!r}")
+    return value
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T:
+    """Build the frozen dataclass ``cls`` from ``data``; unknown or ill-typed keys raise ConfigError."""
+    data = dict(data or {})
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(fields))
+    prefix = f"{path}." if path else ""
+    if unknown:
+        raise ConfigError(
+            f"{prefix}{unknown[0]}: unknown key; allowed keys under {path or 'the top level'} are: "
+            + ", ".join(sorted(fields))
+        )
+    kwargs = {name: _coerce(hints[name], value, f"{prefix}{name}") for name, value in data.items()}
+    try:
+        return cls(**kwargs)
+    except ValueError as exc:  # __post_init__ checks: "field: message"
+        msg = str(exc)
+        raise ConfigError(msg if msg.startswith(prefix) or not prefix else f"{prefix}{msg}") from None
+    except TypeError as exc:  # a required field is missing
+        raise ConfigError(f"{path or cls.__name__}: {exc}") from None
+
+
+def to_dict(obj: Any) -> Any:
+    """A config dataclass as plain JSON-able data (tuples become lists)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {k: to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b=c`` -> (["a", "b"], yaml-parsed c)."""
+    import yaml
+
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set corpus.split.valid=0.1")
+    key, _, raw = item.partition("=")
+    parts = [p for p in key.strip().split(".")]
+    if not all(parts):
+        raise ConfigError(f"--set {item!r}: the key must be dotted names like corpus.split.valid")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {item!r}: cannot parse the value: {exc}") from None
+    return parts, value
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Return a deep copy of ``data`` with each ``a.b=c`` override applied (creating mappings as needed)."""
+    import copy
+
+    out = copy.deepcopy(dict(data))
+    for item in overrides:
+        parts, value = parse_override(item)
+        node = out
+        for depth, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                where = ".".join(parts[: depth + 1])
+                raise ConfigError(f"--set {item!r}: {where} is {child!r}, not a mapping")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping, got {type(data).__name__}")
+    return data

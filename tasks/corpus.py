@@ -1,0 +1,165 @@
+"""Step ``corpus``: merge shard artifacts into one corpus with train/valid/test Parquet files.
+
+Its inputs are the shard ids in source order, so one changed source file changes one shard id and
+this merge id, while every other shard is reused. The merge removes exact duplicates *across* shards
+(first occurrence in source order wins), writes ``train/valid/test.parquet``, concatenates the
+quarantine and drop tables, sums the accounting (re-checked against the tables) and draws the
+document-length histogram.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from storage.readers import ReaderConfig, discover_sources
+from storage.store import ArtifactStore, read_manifest
+from tasks.accounting import build_accounting
+from tasks.clean import CleanConfig
+from tasks.config import ConfigError, from_dict, to_dict
+from tasks.corpus_shard import SourceRef, digest_source, drop_examples
+from tasks.split import SPLITS, SplitConfig
+from tasks.step import StepResult, artifact_input, log_step_outcome, run_step
+from tasks.validate import ValidationConfig
+
+CORPUS_STEP = "corpus"
+CORPUS_VERSION = 1
+LIBRARIES = ("polars", "pyarrow", "matplotlib")
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    """Duplicate removal. Exact dedup compares documents after cleaning."""
+
+    exact: bool = field(default=True, metadata={"doc": "Drop exact duplicates, keeping the first occurrence."})
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """The corpus stage: which sources, how to read, clean, dedup, split and validate them."""
+
+    name: str = field(default="corpus", metadata={"doc": "Artifact name of the merged corpus."})
+    sources: tuple[str, ...] = field(default=(), metadata={"doc": "Files or directories (read recursively)."})
+    reader: ReaderConfig = field(default_factory=ReaderConfig, metadata={"doc": "How files become records."})
+    clean: CleanConfig = field(default_factory=CleanConfig, metadata={"doc": "Text normalization preset."})
+    dedup: DedupConfig = field(default_factory=DedupConfig, metadata={"doc": "Duplicate removal."})
+    split: SplitConfig = field(default_factory=SplitConfig, metadata={"doc": "Held-out fractions."})
+    validate: ValidationConfig = field(default_factory=ValidationConfig, metadata={"doc": "GX suite bounds."})
+
+    def __post_init__(self) -> None:
+        from storage.store import check_name
+
+        try:
+            check_name("artifact", self.name)
+        except Exception as exc:  # StoreError -> config error on the field
+            raise ValueError(f"name: {exc}") from None
+
+
+def corpus_config_from_dict(data: dict[str, Any], path: str = "corpus") -> CorpusConfig:
+    return from_dict(CorpusConfig, data, path)
+
+
+def resolve_sources(cfg: CorpusConfig, base_dir: Path | None = None) -> list[SourceRef]:
+    """Discover and hash every source file. Relative paths resolve against ``base_dir`` (the config's dir)."""
+    if not cfg.sources:
+        raise ConfigError("corpus.sources: give at least one file or directory")
+    paths = [p if os.path.isabs(p) or base_dir is None else str(base_dir / p) for p in cfg.sources]
+    discovery = discover_sources(paths)
+    if not discovery.files:
+        hidden = f" (skipped hidden entries: {', '.join(discovery.skipped_hidden[:5])})" if discovery.skipped_hidden else ""
+        raise ConfigError(f"corpus.sources: no files found in {', '.join(cfg.sources)}{hidden}")
+    return [digest_source(sf) for sf in discovery.files]
+
+
+def build_corpus(shards: list[StepResult], cfg: CorpusConfig, store: ArtifactStore) -> StepResult:
+    """Pure core of the merge step."""
+    config = {"name": cfg.name, "dedup": to_dict(cfg.dedup), "split": to_dict(cfg.split)}
+    return run_step(
+        store,
+        step=CORPUS_STEP,
+        version=CORPUS_VERSION,
+        name=cfg.name,
+        config=config,
+        inputs=[artifact_input(s) for s in shards],
+        build=lambda out: _merge(out, shards, cfg, store),
+        libraries=LIBRARIES,
+    )
+
+
+def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: ArtifactStore) -> dict[str, Any]:
+    import polars as pl
+
+    manifests = [read_manifest(Path(s.path)) for s in shards]
+    records_read: dict[str, int] = {}
+    for shard, manifest in zip(shards, manifests):
+        if manifest is None:
+            raise FileNotFoundError(f"shard artifact {shard.id[:12]} vanished from {shard.path}")
+        records_read.update({k: v["records_read"] for k, v in manifest["accounting"]["per_source"].items()})
+
+    def load(file: str) -> pl.DataFrame:
+        return pl.concat([pl.read_parquet(Path(s.path) / file) for s in shards], how="vertical") if shards else None
+
+    docs, quarantine, dropped = load("data.parquet"), load("quarantine.parquet"), load("dropped.parquet")
+    if cfg.dedup.exact and docs.height:
+        first = pl.col("content_hash").is_first_distinct()
+        originals = docs.filter(first).select("content_hash", pl.col("doc_id").alias("duplicate_of"))
+        dups = docs.filter(~first).join(originals, on="content_hash", how="left", maintain_order="left")
+        cross = dups.select(
+            "source", "locator", pl.lit("dedup").alias("stage"), pl.lit("exact").alias("reason"),
+            ("duplicate_of=" + pl.col("duplicate_of") + " (across files)").alias("detail"),
+        )
+        dropped = pl.concat([dropped, cross], how="vertical")
+        docs = docs.filter(first)
+
+    for split in SPLITS:
+        docs.filter(pl.col("split") == split).write_parquet(out / f"{split}.parquet", compression="zstd")
+    quarantine.write_parquet(out / "quarantine.parquet", compression="zstd")
+    dropped.write_parquet(out / "dropped.parquet", compression="zstd")
+
+    accounting = build_accounting(
+        records_read, docs["source"], zip(quarantine["source"], quarantine["reason"]),
+        zip(dropped["source"], dropped["stage"], dropped["reason"]),
+    )
+    from tasks.report import plot_doc_lengths, write_data_docs_index
+
+    plot_doc_lengths(docs, out / "doc_lengths.png", title=f"{cfg.name}: document length")
+    write_data_docs_index(out, shards, manifests)
+    metrics: dict[str, Any] = {"docs": docs.height, "chars": int(docs["n_chars"].sum() or 0),
+                               "words": int(docs["n_words"].sum() or 0), "sources": len(shards)}
+    for split in SPLITS:
+        metrics[f"docs_{split}"] = int((docs["split"] == split).sum())
+    return {
+        "accounting": accounting,
+        "drop_examples": drop_examples(quarantine, dropped),
+        "metrics": metrics,
+        "shards": [{"id": s.id, "source": m["config"]["source"], "path": s.path} for s, m in zip(shards, manifests)],
+        "data_docs": "data_docs.html",
+        "splits": {split: f"{split}.parquet" for split in SPLITS},
+    }
+
+
+@task(name="discover_sources", retries=2, retry_delay_seconds=1, cache_policy=NO_CACHE)
+def discover_sources_task(corpus_config: dict[str, Any], base_dir: str | None) -> list[dict[str, Any]]:
+    refs = resolve_sources(corpus_config_from_dict(corpus_config), Path(base_dir) if base_dir else None)
+    return [r.to_dict() for r in refs]
+
+
+@task(name="corpus", cache_policy=NO_CACHE)
+def corpus_task(shards: list[dict[str, Any]], corpus_config: dict[str, Any], store_root: str) -> dict[str, Any]:
+    result = build_corpus([StepResult.from_dict(s) for s in shards], corpus_config_from_dict(corpus_config),
+                          ArtifactStore(store_root))
+    log_step_outcome(result)
+    return result.to_dict()
+
+
+def describe(result: StepResult) -> dict[str, Any]:
+    """What the CLI prints about a finished corpus: its manifest's headline numbers."""
+    manifest = read_manifest(Path(result.path)) or {}
+    return {**result.to_dict(), "accounting": manifest.get("accounting"), "metrics": manifest.get("metrics"),
+            "data_docs": str(Path(result.path) / "data_docs.html")}
+

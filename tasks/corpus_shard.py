@@ -1,0 +1,217 @@
+"""Step ``corpus_shard``: one source file -> clean, validated Parquet plus quarantine and drop tables.
+
+Sharding by source file makes runs incremental: a changed file changes its own content digest, so only
+its shard id changes and only that shard is recomputed.
+
+Within a shard, in order: read (storage.readers, strict UTF-8) -> clean (polars expressions) ->
+filter empty documents -> exact dedup (first occurrence wins) -> split -> GX validation (row failures
+to quarantine). Every record read ends in exactly one of kept / quarantined / filtered / deduplicated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from storage.hashing import sha256_bytes, sha256_file
+from storage.readers import SourceFile, read_records
+from storage.store import ArtifactStore
+from tasks.accounting import build_accounting
+from tasks.clean import clean_expr, word_count_expr
+from tasks.config import to_dict
+from tasks.split import assign_splits
+from tasks.step import StepResult, log_step_outcome, run_step, slug
+from tasks.validate import COLUMNS, validate_frame
+
+SHARD_STEP = "corpus_shard"
+SHARD_VERSION = 1
+EXAMPLES_PER_REASON = 5
+LIBRARIES = ("polars", "pyarrow", "great_expectations", "xxhash")
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """A discovered source file plus its content digest (the shard's input id)."""
+
+    name: str
+    path: str
+    digest: str
+    size: int | None
+    refused: str | None = None
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def digest_source(sf: SourceFile) -> SourceRef:
+    """Hash a source's bytes. Refused or unreadable files get a digest of their name and reason."""
+    if sf.refused is None:
+        try:
+            return SourceRef(sf.name, str(sf.path), sha256_file(sf.path), sf.path.stat().st_size)
+        except OSError as exc:
+            sf = SourceFile(sf.name, sf.path, "unreadable", exc.strerror or str(exc))
+    marker = f"refused\0{sf.name}\0{sf.refused}\0{sf.detail}".encode()
+    return SourceRef(sf.name, str(sf.path), sha256_bytes(marker), None, sf.refused, sf.detail)
+
+
+def shard_config(corpus_cfg, source_name: str) -> dict[str, Any]:
+    """The parts of the corpus config that change a shard's output (plus the source's name)."""
+    return {
+        "source": source_name,
+        "reader": to_dict(corpus_cfg.reader),
+        "clean": to_dict(corpus_cfg.clean),
+        "dedup": to_dict(corpus_cfg.dedup),
+        "split": to_dict(corpus_cfg.split),
+        "validate": to_dict(corpus_cfg.validate),
+    }
+
+
+def doc_id_for(source_digest: str, locator: str) -> str:
+    return hashlib.sha256(f"{source_digest}:{locator}".encode()).hexdigest()[:20]
+
+
+def build_corpus_shard(ref: SourceRef, corpus_cfg, store: ArtifactStore) -> StepResult:
+    """Pure core of the shard step: publish (or reuse) the shard artifact for one source file."""
+    inputs = [{"id": ref.digest, "kind": "source", "name": ref.name, "path": ref.path, "size": ref.size}]
+    return run_step(
+        store,
+        step=SHARD_STEP,
+        version=SHARD_VERSION,
+        name=slug(ref.name),
+        config=shard_config(corpus_cfg, ref.name),
+        inputs=inputs,
+        build=lambda out: _build(out, ref, corpus_cfg),
+        libraries=LIBRARIES,
+    )
+
+
+def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
+    import polars as pl
+    import xxhash
+
+    source = SourceFile(ref.name, Path(ref.path), ref.refused, ref.detail)
+    locators, texts, metas, quarantine = [], [], [], []
+    records_read = 0
+    for rec in read_records(source, txt_mode=cfg.reader.txt_mode, text_field=cfg.reader.text_field):
+        records_read += 1
+        if rec.ok:
+            locators.append(rec.locator)
+            texts.append(rec.text)
+            metas.append(json.dumps(rec.meta, sort_keys=True, ensure_ascii=False) if rec.meta else None)
+        else:
+            quarantine.append({"locator": rec.locator, "stage": "read", "reason": rec.reason,
+                               "detail": rec.detail, "raw": rec.raw})
+
+    df = pl.DataFrame({"locator": locators, "text": texts, "meta": metas},
+                      schema={"locator": pl.Utf8, "text": pl.Utf8, "meta": pl.Utf8})
+    df = df.with_columns(clean_expr("text", cfg.clean).alias("text"))
+    dropped = []
+    empty = df.filter(pl.col("text").str.len_chars() == 0)
+    dropped += [{"locator": loc, "stage": "filter", "reason": "empty", "detail": "no text after cleaning"}
+                for loc in empty["locator"]]
+    df = df.filter(pl.col("text").str.len_chars() > 0)
+
+    df = df.with_columns(
+        pl.Series("doc_id", [doc_id_for(ref.digest, loc) for loc in df["locator"]], dtype=pl.Utf8),
+        pl.Series("content_hash", [xxhash.xxh3_128_hexdigest(t.encode()) for t in df["text"]], dtype=pl.Utf8),
+    )
+    if cfg.dedup.exact:
+        first = pl.col("content_hash").is_first_distinct()
+        originals = df.filter(first).select("content_hash", pl.col("doc_id").alias("duplicate_of"))
+        dups = df.filter(~first).join(originals, on="content_hash", how="left", maintain_order="left")
+        dropped += [{"locator": loc, "stage": "dedup", "reason": "exact", "detail": f"duplicate_of={orig}"}
+                    for loc, orig in zip(dups["locator"], dups["duplicate_of"])]
+        df = df.filter(first)
+
+    df = df.with_columns(
+        pl.lit(ref.name).alias("source"),
+        pl.Series("split", assign_splits(df["doc_id"], cfg.split), dtype=pl.Utf8),
+        pl.col("text").str.len_chars().cast(pl.Int64).alias("n_chars"),
+        word_count_expr("text").alias("n_words"),
+        pl.lit(None, dtype=pl.Utf8).alias("lang"),
+    ).select(COLUMNS)
+
+    validation: dict[str, Any] = {"enabled": cfg.validate.enabled, "skipped": "no rows"}
+    data_docs = None
+    if df.height:
+        outcome = validate_frame(df.to_pandas(), cfg.validate, out)
+        validation, data_docs = outcome.summary, outcome.data_docs
+        if outcome.row_failures:
+            failing = pl.Series(list(outcome.row_failures))
+            bad = df.filter(pl.col("doc_id").is_in(failing))
+            for doc_id, loc, text in zip(bad["doc_id"], bad["locator"], bad["text"]):
+                quarantine.append({"locator": loc, "stage": "validate", "reason": outcome.row_failures[doc_id],
+                                   "detail": f"doc_id={doc_id}", "raw": text.encode()[:4096]})
+            df = df.filter(~pl.col("doc_id").is_in(failing))
+
+    q = _drop_table(ref.name, quarantine, with_raw=True)
+    d = _drop_table(ref.name, dropped, with_raw=False)
+    df.write_parquet(out / "data.parquet", compression="zstd")
+    q.write_parquet(out / "quarantine.parquet", compression="zstd")
+    d.write_parquet(out / "dropped.parquet", compression="zstd")
+    (out / "validation.json").write_text(json.dumps(validation, indent=2) + "\n", encoding="utf-8")
+
+    accounting = build_accounting(
+        {ref.name: records_read},
+        df["source"],
+        zip(q["source"], q["reason"]),
+        zip(d["source"], d["stage"], d["reason"]),
+    )
+    return {
+        "accounting": accounting,
+        "drop_examples": drop_examples(q, d),
+        "metrics": {"docs": df.height, "chars": int(df["n_chars"].sum() or 0), "words": int(df["n_words"].sum() or 0)},
+        "validation": validation,
+        "data_docs": data_docs,
+    }
+
+
+def _drop_table(source: str, rows: list[dict[str, Any]], with_raw: bool):
+    import polars as pl
+
+    schema = {"source": pl.Utf8, "locator": pl.Utf8, "stage": pl.Utf8, "reason": pl.Utf8, "detail": pl.Utf8,
+              "raw": pl.Binary}
+    if not with_raw:
+        schema.pop("raw")
+    table = pl.DataFrame([{"source": source, **{k: r.get(k) for k in schema if k != "source"}} for r in rows],
+                         schema=schema)
+    return table
+
+
+def drop_examples(quarantine, dropped) -> dict[str, list[str]]:
+    """A few ``source:locator`` examples per reason, so `artifacts show` can point at real records."""
+    out: dict[str, list[str]] = {}
+    for table in (quarantine, dropped):
+        for source, locator, reason in zip(table["source"], table["locator"], table["reason"]):
+            bucket = out.setdefault(reason, [])
+            if len(bucket) < EXAMPLES_PER_REASON:
+                bucket.append(f"{source}:{locator}")
+    return out
+
+
+def _retry_on_io_error(task, task_run, state) -> bool:
+    """Retry transient I/O failures only; a bad config or failed validation will not fix itself."""
+    try:
+        state.result()
+    except OSError:
+        return True
+    except Exception:  # noqa: BLE001 - anything else is not transient
+        return False
+    return False
+
+
+@task(name="corpus_shard", retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_on_io_error,
+      cache_policy=NO_CACHE, task_run_name="corpus_shard[{source[name]}]")
+def corpus_shard_task(source: dict[str, Any], corpus_config: dict[str, Any], store_root: str) -> dict[str, Any]:
+    from tasks.corpus import corpus_config_from_dict
+
+    result = build_corpus_shard(SourceRef(**source), corpus_config_from_dict(corpus_config), ArtifactStore(store_root))
+    log_step_outcome(result)
+    return result.to_dict()

@@ -1,0 +1,44 @@
+"""Deterministic train/valid/test assignment.
+
+A document's split depends only on its ``doc_id`` and the seed, never on what else is in the corpus,
+so appending files never moves an existing document to another split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import xxhash
+
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class SplitConfig:
+    """Fractions of documents held out; the rest is train."""
+
+    valid: float = field(default=0.05, metadata={"doc": "Fraction of documents in the valid split (0-1)."})
+    test: float = field(default=0.05, metadata={"doc": "Fraction of documents in the test split (0-1)."})
+    seed: int = field(default=0, metadata={"doc": "Changes the assignment while keeping it deterministic."})
+
+    def __post_init__(self) -> None:
+        for name in ("valid", "test"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name}: must be in [0, 1), got {value}")
+        if self.valid + self.test >= 1.0:
+            raise ValueError(f"valid + test must be < 1 so that train is not empty, got {self.valid + self.test}")
+
+
+def assign_split(doc_id: str, cfg: SplitConfig) -> str:
+    u = xxhash.xxh64_intdigest(f"{cfg.seed}:{doc_id}".encode()) / 2.0**64
+    if u < cfg.valid:
+        return "valid"
+    if u < cfg.valid + cfg.test:
+        return "test"
+    return "train"
+
+
+def assign_splits(doc_ids: Iterable[str], cfg: SplitConfig) -> list[str]:
+    return [assign_split(d, cfg) for d in doc_ids]

@@ -1,0 +1,117 @@
+"""The step mechanism shared by every step: identity, publish-or-reuse, and what a step returns.
+
+A step's core function calls :func:`run_step` with its name, version, config and inputs and a
+``build(tmp_dir)`` callback. The id is content-derived (storage.hashing.artifact_id); if it is already
+published the step returns at once with ``reused=True``. Between tasks only the small
+:class:`StepResult` travels: ids and paths, never data.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from storage.store import ArtifactStore
+
+BASE_LIBRARIES = ("corpusforge",)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    id: str
+    step: str
+    name: str
+    path: str
+    reused: bool
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StepResult:
+        return cls(**{k: data[k] for k in ("id", "step", "name", "path", "reused", "seconds")})
+
+
+def artifact_input(result: StepResult | Mapping[str, Any]) -> dict[str, Any]:
+    """How a step lists an upstream artifact among its inputs."""
+    r = result if isinstance(result, StepResult) else StepResult.from_dict(result)
+    return {"id": r.id, "kind": "artifact", "step": r.step, "name": r.name}
+
+
+def slug(text: str, limit: int = 64) -> str:
+    """A safe artifact name from free text: 'sample/a b.txt' -> 'sample__a_b.txt'."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace("/", "__")).lstrip("._-")
+    return (s[:limit].rstrip("._-") or "source") if s else "source"
+
+
+def library_versions(names: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for name in (*BASE_LIBRARIES, *names):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """The commit of the corpusforge checkout this code runs from, if it is one."""
+    here = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def run_step(
+    store: ArtifactStore,
+    *,
+    step: str,
+    version: int,
+    name: str,
+    config: Mapping[str, Any],
+    inputs: list[Mapping[str, Any]],
+    build: Callable[[Path], Mapping[str, Any] | None],
+    libraries: Sequence[str] = (),
+) -> StepResult:
+    """Publish the step's artifact, or reuse it when its id is already in the store."""
+    published = store.publish(
+        step=step,
+        name=name,
+        version=version,
+        config=config,
+        inputs=list(inputs),
+        build=build,
+        extra={"library_versions": library_versions(libraries), "git_commit": git_commit()},
+    )
+    seconds = 0.0 if published.reused else float(published.manifest["timings"]["seconds"])
+    return StepResult(
+        id=published.manifest["id"],
+        step=step,
+        name=name,
+        path=str(published.path),
+        reused=published.reused,
+        seconds=seconds,
+    )
+
+
+def log_step_outcome(result: StepResult) -> None:
+    """Make reuse visible in the Prefect UI's task logs (called from @task wrappers)."""
+    from prefect import get_run_logger
+
+    logger = get_run_logger()
+    if result.reused:
+        logger.info("reused %s %s (id %s) from the store: nothing recomputed", result.step, result.name, result.id[:12])
+    else:
+        logger.info("computed %s %s (id %s) in %.2fs", result.step, result.name, result.id[:12], result.seconds)
