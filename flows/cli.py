@@ -61,12 +61,15 @@ def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> 
     from flows.settings import configure_environment
 
     configure_environment(store_root)
-    from flows.pipeline import run_pipeline
+    from flows.pipeline import pipeline_config_from_dict, run_pipeline
+    from flows.settings import start_ephemeral_prefect
     from storage.readers import SourceError
     from tasks.config import ConfigError
     from tasks.validate import DatasetValidationError
 
     try:
+        pipeline_config_from_dict(config)  # fail fast, before any server starts
+        start_ephemeral_prefect()
         return run_pipeline(config, store=store_root, base_dir=base_dir)
     except (ConfigError, SourceError) as exc:
         _fail(str(exc), 2)

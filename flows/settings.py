@@ -25,3 +25,22 @@ def configure_environment(store_root: Path) -> None:
         home = Path(store_root) / "prefect"
         home.mkdir(parents=True, exist_ok=True)
         os.environ["PREFECT_HOME"] = str(home)
+
+
+def start_ephemeral_prefect(timeout: int = 120) -> None:
+    """Start this process's ephemeral Prefect API now, under a lock on PREFECT_HOME.
+
+    Without a PREFECT_API_URL, every process starts its own ephemeral API, which migrates the shared
+    sqlite database on start. Two corpusforge commands started at once would race on those migrations
+    ("duplicate column name"), so the first start is serialised; later starts find the schema current.
+    Prefect's server object is a per-process singleton, so the flow then reuses this instance.
+    """
+    if os.environ.get("PREFECT_API_URL"):
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_HOME
+
+    from storage.locks import file_lock
+
+    with file_lock(Path(PREFECT_HOME.value()) / ".corpusforge-ephemeral.lock"):
+        SubprocessASGIServer().start(timeout=timeout)

@@ -15,6 +15,7 @@ Reason codes (stable, used in manifests): ``empty_file``, ``no_records``, ``bina
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+UTF8_BOM = b"\xef\xbb\xbf"
 RAW_CAP = 4096  # bytes of the original record kept in quarantine
 BINARY_SNIFF = 8192
 TEXT_SUFFIXES = {".txt", ".text", ".md"}
@@ -134,15 +136,19 @@ def _walk(directory: Path, root: str, label: str, ancestors: set[str], found: Di
             found.skipped_hidden.append(name)
             continue
         if entry.is_symlink():
-            target = os.path.realpath(path)
+            try:
+                target = os.path.realpath(path, strict=True)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # a cycle of links (a -> b -> a)
+                    found.files.append(SourceFile(name, path, "symlink_loop", "the link chain loops"))
+                else:
+                    found.files.append(SourceFile(name, path, "unreadable", f"dangling symlink: {exc.strerror}"))
+                continue
             if not _within(target, root):
-                found.files.append(SourceFile(name, path, "symlink_escape", f"points outside the input root to {target}"))
+                found.files.append(SourceFile(name, path, "symlink_escape", "points outside the input root"))
                 continue
             if target in ancestors:
-                found.files.append(SourceFile(name, path, "symlink_loop", f"loops back to {target}"))
-                continue
-            if not os.path.exists(target):
-                found.files.append(SourceFile(name, path, "unreadable", "dangling symlink"))
+                found.files.append(SourceFile(name, path, "symlink_loop", "loops back to a parent directory"))
                 continue
         try:
             is_dir = entry.is_dir(follow_symlinks=True)
@@ -196,7 +202,7 @@ def read_records(source: SourceFile, *, txt_mode: str = "line", text_field: str 
             if b"\x00" in head:
                 yield RawRecord("file", reason="binary_file", detail="NUL byte in the first 8 KiB", raw=head[:RAW_CAP])
                 return
-            fh.seek(0)
+            fh.seek(3 if head.startswith(UTF8_BOM) else 0)  # a UTF-8 BOM is an encoding mark, not text
             if source.format == "jsonl":
                 records = _jsonl_records(fh, text_field)
             elif txt_mode == "line":
@@ -277,5 +283,12 @@ def _jsonl_records(fh, text_field: str) -> Iterator[RawRecord]:
         value = obj.pop(text_field)
         if not isinstance(value, str):
             yield RawRecord(locator, reason="text_not_string", detail=type(value).__name__, raw=line[:RAW_CAP])
+            continue
+        try:  # JSON escapes can encode lone surrogates ("\ud800"), which are not valid Unicode text
+            value.encode("utf-8")
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            yield RawRecord(locator, reason="invalid_utf8", detail=f"lone surrogate escape: {exc.reason}",
+                            raw=line[:RAW_CAP])
             continue
         yield RawRecord(locator, text=value, meta=obj)

@@ -13,7 +13,6 @@ Only local directories are supported as roots for now; team mode on fsspec URLs 
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -31,17 +30,12 @@ from typing import Any
 
 from storage.hashing import artifact_id as compute_artifact_id
 from storage.hashing import sha256_file
+from storage.locks import HAVE_FLOCK, file_lock
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = 1
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TMP_PREFIX = ".tmp-"
-
-try:  # POSIX advisory locks; absent on Windows, where first-rename-wins still keeps artifacts intact.
-    import fcntl
-except ImportError:  # pragma: no cover - not on our platforms
-    fcntl = None  # type: ignore[assignment]
-
 
 class StoreError(RuntimeError):
     """A store operation that cannot succeed (bad name, corrupt manifest, unwritable root)."""
@@ -123,19 +117,8 @@ class ArtifactStore:
             )
         return manifest
 
-    @contextlib.contextmanager
-    def _lock(self, artifact_id: str) -> Iterator[None]:
-        if fcntl is None:
-            yield
-            return
-        lock_dir = self.root / ".locks"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        with open(lock_dir / f"{artifact_id}.lock", "a+") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    def _lock(self, artifact_id: str):
+        return file_lock(self.root / ".locks" / f"{artifact_id}.lock")
 
     def publish(
         self,
@@ -153,6 +136,8 @@ class ArtifactStore:
         ``build(tmp_dir)`` writes the step's files into ``tmp_dir`` and returns extra manifest fields
         (``accounting``, ``metrics``, ...). ``inputs`` are dicts with at least an ``id``.
         """
+        check_name("step", step)
+        check_name("artifact", name)
         input_ids = [str(i["id"]) for i in inputs]
         aid = compute_artifact_id(step, version, config, input_ids)
         final = self.artifact_dir(step, name, aid)
@@ -213,8 +198,14 @@ class ArtifactStore:
                 raise
 
     def _remove_stale_temps(self, step_dir: Path, aid: str) -> None:
-        """Called with the id's lock held: any temp dir for this id belongs to a writer that died."""
+        """Remove temp dirs of writers that died mid-publish.
+
+        Called with the id's lock held, so with flock any temp dir for this id is a dead writer's.
+        Without flock, only dirs whose writer pid is gone are removed (a live writer keeps its own).
+        """
         for stale in step_dir.glob(f"{_TMP_PREFIX}{aid[:12]}-*"):
+            if not HAVE_FLOCK and _pid_alive(stale.name.split("-")[2]):
+                continue
             shutil.rmtree(stale, ignore_errors=True)
 
     def iter_artifact_dirs(self) -> Iterator[Path]:
@@ -229,6 +220,16 @@ class ArtifactStore:
                     yield art_dir
 
 
+def _pid_alive(pid_text: str) -> bool:
+    try:
+        os.kill(int(pid_text), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _describe_files(directory: Path) -> dict[str, dict[str, Any]]:
     """Size and sha256 of every file under ``directory``; fsyncs each one so the rename publishes data."""
     files: dict[str, dict[str, Any]] = {}
@@ -238,7 +239,7 @@ def _describe_files(directory: Path) -> dict[str, dict[str, Any]]:
         if not path.is_file():
             continue
         rel = path.relative_to(directory).as_posix()
-        if rel.startswith(MANIFEST):
+        if rel == MANIFEST:
             continue
         _fsync_path(path)
         files[rel] = {"size": path.stat().st_size, "sha256": sha256_file(path)}

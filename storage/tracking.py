@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from storage.hashing import config_hash
+from storage.locks import file_lock
 
 DIGEST_CHARS = 32  # MLflow's dataset digest column is short; our ids are 64 hex, the full id is in `source`.
 MAX_PARAM_CHARS = 6000
@@ -68,15 +70,27 @@ class Tracker:
 
         self.store_root = Path(store_root)
         self.tracking_uri = tracking_uri or default_tracking_uri(self.store_root)
-        self.client = MlflowClient(tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri)
-        existing = self.client.get_experiment_by_name(experiment)
-        if existing is not None:
-            self.experiment_id = existing.experiment_id
-        else:
-            location = None
-            if self.tracking_uri.startswith("sqlite:"):
-                location = (self.store_root / "mlartifacts").as_uri()
-            self.experiment_id = self.client.create_experiment(experiment, artifact_location=location)
+        # Two runs starting at once on a fresh sqlite file would both run MLflow's migrations (the client
+        # constructor runs them) and one fails ("index ... already exists"): serialise the first contact.
+        with file_lock(self.store_root / ".locks" / "mlflow-init.lock"):
+            self.client = MlflowClient(tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri)
+            self.experiment_id = self._experiment_id(experiment)
+
+    def _experiment_id(self, experiment: str, attempts: int = 5) -> str:
+        """Get or create the experiment. Two runs starting at once on a fresh sqlite file may race on
+        the migrations or on creating the same experiment: the loser retries and finds the winner's."""
+        location = (self.store_root / "mlartifacts").as_uri() if self.tracking_uri.startswith("sqlite:") else None
+        for attempt in range(attempts):
+            try:
+                existing = self.client.get_experiment_by_name(experiment)
+                if existing is not None:
+                    return existing.experiment_id
+                return self.client.create_experiment(experiment, artifact_location=location)
+            except Exception:  # noqa: BLE001 - MlflowException or sqlalchemy errors during a racing migration
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def start_pipeline_run(self, run_name: str, config: Mapping[str, Any], tags: Mapping[str, str]) -> str:
         run = self.client.create_run(

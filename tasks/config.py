@@ -63,6 +63,11 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
             raise ConfigError(f"{path}: {value!r} is not allowed; use {_describe(tp)}")
         return value
     if origin in (typing.Union, types.UnionType):
+        members = [a for a in get_args(tp) if a is not type(None)]
+        if value is None and len(members) < len(get_args(tp)):
+            return None
+        if len(members) == 1:  # Optional[X]: X's own, more precise error
+            return _coerce(members[0], value, path)
         errors = []
         for arg in get_args(tp):
             if arg is type(None):
@@ -155,6 +160,11 @@ def parse_override(item: str) -> tuple[list[str], Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
         raise ConfigError(f"--set {item!r}: cannot parse the value: {exc}") from None
+    if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string; users mean a number
+        try:
+            value = float(value) if any(c in value.lower() for c in ".e") and value.strip() not in ("", ".") else value
+        except ValueError:
+            pass
     return parts, value
 
 

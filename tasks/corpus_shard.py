@@ -73,8 +73,13 @@ def shard_config(corpus_cfg, source_name: str) -> dict[str, Any]:
     }
 
 
-def doc_id_for(source_digest: str, locator: str) -> str:
-    return hashlib.sha256(f"{source_digest}:{locator}".encode()).hexdigest()[:20]
+def doc_id_for(source_name: str, source_digest: str, locator: str) -> str:
+    """Stable id from the source's name, content digest and the record's locator.
+
+    The name is included so that two byte-identical files (a copy) still get distinct ids; the id
+    changes only when that file's name or content changes.
+    """
+    return hashlib.sha256(f"{source_name}\0{source_digest}\0{locator}".encode()).hexdigest()[:20]
 
 
 def build_corpus_shard(ref: SourceRef, corpus_cfg, store: ArtifactStore) -> StepResult:
@@ -119,7 +124,7 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
     df = df.filter(pl.col("text").str.len_chars() > 0)
 
     df = df.with_columns(
-        pl.Series("doc_id", [doc_id_for(ref.digest, loc) for loc in df["locator"]], dtype=pl.Utf8),
+        pl.Series("doc_id", [doc_id_for(ref.name, ref.digest, loc) for loc in df["locator"]], dtype=pl.Utf8),
         pl.Series("content_hash", [xxhash.xxh3_128_hexdigest(t.encode()) for t in df["text"]], dtype=pl.Utf8),
     )
     if cfg.dedup.exact:

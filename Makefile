@@ -1,0 +1,40 @@
+# corpusforge: every target does its own setup in the project's own virtualenv (.venv).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.corpusforge-installed
+STORE  ?= .corpusforge
+# pip, not uv: on these machines pip's config points at the local CPU torch wheel (see README).
+PIP    := $(PY) -m pip --disable-pip-version-check
+
+.PHONY: install demo test lint ui clean-store help
+
+help:
+	@echo "make demo   - install into $(VENV) if needed, run configs/demo.yaml on data/sample"
+	@echo "make test   - install into $(VENV) if needed, run the import-layer contract and the test suite"
+	@echo "make ui     - Prefect + MLflow UIs for the demo store on 127.0.0.1"
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e ".[dev]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/corpusforge run configs/demo.yaml --store $(STORE)
+
+lint: $(STAMP)
+	$(VENV)/bin/lint-imports
+
+test: $(STAMP) lint
+	$(PY) -m pytest
+
+ui: $(STAMP)
+	$(VENV)/bin/corpusforge ui --store $(STORE)
+
+clean-store:
+	rm -rf $(STORE)
