@@ -15,7 +15,8 @@ from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
-from storage.store import resolve_store_root
+from flows.stages import KNOWN_SECTIONS, STAGES, Stage, load, stage_for
+from storage.store import read_manifest, resolve_store_root
 from storage.tracking import open_tracker
 from tasks.config import ConfigError, from_dict, to_dict
 from tasks.corpus import CorpusConfig, corpus_task, describe, discover_sources_task
@@ -51,6 +52,10 @@ class PipelineConfig:
 
     name: str = field(default="corpusforge", metadata={"doc": "Pipeline name; also the MLflow experiment."})
     corpus: CorpusConfig | None = field(default=None, metadata={"doc": "The corpus stage (required)."})
+    tokenizer: Any = field(default=None, metadata={"doc": "Train a tokenizer (and encode the corpus)."})
+    ngram: Any = field(default=None, metadata={"doc": "Count n-grams and estimate a smoothed n-gram LM."})
+    embeddings: Any = field(default=None, metadata={"doc": "Train word embeddings / TF-IDF."})
+    lm: Any = field(default=None, metadata={"doc": "Train a neural language model."})
     tracking: TrackingConfig = field(default_factory=TrackingConfig, metadata={"doc": "MLflow settings."})
     runner: RunnerConfig = field(default_factory=RunnerConfig, metadata={"doc": "Task runner settings."})
 
@@ -59,6 +64,24 @@ class PipelineConfig:
             raise ValueError("corpus: the pipeline needs a corpus section (sources, reader, clean ...)")
         if not self.name or not self.name.strip():
             raise ValueError("name: must be a non-empty string")
+        present = {"corpus"}
+        for section in KNOWN_SECTIONS:
+            value = getattr(self, section)
+            if value is None:
+                continue
+            stage = stage_for(section)
+            if stage is None:
+                raise ConfigError(f"{section}: this stage is not available yet in this version of corpusforge")
+            if stage.after not in present:
+                raise ConfigError(f"{section}: needs a {stage.after} section in the same pipeline")
+            cls = load(stage.config)
+            if not isinstance(value, cls):
+                object.__setattr__(self, section, from_dict(cls, value, section))
+            present.add(section)
+
+    def stages(self) -> list[tuple[Stage, Any]]:
+        """(stage, its config) for every section present, in run order."""
+        return [(s, getattr(self, s.section)) for s in STAGES if getattr(self, s.section) is not None]
 
 
 def pipeline_config_from_dict(data: dict[str, Any]) -> PipelineConfig:
@@ -103,6 +126,11 @@ def _run_corpus_stage(corpus: dict[str, Any], store_root: str, base_dir: str | N
     return [StepResult.from_dict(s) for s in shards] + [StepResult.from_dict(merged)]
 
 
+def _describe_output(result: StepResult) -> dict[str, Any]:
+    manifest = read_manifest(Path(result.path)) or {}
+    return {**result.to_dict(), "metrics": manifest.get("metrics", {})}
+
+
 def _summary_markdown(name: str, results: list[StepResult]) -> str:
     lines = [f"# corpusforge pipeline `{name}`", "", "| step | name | artifact id | outcome | seconds |",
              "|---|---|---|---|---|"]
@@ -135,17 +163,24 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
     try:
         with shard_progress("corpus shards") as on_progress:
             results = _run_corpus_stage(resolved["corpus"], str(store_root), base_dir, on_progress)
+        outputs: dict[str, StepResult] = {"corpus": results[-1]}
+        for stage, stage_cfg in cfg.stages():
+            returned = load(stage.task)(outputs[stage.after].to_dict(), to_dict(stage_cfg), str(store_root))
+            ran = [StepResult.from_dict(r) for r in (returned if isinstance(returned, list) else [returned])]
+            results += ran
+            outputs[stage.section] = ran[-1]
         counts = track_results(tracker, parent, results)
         failed = False
     finally:
         if failed and parent:
             tracker.finish_pipeline_run(parent, {"status": "failed"}, failed=True)
-    corpus = describe(results[-1])
+    corpus = describe(outputs["corpus"])
     summary = {
         "pipeline": cfg.name,
         "store": str(store_root),
         "steps": [r.to_dict() for r in results],
         "corpus": corpus,
+        "stages": {name: _describe_output(r) for name, r in outputs.items() if name != "corpus"},
         "tracking_uri": tracker.tracking_uri,
         "mlflow_experiment_id": getattr(tracker, "experiment_id", None),
         "mlflow_run_id": parent,

@@ -56,6 +56,10 @@ def print_pipeline_summary(console: Console, summary: dict[str, Any]) -> None:
             f"(train {metrics.get('docs_train', 0):,} / valid {metrics.get('docs_valid', 0):,} / "
             f"test {metrics.get('docs_test', 0):,}), {metrics.get('words', 0):,} words"
         )
+    for section, out in (summary.get("stages") or {}).items():
+        shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                          for k, v in list((out.get("metrics") or {}).items())[:8])
+        console.print(f"{section} [bold]{out['name']}[/] id [bold]{out['id'][:12]}[/]: {shown}")
     store = summary["store"]
     console.print("\n[bold]Where to look[/]")
     console.print(f"  artifacts:  {corpus.get('path')}")

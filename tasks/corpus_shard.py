@@ -23,7 +23,7 @@ from storage.hashing import sha256_bytes, sha256_file
 from storage.readers import SourceFile, read_records
 from storage.store import ArtifactStore
 from tasks.accounting import build_accounting
-from tasks.clean import clean_expr, word_count_expr
+from tasks.clean import clean_expr, is_empty_expr, word_count_expr
 from tasks.config import to_dict
 from tasks.split import assign_splits
 from tasks.step import StepResult, log_step_outcome, run_step, slug
@@ -118,10 +118,10 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
                       schema={"locator": pl.Utf8, "text": pl.Utf8, "meta": pl.Utf8})
     df = df.with_columns(clean_expr("text", cfg.clean).alias("text"))
     dropped = []
-    empty = df.filter(pl.col("text").str.len_chars() == 0)
+    empty = is_empty_expr("text")
     dropped += [{"locator": loc, "stage": "filter", "reason": "empty", "detail": "no text after cleaning"}
-                for loc in empty["locator"]]
-    df = df.filter(pl.col("text").str.len_chars() > 0)
+                for loc in df.filter(empty)["locator"]]
+    df = df.filter(~empty)
 
     df = df.with_columns(
         pl.Series("doc_id", [doc_id_for(ref.name, ref.digest, loc) for loc in df["locator"]], dtype=pl.Utf8),

@@ -81,3 +81,10 @@ def test_word_count_counts_whitespace_separated_tokens():
     assert out.dtype == pl.Int64
     assert out.to_list() == [len(t.split()) for t in texts]
     assert out.to_list() == [1, 2, 4, 0, 0, 3, 2]
+
+
+def test_raw_preset_leaves_text_byte_identical():
+    raw = f"  caf{COMBINING_E}\r\n\tTwo  spaces \n\n\n\nend  "
+    assert clean([raw], CleanConfig(preset="raw")) == [raw]
+    # an explicit field still overrides the preset's choice
+    assert clean([raw], CleanConfig(preset="raw", unicode_form="NFC")) == [raw.replace(COMBINING_E, "\u00e9")]

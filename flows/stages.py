@@ -1,0 +1,36 @@
+"""The stages a pipeline can run after the corpus stage, in run order.
+
+Each stage is a YAML section whose config dataclass lives next to its task, and a Prefect task
+``task(upstream: dict, config: dict, store_root: str) -> dict | list[dict]`` that returns the
+StepResult dict(s) of the steps it ran (the last one is the stage's main output). ``after`` names the
+section whose main output the stage consumes. Both are named by import path so that importing this
+module (and validating a config) stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Stage:
+    section: str
+    config: str  # "module:ConfigClass"
+    task: str  # "module:task_function"
+    after: str = "corpus"
+
+
+# Filled in as stages land. Order is run order; a stage may only consume one listed before it.
+STAGES: tuple[Stage, ...] = ()
+KNOWN_SECTIONS = ("tokenizer", "ngram", "embeddings", "lm")
+
+
+def load(ref: str) -> Any:
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def stage_for(section: str) -> Stage | None:
+    return next((s for s in STAGES if s.section == section), None)
