@@ -113,8 +113,8 @@ def make_task_runner(cfg: RunnerConfig):
 
 
 def _run_corpus_stage(corpus: dict[str, Any], store_root: str, base_dir: str | None, on_progress) -> list[StepResult]:
-    sources = discover_sources_task(corpus, base_dir)
-    futures = corpus_shard_task.map(sources, unmapped(corpus), unmapped(store_root))
+    discovered = discover_sources_task(corpus, base_dir)
+    futures = corpus_shard_task.map(discovered["sources"], unmapped(corpus), unmapped(store_root))
     done: dict[int, dict[str, Any]] = {}
     index = {id(f): i for i, f in enumerate(futures)}
     on_progress(0, len(futures))
@@ -122,7 +122,7 @@ def _run_corpus_stage(corpus: dict[str, Any], store_root: str, base_dir: str | N
         done[index[id(future)]] = future.result()
         on_progress(len(done), len(futures))
     shards = [done[i] for i in range(len(futures))]  # source order, whatever order they finished in
-    merged = corpus_task(shards, corpus, store_root)
+    merged = corpus_task(shards, corpus, store_root, discovered["skipped_hidden"])
     return [StepResult.from_dict(s) for s in shards] + [StepResult.from_dict(merged)]
 
 

@@ -10,11 +10,12 @@ document-length histogram.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from storage.readers import ReaderConfig, discover_sources
@@ -66,6 +67,11 @@ def corpus_config_from_dict(data: dict[str, Any], path: str = "corpus") -> Corpu
 
 def resolve_sources(cfg: CorpusConfig, base_dir: Path | None = None) -> list[SourceRef]:
     """Discover and hash every source file. Relative paths resolve against ``base_dir`` (the config's dir)."""
+    return discover(cfg, base_dir)[0]
+
+
+def discover(cfg: CorpusConfig, base_dir: Path | None = None) -> tuple[list[SourceRef], list[str]]:
+    """(hashed source files, names of hidden entries that were skipped)."""
     if not cfg.sources:
         raise ConfigError("corpus.sources: give at least one file or directory")
     paths = [p if os.path.isabs(p) or base_dir is None else str(base_dir / p) for p in cfg.sources]
@@ -73,12 +79,17 @@ def resolve_sources(cfg: CorpusConfig, base_dir: Path | None = None) -> list[Sou
     if not discovery.files:
         hidden = f" (skipped hidden entries: {', '.join(discovery.skipped_hidden[:5])})" if discovery.skipped_hidden else ""
         raise ConfigError(f"corpus.sources: no files found in {', '.join(cfg.sources)}{hidden}")
-    return [digest_source(sf) for sf in discovery.files]
+    return [digest_source(sf) for sf in discovery.files], sorted(discovery.skipped_hidden)
 
 
-def build_corpus(shards: list[StepResult], cfg: CorpusConfig, store: ArtifactStore) -> StepResult:
-    """Pure core of the merge step."""
+def build_corpus(
+    shards: list[StepResult], cfg: CorpusConfig, store: ArtifactStore, skipped_hidden: Sequence[str] = ()
+) -> StepResult:
+    """Pure core of the merge step. Hidden entries skipped by discovery are recorded in its config,
+    so the manifest always says what was not read (and a new hidden file is visible as a new id)."""
     config = {"name": cfg.name, "dedup": to_dict(cfg.dedup), "split": to_dict(cfg.split)}
+    if skipped_hidden:
+        config["skipped_hidden"] = sorted(skipped_hidden)
     return run_step(
         store,
         step=CORPUS_STEP,
@@ -144,15 +155,19 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
 
 
 @task(name="discover_sources", retries=2, retry_delay_seconds=1, cache_policy=NO_CACHE)
-def discover_sources_task(corpus_config: dict[str, Any], base_dir: str | None) -> list[dict[str, Any]]:
-    refs = resolve_sources(corpus_config_from_dict(corpus_config), Path(base_dir) if base_dir else None)
-    return [r.to_dict() for r in refs]
+def discover_sources_task(corpus_config: dict[str, Any], base_dir: str | None) -> dict[str, Any]:
+    refs, hidden = discover(corpus_config_from_dict(corpus_config), Path(base_dir) if base_dir else None)
+    if hidden:
+        get_run_logger().info("skipped %d hidden entr%s: %s", len(hidden), "y" if len(hidden) == 1 else "ies",
+                              ", ".join(hidden[:10]))
+    return {"sources": [r.to_dict() for r in refs], "skipped_hidden": hidden}
 
 
 @task(name="corpus", cache_policy=NO_CACHE)
-def corpus_task(shards: list[dict[str, Any]], corpus_config: dict[str, Any], store_root: str) -> dict[str, Any]:
+def corpus_task(shards: list[dict[str, Any]], corpus_config: dict[str, Any], store_root: str,
+                skipped_hidden: list[str] | None = None) -> dict[str, Any]:
     result = build_corpus([StepResult.from_dict(s) for s in shards], corpus_config_from_dict(corpus_config),
-                          ArtifactStore(store_root))
+                          ArtifactStore(store_root), skipped_hidden or ())
     log_step_outcome(result)
     return result.to_dict()
 

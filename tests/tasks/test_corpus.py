@@ -431,13 +431,13 @@ def test_only_hidden_files_is_a_config_error_naming_them(tmp_path: Path):
         resolve_sources(corpus_config_from_dict({"sources": [str(tmp_path / "d")]}))
 
 
-# --- bugs found while writing these tests ------------------------------------------------------------
+# --- regressions: bugs found while writing these tests, since fixed -----------------------------------
 
 
 def test_symlink_cycle_between_files_is_refused_as_a_loop(tmp_path: Path):
     """A symlink cycle (x -> y -> x, or s -> s) is a loop, not a 'dangling symlink'.
 
-    BUG (storage/readers.py, _walk, lines 137-145): os.path.realpath() in non-strict mode returns a path
+    Regression (storage/readers.py, _walk): non-strict os.path.realpath() in non-strict mode returns a path
     for a cycle instead of failing, os.path.exists() is then False, and the link is refused as
     'unreadable' with detail 'dangling symlink'.
     """
@@ -455,7 +455,7 @@ def test_symlink_cycle_between_files_is_refused_as_a_loop(tmp_path: Path):
 def test_identical_files_get_distinct_doc_ids_without_exact_dedup(tmp_path: Path):
     """doc_id must identify one document in the merged corpus.
 
-    BUG (tasks/corpus_shard.py, doc_id_for, line 76, used at line 122): the id hashes only the file's
+    Regression (tasks/corpus_shard.py, doc_id_for): the id used to hash only the file's
     content digest and the locator, so two byte-identical files (a copied file) give every pair of
     rows the same doc_id. Exact dedup happens to hide it; with dedup.exact=false the merged corpus
     holds duplicate doc_ids (GX checks uniqueness per shard only, never after the merge).
@@ -469,3 +469,19 @@ def test_identical_files_get_distinct_doc_ids_without_exact_dedup(tmp_path: Path
     kept = read_kept(run.corpus.path)
     assert kept.height == 4
     assert kept["doc_id"].n_unique() == kept.height, kept.select("doc_id", "source", "locator")
+
+
+def test_hidden_entries_are_listed_in_the_corpus_manifest(tmp_path: Path):
+    from tasks.corpus import discover
+
+    write(tmp_path / "d" / "a.txt", "visible\n")
+    write(tmp_path / "d" / ".secret.txt", "hidden\n")
+    store = ArtifactStore(tmp_path / "store")
+    cfg = corpus_config_from_dict({"sources": [str(tmp_path / "d")], "validate": {"enabled": False}})
+    refs, hidden = discover(cfg)
+    assert [r.name for r in refs] == ["d/a.txt"] and hidden == ["d/.secret.txt"]
+    shards = [build_corpus_shard(r, cfg, store) for r in refs]
+    with_hidden = build_corpus(shards, cfg, store, hidden)
+    manifest = read_manifest(Path(with_hidden.path))
+    assert manifest["config"]["skipped_hidden"] == ["d/.secret.txt"]
+    assert build_corpus(shards, cfg, store).id != with_hidden.id  # the skipped set is part of identity

@@ -1,0 +1,227 @@
+"""A GPT-style decoder-only Transformer, in one readable file (after nanoGPT).
+
+token embedding (+ positions) -> n_layer x [causal multi-head self-attention, MLP], each wrapped in a
+residual connection and LayerNorm -> LayerNorm -> linear head (tied to the token embedding by default).
+
+Choices, all in :class:`GPTConfig`:
+- positions: ``learned`` (GPT-2), ``sinusoidal`` (Vaswani 2017, added to the input), ``rope`` (rotary,
+  Su et al. 2021: rotates q and k, so scores depend on relative offsets) or ``alibi`` (Press et al. 2021:
+  no position vectors; a per-head linear penalty on distance is added to the scores);
+- ``pre`` LayerNorm (GPT-2; trains stably without warmup tricks) or ``post`` (the 2017 paper's Add & Norm);
+- GELU or ReLU in the feed-forward block; weight tying between the embedding and the output head.
+
+Attention runs through ``F.scaled_dot_product_attention`` (flash / memory-efficient kernels on GPU).
+``forward(idx, return_attention=True)`` instead computes the weights explicitly with
+:func:`models.attention.scaled_dot_product_attention`, for inspection.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from models.attention import causal_mask, scaled_dot_product_attention, sinusoidal_positions
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Shape and architecture of a GPT decoder."""
+
+    vocab_size: int = field(default=65, metadata={"doc": "Number of token ids (set from the tokenizer)."})
+    block_size: int = field(default=256, metadata={"doc": "Context length in tokens."})
+    n_layer: int = field(default=6, metadata={"doc": "Transformer blocks."})
+    n_head: int = field(default=6, metadata={"doc": "Attention heads per block; must divide n_embd."})
+    n_embd: int = field(default=384, metadata={"doc": "Model width d_model."})
+    dropout: float = field(default=0.0, metadata={"doc": "Dropout on embeddings, attention weights and residuals."})
+    bias: bool = field(default=False, metadata={"doc": "Biases in Linear and LayerNorm layers (GPT-2: true)."})
+    positional: Literal["learned", "sinusoidal", "rope", "alibi"] = field(
+        default="learned", metadata={"doc": "How positions enter: learned, sinusoidal, rope or alibi."})
+    norm: Literal["pre", "post"] = field(default="pre", metadata={"doc": "LayerNorm before (pre) or after (post) each sublayer."})
+    activation: Literal["gelu", "relu"] = field(default="gelu", metadata={"doc": "Feed-forward non-linearity."})
+    tie_weights: bool = field(default=True, metadata={"doc": "Share the token embedding with the output head."})
+    rope_base: float = field(default=10000.0, metadata={"doc": "RoPE frequency base."})
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_head: must divide n_embd ({self.n_embd}), got {self.n_head}")
+        if self.positional == "rope" and (self.n_embd // self.n_head) % 2:
+            raise ValueError("positional: rope needs an even head size (n_embd / n_head)")
+        if self.positional == "sinusoidal" and self.n_embd % 2:
+            raise ValueError("positional: sinusoidal needs an even n_embd")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout: must be in [0, 1), got {self.dropout}")
+
+
+def alibi_slopes(n_head: int) -> torch.Tensor:
+    """Per-head slopes 2^(-8h/n) (Press et al.); for n not a power of two, interleave the next power's."""
+    def power_of_two(n: int) -> list[float]:
+        start = 2 ** (-8 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if math.log2(n_head).is_integer():
+        return torch.tensor(power_of_two(n_head))
+    closest = 2 ** math.floor(math.log2(n_head))
+    extra = power_of_two(2 * closest)[0::2][: n_head - closest]
+    return torch.tensor(power_of_two(closest) + extra)
+
+
+def alibi_bias(n_head: int, T: int) -> torch.Tensor:
+    """``(n_head, T, T)`` additive scores: -slope * (i - j) on and below the diagonal, -inf above it."""
+    pos = torch.arange(T)
+    distance = (pos.view(-1, 1) - pos.view(1, -1)).float()  # i - j
+    bias = -alibi_slopes(n_head).view(-1, 1, 1) * distance
+    return bias.masked_fill(~causal_mask(T), float("-inf"))
+
+
+def rope_tables(T: int, head_size: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    inv_freq = 1.0 / base ** (torch.arange(0, head_size, 2, dtype=torch.float32) / head_size)
+    angles = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)  # (T, hs/2)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each (even, odd) pair of channels of x (B, nh, T, hs) by its position's angle."""
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    rotated = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    return rotated.flatten(-2).type_as(x)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.n_head, self.head_size = cfg.n_head, cfg.n_embd // cfg.n_head
+        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)  # q, k, v in one matmul
+        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.attn_dropout, self.resid_dropout = cfg.dropout, nn.Dropout(cfg.dropout)
+        if cfg.positional == "rope":
+            cos, sin = rope_tables(cfg.block_size, self.head_size, cfg.rope_base)
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
+        if cfg.positional == "alibi":
+            self.register_buffer("alibi", alibi_bias(cfg.n_head, cfg.block_size), persistent=False)
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, self.head_size).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        if self.cfg.positional == "rope":
+            q, k = apply_rope(q, self.rope_cos[:T], self.rope_sin[:T]), apply_rope(k, self.rope_cos[:T], self.rope_sin[:T])
+        weights = None
+        if return_attention:  # the readable path: explicit weights for heatmaps
+            if self.cfg.positional == "alibi":
+                scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_size) + self.alibi[:, :T, :T]
+                weights = torch.softmax(scores, dim=-1)
+                y = weights @ v
+            else:
+                y, weights = scaled_dot_product_attention(q, k, v, mask=causal_mask(T, x.device))
+        else:
+            dropout = self.attn_dropout if self.training else 0.0
+            if self.cfg.positional == "alibi":
+                bias = self.alibi[:, :T, :T].to(q.dtype)
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout)
+            else:
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again
+        return self.resid_dropout(self.c_proj(y)), weights
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
+        self.act = nn.GELU() if cfg.activation == "gelu" else nn.ReLU()
+        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.pre = cfg.norm == "pre"
+        self.ln_1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False):
+        if self.pre:  # x + f(LN(x)): the residual stream itself is never normalised
+            a, w = self.attn(self.ln_1(x), return_attention)
+            x = x + a
+            return x + self.mlp(self.ln_2(x)), w
+        a, w = self.attn(x, return_attention)  # LN(x + f(x)): "Add & Norm" as drawn in the 2017 paper
+        x = self.ln_1(x + a)
+        return self.ln_2(x + self.mlp(x)), w
+
+
+class GPT(nn.Module):
+    stateful = False  # no hidden state between batches (contrast: models.rnn)
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        if cfg.positional == "learned":
+            self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
+        elif cfg.positional == "sinusoidal":
+            self.register_buffer("pe", sinusoidal_positions(cfg.block_size, cfg.n_embd), persistent=False)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        # post-LN blocks already end in a LayerNorm
+        self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias) if cfg.norm == "pre" else nn.Identity()
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        if cfg.tie_weights:
+            self.lm_head.weight = self.wte.weight
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def num_params(self, non_embedding: bool = True) -> int:
+        n = sum(p.numel() for p in self.parameters())
+        if non_embedding and self.cfg.positional == "learned":
+            n -= self.wpe.weight.numel()
+        return n
+
+    def flops_per_token(self, T: int | None = None) -> float:
+        """Training FLOPs per token: 6N for the matmuls plus 12*L*C*T for attention (PaLM appendix B)."""
+        c = self.cfg
+        return 6 * self.num_params() + 12 * c.n_layer * c.n_embd * (T or c.block_size)
+
+    def forward(self, idx: torch.Tensor, state=None, return_attention: bool = False):
+        """idx (B, T) -> (logits (B, T, V), state=None); with return_attention: (logits, [(B, nh, T, T)] per layer)."""
+        B, T = idx.shape
+        if T > self.cfg.block_size:
+            raise ValueError(f"sequence of {T} tokens is longer than block_size {self.cfg.block_size}")
+        x = self.wte(idx)
+        if self.cfg.positional == "learned":
+            x = x + self.wpe(torch.arange(T, device=idx.device))
+        elif self.cfg.positional == "sinusoidal":
+            x = x + self.pe[:T].to(x.dtype)
+        x = self.drop(x)
+        maps = []
+        for block in self.blocks:
+            x, w = block(x, return_attention)
+            maps.append(w)
+        logits = self.lm_head(self.ln_f(x))
+        return (logits, maps) if return_attention else (logits, None)
