@@ -122,7 +122,7 @@ def _run_corpus_stage(corpus: dict[str, Any], store_root: str, base_dir: str | N
         done[index[id(future)]] = future.result()
         on_progress(len(done), len(futures))
     shards = [done[i] for i in range(len(futures))]  # source order, whatever order they finished in
-    merged = corpus_task(shards, corpus, store_root, discovered["skipped_hidden"])
+    merged = corpus_task(shards, corpus, store_root, discovered["skipped"])
     return [StepResult.from_dict(s) for s in shards] + [StepResult.from_dict(merged)]
 
 

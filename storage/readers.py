@@ -1,51 +1,87 @@
-"""Source discovery and readers for raw text corpora.
+"""Source discovery and record reading for raw text corpora.
 
 Discovery walks directories recursively in sorted order. A symlink is followed only while its target
-stays inside the root the user named; a link that escapes it, or that loops back to a directory being
-walked, is *refused*: it becomes a :class:`SourceFile` with a reason instead of being read, so it still
-shows up in the accounting. Hidden entries (names starting with '.') are skipped and listed.
+stays inside the root the user named; a link that escapes it, or that loops, is *refused*: it becomes a
+:class:`SourceFile` with a reason instead of being read, so it still shows up in the accounting.
+Hidden entries (names starting with '.') and files excluded by the ``include``/``exclude`` globs are
+skipped and listed.
 
-Readers yield :class:`RawRecord` objects. A record either carries decoded text or a quarantine
-reason with the raw bytes (capped). Decoding is strict UTF-8: nothing undecodable becomes text.
+Formats (by suffix, under an optional .gz/.bz2/.xz/.zst): .txt/.text/.md (documents per line, per
+paragraph or per file), .jsonl/.ndjson, .json (an array of objects, streamed, or one object), .csv and
+.tsv (header row; a text column), .parquet (a text column). The text field may be a dotted path for
+JSON. Decoding is strict UTF-8 (a UTF-8 BOM is dropped; UTF-16/32 files are recognised by their BOM);
+nothing undecodable becomes text unless the charset-normalizer fallback is switched on, and then the
+detected encoding is kept in the record's meta.
 
 Reason codes (stable, used in manifests): ``empty_file``, ``no_records``, ``binary_file``,
 ``invalid_utf8``, ``invalid_json``, ``not_an_object``, ``missing_text_field``, ``text_not_string``,
-``unreadable``, ``symlink_escape``, ``symlink_loop``, ``unsupported_format``, ``not_a_regular_file``.
+``invalid_csv``, ``invalid_parquet``, ``corrupt_compressed``, ``too_large``, ``unreadable``,
+``symlink_escape``, ``symlink_loop``, ``unsupported_format``, ``not_a_regular_file``.
 """
 
 from __future__ import annotations
 
 import errno
-import json
+import fnmatch
 import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-UTF8_BOM = b"\xef\xbb\xbf"
-RAW_CAP = 4096  # bytes of the original record kept in quarantine
-BINARY_SNIFF = 8192
-TEXT_SUFFIXES = {".txt", ".text", ".md"}
-JSONL_SUFFIXES = {".jsonl", ".ndjson"}
-SUPPORTED_SUFFIXES = TEXT_SUFFIXES | JSONL_SUFFIXES
+from storage.compression import CorruptSource, compression_of, inner_suffix, open_source
+from storage.formats import TextRecords, csv_records, json_records, jsonl_records, parquet_records
+from storage.records import RAW_CAP, RawRecord
+
+__all__ = ["RAW_CAP", "RawRecord", "ReaderConfig", "SourceError", "SourceFile", "Discovery",
+           "discover_sources", "read_records"]
+
+FORMATS = {
+    ".txt": "txt", ".text": "txt", ".md": "txt",
+    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json",
+    ".csv": "csv", ".tsv": "tsv", ".parquet": "parquet",
+}
+SUPPORTED_SUFFIXES = set(FORMATS)
 TXT_MODES = ("line", "paragraph", "file")
+DEFAULT_MAX_DOCUMENT_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
 class ReaderConfig:
-    """How raw files are split into records."""
+    """How raw files are found and split into records."""
 
     txt_mode: Literal["line", "paragraph", "file"] = field(
         default="line",
         metadata={"doc": "Text files: one document per line, per blank-line-separated paragraph, or per file."},
     )
-    text_field: str = field(default="text", metadata={"doc": "JSONL: the field holding the text; others go to meta."})
+    text_field: str = field(
+        default="text",
+        metadata={"doc": "JSON/JSONL: the field with the text (dotted paths allowed, e.g. doc.body); "
+                         "CSV/TSV/Parquet: the text column. Other fields go to meta."},
+    )
+    include: tuple[str, ...] = field(
+        default=(), metadata={"doc": "Globs on paths inside a source dir (e.g. '**/*.txt'); empty = all files."}
+    )
+    exclude: tuple[str, ...] = field(default=(), metadata={"doc": "Globs of files to skip (listed in the manifest)."})
+    max_document_bytes: int = field(
+        default=DEFAULT_MAX_DOCUMENT_BYTES,
+        metadata={"doc": "Largest document kept whole (bytes, default 8 MiB). Memory stays bounded by it."},
+    )
+    oversize: Literal["quarantine", "split"] = field(
+        default="quarantine",
+        metadata={"doc": "An oversize document is quarantined as too_large, or split on whitespace into parts."},
+    )
+    encoding_fallback: Literal["none", "charset-normalizer"] = field(
+        default="none",
+        metadata={"doc": "Decode non-UTF-8 text records with charset-normalizer's guess (kept in meta._encoding)."},
+    )
 
     def __post_init__(self) -> None:
         if not self.text_field:
             raise ValueError("text_field: must be a non-empty field name")
+        if self.max_document_bytes < 1024:
+            raise ValueError(f"max_document_bytes: must be at least 1024, got {self.max_document_bytes}")
 
 
 class SourceError(ValueError):
@@ -63,39 +99,25 @@ class SourceFile:
 
     @property
     def format(self) -> str | None:
-        suffix = self.path.suffix.lower()
-        if suffix in TEXT_SUFFIXES:
-            return "txt"
-        if suffix in JSONL_SUFFIXES:
-            return "jsonl"
-        return None
+        return FORMATS.get(inner_suffix(self.path))
+
+    @property
+    def compression(self) -> str | None:
+        return compression_of(self.path)
 
 
 @dataclass
 class Discovery:
     files: list[SourceFile] = field(default_factory=list)
     skipped_hidden: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class RawRecord:
-    locator: str
-    text: str | None = None
-    meta: dict[str, Any] | None = None
-    reason: str | None = None
-    detail: str = ""
-    raw: bytes | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.reason is None
+    skipped_excluded: list[str] = field(default_factory=list)
 
 
 def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def discover_sources(sources: list[str | os.PathLike[str]]) -> Discovery:
+def discover_sources(sources: list[str | os.PathLike[str]], include: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> Discovery:
     """Expand files and directories into a sorted list of source files with stable names.
 
     A file named directly is called by its base name; a file found under a directory ``d`` is called
@@ -110,6 +132,7 @@ def discover_sources(sources: list[str | os.PathLike[str]]) -> Discovery:
             root = os.path.realpath(path)
             label = Path(root).name or "root"
             _walk(Path(path), root, label, {root}, found)
+            found.files = [sf for sf in found.files if _wanted(sf, label, include, exclude, found)]
         else:
             found.files.append(_classify_file(path, path.name))
     seen: dict[str, SourceFile] = {}
@@ -174,121 +197,75 @@ def _classify_file(path: Path, name: str) -> SourceFile:
         return SourceFile(name, path, "not_a_regular_file", "device, socket or pipe")
     sf = SourceFile(name, path)
     if sf.format is None:
-        return SourceFile(name, path, "unsupported_format", f"suffix {path.suffix or '(none)'!r} is not one of {sorted(SUPPORTED_SUFFIXES)}")
+        return SourceFile(name, path, "unsupported_format",
+                          f"suffix {path.suffix or '(none)'!r} is not one of {sorted(SUPPORTED_SUFFIXES)} "
+                          "(optionally compressed .gz/.bz2/.xz/.zst)")
     return sf
 
 
-def _decode(data: bytes) -> tuple[str | None, str]:
-    try:
-        return data.decode("utf-8"), ""
-    except UnicodeDecodeError as exc:
-        return None, f"invalid UTF-8 at byte {exc.start}: {data[exc.start:exc.start + 4]!r}"
+def _wanted(sf: SourceFile, label: str, include: tuple[str, ...], exclude: tuple[str, ...], found: Discovery) -> bool:
+    """Apply include/exclude globs to a file's path inside its root ('sub/a.txt'); record what is skipped."""
+    rel = sf.name[len(label) + 1:] if sf.name.startswith(label + "/") else sf.name
+    def match(patterns: tuple[str, ...]) -> bool:
+        return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(Path(rel).name, p)
+                   or (p.startswith("**/") and fnmatch.fnmatch(rel, p[3:])) for p in patterns)
+    if (include and not match(include)) or (exclude and match(exclude)):
+        found.skipped_excluded.append(sf.name)
+        return False
+    return True
 
 
-def read_records(source: SourceFile, *, txt_mode: str = "line", text_field: str = "text") -> Iterator[RawRecord]:
+def read_records(
+    source: SourceFile,
+    cfg: ReaderConfig | None = None,
+    *,
+    txt_mode: str | None = None,
+    text_field: str | None = None,
+) -> Iterator[RawRecord]:
     """Yield every record of one source file, good or bad. Always yields at least one record."""
+    cfg = cfg or ReaderConfig()
+    mode = txt_mode or cfg.txt_mode
+    field_name = text_field or cfg.text_field
     if source.refused:
         yield RawRecord("file", reason=source.refused, detail=source.detail)
         return
-    if txt_mode not in TXT_MODES:
-        raise ValueError(f"txt_mode must be one of {TXT_MODES}, got {txt_mode!r}")
+    if mode not in TXT_MODES:
+        raise ValueError(f"txt_mode must be one of {TXT_MODES}, got {mode!r}")
     count = 0
     try:
-        with open(source.path, "rb") as fh:
-            head = fh.read(BINARY_SNIFF)
-            if not head:
-                yield RawRecord("file", reason="empty_file", detail="0 bytes")
+        if source.format == "parquet":
+            records: Iterator[RawRecord] = parquet_records(source.path, field_name)
+            opened = None
+        else:
+            opened = open_source(source.path)
+            if opened.empty:
+                yield RawRecord("file", reason="empty_file", detail="0 bytes" + (" after decompression" if source.compression else ""))
                 return
-            if b"\x00" in head:
-                yield RawRecord("file", reason="binary_file", detail="NUL byte in the first 8 KiB", raw=head[:RAW_CAP])
+            if opened.binary:
+                yield RawRecord("file", reason="binary_file", detail="NUL byte in the first 8 KiB", raw=opened.head[:RAW_CAP])
                 return
-            fh.seek(3 if head.startswith(UTF8_BOM) else 0)  # a UTF-8 BOM is an encoding mark, not text
+            stream = opened.stream
+            limit = cfg.max_document_bytes
             if source.format == "jsonl":
-                records = _jsonl_records(fh, text_field)
-            elif txt_mode == "line":
-                records = _line_records(fh)
-            elif txt_mode == "paragraph":
-                records = _paragraph_records(fh)
+                records = jsonl_records(stream, field_name, limit)
+            elif source.format == "json":
+                records = json_records(stream, field_name)
+            elif source.format in ("csv", "tsv"):
+                records = csv_records(stream, field_name, "," if source.format == "csv" else "\t", limit)
             else:
-                records = _file_records(fh)
+                records = TextRecords(mode, limit, cfg.oversize, cfg.encoding_fallback)(stream)
+        try:
             for rec in records:
                 count += 1
                 yield rec
+        finally:
+            if opened is not None and opened.stream is not None:
+                opened.stream.close()
+    except CorruptSource as exc:
+        count += 1
+        yield RawRecord(f"after-record:{count - 1}", reason="corrupt_compressed", detail=exc.detail)
     except OSError as exc:
         count += 1
         yield RawRecord(f"after-record:{count - 1}", reason="unreadable", detail=exc.strerror or str(exc))
     if count == 0:
-        yield RawRecord("file", reason="no_records", detail="the file holds only whitespace")
-
-
-def _lines(fh) -> Iterator[tuple[int, bytes]]:
-    for lineno, line in enumerate(fh, start=1):
-        yield lineno, line.rstrip(b"\n").rstrip(b"\r")
-
-
-def _text_record(locator: str, data: bytes) -> RawRecord:
-    text, detail = _decode(data)
-    if text is None:
-        return RawRecord(locator, reason="invalid_utf8", detail=detail, raw=data[:RAW_CAP])
-    return RawRecord(locator, text=text)
-
-
-def _line_records(fh) -> Iterator[RawRecord]:
-    for lineno, line in _lines(fh):
-        yield _text_record(f"line:{lineno}", line)
-
-
-def _paragraph_records(fh) -> Iterator[RawRecord]:
-    block: list[bytes] = []
-    start = 0
-    for lineno, line in _lines(fh):
-        if line.strip():
-            if not block:
-                start = lineno
-            block.append(line)
-        elif block:
-            yield _text_record(f"lines:{start}-{lineno - 1}", b"\n".join(block))
-            block = []
-    if block:
-        yield _text_record(f"lines:{start}-{start + len(block) - 1}", b"\n".join(block))
-
-
-def _file_records(fh) -> Iterator[RawRecord]:
-    data = fh.read()
-    if data.strip():
-        yield _text_record("file", data)
-
-
-def _jsonl_records(fh, text_field: str) -> Iterator[RawRecord]:
-    for lineno, line in _lines(fh):
-        locator = f"line:{lineno}"
-        if not line.strip():
-            yield RawRecord(locator, text="")  # an empty record: the filter stage counts it as 'empty'
-            continue
-        text, detail = _decode(line)
-        if text is None:
-            yield RawRecord(locator, reason="invalid_utf8", detail=detail, raw=line[:RAW_CAP])
-            continue
-        try:
-            obj = json.loads(text)
-        except ValueError as exc:
-            yield RawRecord(locator, reason="invalid_json", detail=str(exc)[:200], raw=line[:RAW_CAP])
-            continue
-        if not isinstance(obj, dict):
-            yield RawRecord(locator, reason="not_an_object", detail=type(obj).__name__, raw=line[:RAW_CAP])
-            continue
-        if text_field not in obj:
-            yield RawRecord(locator, reason="missing_text_field", detail=f"no field {text_field!r}", raw=line[:RAW_CAP])
-            continue
-        value = obj.pop(text_field)
-        if not isinstance(value, str):
-            yield RawRecord(locator, reason="text_not_string", detail=type(value).__name__, raw=line[:RAW_CAP])
-            continue
-        try:  # JSON escapes can encode lone surrogates ("\ud800"), which are not valid Unicode text
-            value.encode("utf-8")
-            json.dumps(obj, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError as exc:
-            yield RawRecord(locator, reason="invalid_utf8", detail=f"lone surrogate escape: {exc.reason}",
-                            raw=line[:RAW_CAP])
-            continue
-        yield RawRecord(locator, text=value, meta=obj)
+        yield RawRecord("file", reason="no_records", detail="the file holds no record (only whitespace or an empty table)")

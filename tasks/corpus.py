@@ -71,25 +71,26 @@ def resolve_sources(cfg: CorpusConfig, base_dir: Path | None = None) -> list[Sou
 
 
 def discover(cfg: CorpusConfig, base_dir: Path | None = None) -> tuple[list[SourceRef], list[str]]:
-    """(hashed source files, names of hidden entries that were skipped)."""
+    """(hashed source files, names of hidden or glob-excluded entries that were skipped)."""
     if not cfg.sources:
         raise ConfigError("corpus.sources: give at least one file or directory")
     paths = [p if os.path.isabs(p) or base_dir is None else str(base_dir / p) for p in cfg.sources]
-    discovery = discover_sources(paths)
+    discovery = discover_sources(paths, cfg.reader.include, cfg.reader.exclude)
+    skipped = sorted(discovery.skipped_hidden + discovery.skipped_excluded)
     if not discovery.files:
-        hidden = f" (skipped hidden entries: {', '.join(discovery.skipped_hidden[:5])})" if discovery.skipped_hidden else ""
-        raise ConfigError(f"corpus.sources: no files found in {', '.join(cfg.sources)}{hidden}")
-    return [digest_source(sf) for sf in discovery.files], sorted(discovery.skipped_hidden)
+        hint = f" (skipped hidden or excluded entries: {', '.join(skipped[:5])})" if skipped else ""
+        raise ConfigError(f"corpus.sources: no files found in {', '.join(cfg.sources)}{hint}")
+    return [digest_source(sf) for sf in discovery.files], skipped
 
 
 def build_corpus(
-    shards: list[StepResult], cfg: CorpusConfig, store: ArtifactStore, skipped_hidden: Sequence[str] = ()
+    shards: list[StepResult], cfg: CorpusConfig, store: ArtifactStore, skipped: Sequence[str] = ()
 ) -> StepResult:
-    """Pure core of the merge step. Hidden entries skipped by discovery are recorded in its config,
+    """Pure core of the merge step. Entries skipped by discovery (hidden or excluded by a glob) are recorded in its config,
     so the manifest always says what was not read (and a new hidden file is visible as a new id)."""
     config = {"name": cfg.name, "dedup": to_dict(cfg.dedup), "split": to_dict(cfg.split)}
-    if skipped_hidden:
-        config["skipped_hidden"] = sorted(skipped_hidden)
+    if skipped:
+        config["skipped"] = sorted(skipped)
     return run_step(
         store,
         step=CORPUS_STEP,
@@ -160,14 +161,14 @@ def discover_sources_task(corpus_config: dict[str, Any], base_dir: str | None) -
     if hidden:
         get_run_logger().info("skipped %d hidden entr%s: %s", len(hidden), "y" if len(hidden) == 1 else "ies",
                               ", ".join(hidden[:10]))
-    return {"sources": [r.to_dict() for r in refs], "skipped_hidden": hidden}
+    return {"sources": [r.to_dict() for r in refs], "skipped": hidden}
 
 
 @task(name="corpus", cache_policy=NO_CACHE)
 def corpus_task(shards: list[dict[str, Any]], corpus_config: dict[str, Any], store_root: str,
-                skipped_hidden: list[str] | None = None) -> dict[str, Any]:
+                skipped: list[str] | None = None) -> dict[str, Any]:
     result = build_corpus([StepResult.from_dict(s) for s in shards], corpus_config_from_dict(corpus_config),
-                          ArtifactStore(store_root), skipped_hidden or ())
+                          ArtifactStore(store_root), skipped or ())
     log_step_outcome(result)
     return result.to_dict()
 

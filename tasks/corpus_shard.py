@@ -30,7 +30,7 @@ from tasks.step import StepResult, log_step_outcome, run_step, slug
 from tasks.validate import COLUMNS, validate_frame
 
 SHARD_STEP = "corpus_shard"
-SHARD_VERSION = 1
+SHARD_VERSION = 2  # 2: control characters stripped, more formats
 EXAMPLES_PER_REASON = 5
 LIBRARIES = ("polars", "pyarrow", "great_expectations", "xxhash")
 
@@ -104,7 +104,7 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
     source = SourceFile(ref.name, Path(ref.path), ref.refused, ref.detail)
     locators, texts, metas, quarantine = [], [], [], []
     records_read = 0
-    for rec in read_records(source, txt_mode=cfg.reader.txt_mode, text_field=cfg.reader.text_field):
+    for rec in read_records(source, cfg.reader):
         records_read += 1
         if rec.ok:
             locators.append(rec.locator)
@@ -116,6 +116,10 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
 
     df = pl.DataFrame({"locator": locators, "text": texts, "meta": metas},
                       schema={"locator": pl.Utf8, "text": pl.Utf8, "meta": pl.Utf8})
+    # NUL and other C0/C1 control characters (but tab, LF, CR) never reach the cleaned text; counted.
+    controls = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+    control_chars = int(df["text"].str.count_matches(controls).sum() or 0)
+    df = df.with_columns(pl.col("text").str.replace_all(controls, ""))
     df = df.with_columns(clean_expr("text", cfg.clean).alias("text"))
     dropped = []
     empty = is_empty_expr("text")
@@ -172,7 +176,8 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
     return {
         "accounting": accounting,
         "drop_examples": drop_examples(q, d),
-        "metrics": {"docs": df.height, "chars": int(df["n_chars"].sum() or 0), "words": int(df["n_words"].sum() or 0)},
+        "metrics": {"docs": df.height, "chars": int(df["n_chars"].sum() or 0), "words": int(df["n_words"].sum() or 0),
+                    "control_chars_removed": control_chars},
         "validation": validation,
         "data_docs": data_docs,
     }

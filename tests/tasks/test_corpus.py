@@ -483,5 +483,5 @@ def test_hidden_entries_are_listed_in_the_corpus_manifest(tmp_path: Path):
     shards = [build_corpus_shard(r, cfg, store) for r in refs]
     with_hidden = build_corpus(shards, cfg, store, hidden)
     manifest = read_manifest(Path(with_hidden.path))
-    assert manifest["config"]["skipped_hidden"] == ["d/.secret.txt"]
+    assert manifest["config"]["skipped"] == ["d/.secret.txt"]
     assert build_corpus(shards, cfg, store).id != with_hidden.id  # the skipped set is part of identity
