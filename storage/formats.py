@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from storage.records import RAW_CAP, RawRecord, decode_strict
+from storage.records import RAW_CAP, RawRecord, RecordBatch, decode_strict
 
 _WS = b" \t\n\r\f\v"
 
@@ -168,6 +168,92 @@ class TextRecords:
         if self.mode == "file" and not any(b.strip() for b in block) and not part and not overflow:
             return
         yield from flush(final=True)
+
+
+FAST_CHUNK = 8 << 20
+
+
+def fast_lines(stream: io.BufferedReader, text_records: TextRecords) -> Iterator[RecordBatch | RawRecord]:
+    """Line mode without a Python loop per line: decode 8 MiB chunks at once and split them.
+
+    A chunk that is not valid UTF-8, and any line longer than the limit, goes through the per-line
+    path (TextRecords) so that quarantine and split behave exactly as there; everything else is
+    produced as RecordBatches. Memory is bounded by the chunk size plus the longest line.
+    """
+    limit = text_records.limit
+    carry = b""
+    lineno = 0
+    while True:
+        chunk = stream.read(FAST_CHUNK)
+        data = carry + chunk
+        if not chunk:
+            if data:  # the last line has no newline
+                yield from _slow_lines(data + b"\n", lineno, text_records)
+            return
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            if len(data) > 2 * limit + FAST_CHUNK:  # a huge line: stream the rest through the bounded path
+                rest = io.BufferedReader(_Prefix(data, stream))
+                for rec in text_records(rest):
+                    yield _shift(rec, lineno)
+                return
+            carry = data
+            continue
+        body, carry = data[:cut], data[cut + 1:]
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            yield from _slow_lines(body + b"\n", lineno, text_records)
+            lineno += body.count(b"\n") + 1
+            continue
+        lines = text.split("\n")
+        if "\r" in text:
+            lines = [line.rstrip("\r") for line in lines]  # as the per-line path: CR before LF is EOL
+        if len(body) > limit and max(map(len, lines)) * 4 > limit:  # maybe oversize: check bytes exactly
+            big = {i for i, line in enumerate(lines) if len(line) * 4 > limit and len(line.encode()) > limit}
+        else:
+            big = set()
+        if big:
+            keep = [i for i in range(len(lines)) if i not in big]
+            yield RecordBatch([f"line:{lineno + i + 1}" for i in keep], [lines[i] for i in keep])
+            for i in sorted(big):
+                for rec in text_records._lines(io.BufferedReader(io.BytesIO(lines[i].encode() + b"\n"))):
+                    yield _shift(rec, lineno + i)
+        else:
+            yield RecordBatch([f"line:{n}" for n in range(lineno + 1, lineno + len(lines) + 1)], lines)
+        lineno += len(lines)
+
+
+def _slow_lines(data: bytes, offset: int, text_records: TextRecords) -> Iterator[RawRecord]:
+    for rec in text_records._lines(io.BufferedReader(io.BytesIO(data))):
+        yield _shift(rec, offset)
+
+
+def _shift(rec: RawRecord, offset: int) -> RawRecord:
+    """Renumber a 'line:N[#k]' locator produced on a slice that starts after ``offset`` lines."""
+    if not rec.locator.startswith("line:") or not offset:
+        return rec
+    num, sep, part = rec.locator[5:].partition("#")
+    locator = f"line:{int(num) + offset}{sep}{part}"
+    return RawRecord(locator, rec.text, rec.meta, rec.reason, rec.detail, rec.raw)
+
+
+class _Prefix(io.RawIOBase):
+    def __init__(self, head: bytes, stream):
+        self._head, self._stream = memoryview(head), stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        chunk = self._stream.read(len(buffer))
+        buffer[:len(chunk)] = chunk
+        return len(chunk)
 
 
 def get_path(obj: Any, dotted: str) -> tuple[bool, Any]:

@@ -38,3 +38,15 @@ def decode_strict(locator: str, data: bytes, fallback: str = "none") -> RawRecor
         if best is not None and best.encoding not in ("utf_8", "utf-8"):
             return RawRecord(locator, text=str(best), meta={"_encoding": best.encoding})
     return RawRecord(locator, reason="invalid_utf8", detail=detail, raw=data[:RAW_CAP])
+
+
+@dataclass
+class RecordBatch:
+    """Many good records at once (the fast path): parallel lists of locators, texts and JSON metas."""
+
+    locators: list[str]
+    texts: list[str]
+    metas: list[str | None] | None = None  # JSON text per record, or None for a batch without meta
+
+    def __len__(self) -> int:
+        return len(self.texts)

@@ -8,6 +8,7 @@ a table whose sum does not hold, so an inconsistent artifact is never published.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,6 +43,30 @@ def build_accounting(
     dropped: Iterable[tuple[str, str, str]],
 ) -> dict[str, Any]:
     """Accounting from per-source read counts and the (source[, stage], reason) of every non-kept row."""
+    return _tally(
+        records_read,
+        Counter(kept_sources).items(),
+        [(*key, n) for key, n in Counter(quarantined).items()],
+        [(*key, n) for key, n in Counter(dropped).items()],
+    )
+
+
+def accounting_from_tables(records_read: Mapping[str, int], kept, quarantine, dropped) -> dict[str, Any]:
+    """The same accounting, counted with polars group-bys over the published tables (kept rows with
+    ``source``; quarantine with source/reason; dropped with source/stage/reason)."""
+    import polars as pl
+
+    def counts(frame, keys: list[str]) -> list[tuple]:
+        if frame.height == 0:
+            return []
+        return frame.group_by(keys).agg(pl.len().alias("n")).sort(keys).rows()
+
+    return _tally(records_read, counts(kept, ["source"]), counts(quarantine, ["source", "reason"]),
+                  counts(dropped, ["source", "stage", "reason"]))
+
+
+def _tally(records_read: Mapping[str, int], kept: Iterable[tuple[str, int]],
+           quarantined: Iterable[tuple[str, str, int]], dropped: Iterable[tuple[str, str, str, int]]) -> dict[str, Any]:
     per_source: dict[str, dict[str, Any]] = {s: empty_counts() for s in records_read}
 
     def source_counts(source: str) -> dict[str, Any]:
@@ -49,15 +74,19 @@ def build_accounting(
             raise AccountingError(f"row from source {source!r}, which was never read")
         return per_source[source]
 
-    for source in kept_sources:
-        _bump(source_counts(source), "kept", None)
-    for source, reason in quarantined:
-        _bump(source_counts(source), "quarantined", reason)
-    for source, stage, reason in dropped:
+    for source, n in kept:
+        _bump(source_counts(source), "kept", None, n)
+    for source, reason, n in quarantined:
+        _bump(source_counts(source), "quarantined", reason, n)
+    for source, stage, reason, n in dropped:
         if stage not in DROP_STAGE_BUCKET:
             raise AccountingError(f"unknown drop stage {stage!r} (expected one of {sorted(DROP_STAGE_BUCKET)})")
-        _bump(source_counts(source), DROP_STAGE_BUCKET[stage], reason)
+        _bump(source_counts(source), DROP_STAGE_BUCKET[stage], reason, n)
+    return _finish(per_source, records_read)
 
+
+def _finish(per_source: dict[str, dict[str, Any]], records_read: Mapping[str, int]) -> dict[str, Any]:
+    """Check every source's sum and add the overall totals."""
     overall = empty_counts()
     for source, counts in per_source.items():
         counts["records_read"] = int(records_read[source])
@@ -74,3 +103,4 @@ def build_accounting(
                 _bump(overall, bucket, reason, n)
     overall["per_source"] = dict(sorted(per_source.items()))
     return overall
+

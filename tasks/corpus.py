@@ -20,7 +20,7 @@ from prefect.cache_policies import NO_CACHE
 
 from storage.readers import ReaderConfig, discover_sources
 from storage.store import ArtifactStore, read_manifest
-from tasks.accounting import build_accounting
+from tasks.accounting import accounting_from_tables
 from tasks.clean import CleanConfig
 from tasks.config import ConfigError, from_dict, to_dict
 from tasks.corpus_shard import SourceRef, digest_source, drop_examples
@@ -133,10 +133,7 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
     quarantine.write_parquet(out / "quarantine.parquet", compression="zstd")
     dropped.write_parquet(out / "dropped.parquet", compression="zstd")
 
-    accounting = build_accounting(
-        records_read, docs["source"], zip(quarantine["source"], quarantine["reason"]),
-        zip(dropped["source"], dropped["stage"], dropped["reason"]),
-    )
+    accounting = accounting_from_tables(records_read, docs, quarantine, dropped)
     from tasks.report import plot_doc_lengths, write_data_docs_index
 
     plot_doc_lengths(docs, out / "doc_lengths.png", title=f"{cfg.name}: document length")

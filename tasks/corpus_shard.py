@@ -10,7 +10,6 @@ to quarantine). Every record read ends in exactly one of kept / quarantined / fi
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,18 +19,20 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from storage.hashing import sha256_bytes, sha256_file
-from storage.readers import SourceFile, read_records
+from storage.readers import SourceFile, read_batches
+from storage.records import RAW_CAP, RecordBatch
 from storage.store import ArtifactStore
-from tasks.accounting import build_accounting
+from tasks.accounting import accounting_from_tables
 from tasks.clean import clean_expr, is_empty_expr, word_count_expr
 from tasks.config import to_dict
-from tasks.split import assign_splits
+from tasks.identity import add_identity
 from tasks.step import StepResult, log_step_outcome, run_step, slug
 from tasks.validate import COLUMNS, validate_frame
 
 SHARD_STEP = "corpus_shard"
-SHARD_VERSION = 2  # 2: control characters stripped, more formats
+SHARD_VERSION = 3  # 3: md5 content hash and split draw, control characters stripped, more formats
 EXAMPLES_PER_REASON = 5
+DROPPED_SCHEMA = ["source", "locator", "stage", "reason", "detail"]
 LIBRARIES = ("polars", "pyarrow", "great_expectations", "xxhash")
 
 
@@ -73,15 +74,6 @@ def shard_config(corpus_cfg, source_name: str) -> dict[str, Any]:
     }
 
 
-def doc_id_for(source_name: str, source_digest: str, locator: str) -> str:
-    """Stable id from the source's name, content digest and the record's locator.
-
-    The name is included so that two byte-identical files (a copy) still get distinct ids; the id
-    changes only when that file's name or content changes.
-    """
-    return hashlib.sha256(f"{source_name}\0{source_digest}\0{locator}".encode()).hexdigest()[:20]
-
-
 def build_corpus_shard(ref: SourceRef, corpus_cfg, store: ArtifactStore) -> StepResult:
     """Pure core of the shard step: publish (or reuse) the shard artifact for one source file."""
     inputs = [{"id": ref.digest, "kind": "source", "name": ref.name, "path": ref.path, "size": ref.size}]
@@ -99,49 +91,43 @@ def build_corpus_shard(ref: SourceRef, corpus_cfg, store: ArtifactStore) -> Step
 
 def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
     import polars as pl
-    import xxhash
 
     source = SourceFile(ref.name, Path(ref.path), ref.refused, ref.detail)
-    locators, texts, metas, quarantine = [], [], [], []
+    frames, quarantine = [], []
     records_read = 0
-    for rec in read_records(source, cfg.reader):
-        records_read += 1
-        if rec.ok:
-            locators.append(rec.locator)
-            texts.append(rec.text)
-            metas.append(json.dumps(rec.meta, sort_keys=True, ensure_ascii=False) if rec.meta else None)
+    for item in read_batches(source, cfg.reader):
+        if isinstance(item, RecordBatch):
+            records_read += len(item)
+            frames.append(pl.DataFrame(
+                {"locator": item.locators, "text": item.texts,
+                 "meta": item.metas if item.metas is not None else [None] * len(item)},
+                schema={"locator": pl.Utf8, "text": pl.Utf8, "meta": pl.Utf8}))
         else:
-            quarantine.append({"locator": rec.locator, "stage": "read", "reason": rec.reason,
-                               "detail": rec.detail, "raw": rec.raw})
+            records_read += 1
+            quarantine.append({"source": ref.name, "locator": item.locator, "stage": "read", "reason": item.reason,
+                               "detail": item.detail, "raw": item.raw})
+    df = pl.concat(frames) if frames else pl.DataFrame(
+        schema={"locator": pl.Utf8, "text": pl.Utf8, "meta": pl.Utf8})
 
-    df = pl.DataFrame({"locator": locators, "text": texts, "meta": metas},
-                      schema={"locator": pl.Utf8, "text": pl.Utf8, "meta": pl.Utf8})
     # NUL and other C0/C1 control characters (but tab, LF, CR) never reach the cleaned text; counted.
     controls = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
     control_chars = int(df["text"].str.count_matches(controls).sum() or 0)
-    df = df.with_columns(pl.col("text").str.replace_all(controls, ""))
+    if control_chars:
+        df = df.with_columns(pl.col("text").str.replace_all(controls, ""))
     df = df.with_columns(clean_expr("text", cfg.clean).alias("text"))
-    dropped = []
-    empty = is_empty_expr("text")
-    dropped += [{"locator": loc, "stage": "filter", "reason": "empty", "detail": "no text after cleaning"}
-                for loc in df.filter(empty)["locator"]]
-    df = df.filter(~empty)
+    dropped = [_drops(df.filter(is_empty_expr("text")), "filter", "empty", pl.lit("no text after cleaning"))]
+    df = df.filter(~is_empty_expr("text"))
 
-    df = df.with_columns(
-        pl.Series("doc_id", [doc_id_for(ref.name, ref.digest, loc) for loc in df["locator"]], dtype=pl.Utf8),
-        pl.Series("content_hash", [xxhash.xxh3_128_hexdigest(t.encode()) for t in df["text"]], dtype=pl.Utf8),
-    )
+    df = add_identity(df, ref.name, ref.digest, cfg.split)
     if cfg.dedup.exact:
         first = pl.col("content_hash").is_first_distinct()
         originals = df.filter(first).select("content_hash", pl.col("doc_id").alias("duplicate_of"))
         dups = df.filter(~first).join(originals, on="content_hash", how="left", maintain_order="left")
-        dropped += [{"locator": loc, "stage": "dedup", "reason": "exact", "detail": f"duplicate_of={orig}"}
-                    for loc, orig in zip(dups["locator"], dups["duplicate_of"])]
+        dropped.append(_drops(dups, "dedup", "exact", "duplicate_of=" + pl.col("duplicate_of")))
         df = df.filter(first)
 
     df = df.with_columns(
         pl.lit(ref.name).alias("source"),
-        pl.Series("split", assign_splits(df["doc_id"], cfg.split), dtype=pl.Utf8),
         pl.col("text").str.len_chars().cast(pl.Int64).alias("n_chars"),
         word_count_expr("text").alias("n_words"),
         pl.lit(None, dtype=pl.Utf8).alias("lang"),
@@ -149,30 +135,27 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
 
     validation: dict[str, Any] = {"enabled": cfg.validate.enabled, "skipped": "no rows"}
     data_docs = None
+    q = pl.DataFrame(quarantine, schema={**dict.fromkeys(DROPPED_SCHEMA, pl.Utf8), "raw": pl.Binary})
     if df.height:
         outcome = validate_frame(df.to_pandas(), cfg.validate, out)
         validation, data_docs = outcome.summary, outcome.data_docs
         if outcome.row_failures:
-            failing = pl.Series(list(outcome.row_failures))
-            bad = df.filter(pl.col("doc_id").is_in(failing))
-            for doc_id, loc, text in zip(bad["doc_id"], bad["locator"], bad["text"]):
-                quarantine.append({"locator": loc, "stage": "validate", "reason": outcome.row_failures[doc_id],
-                                   "detail": f"doc_id={doc_id}", "raw": text.encode()[:4096]})
-            df = df.filter(~pl.col("doc_id").is_in(failing))
+            failures = pl.DataFrame({"doc_id": list(outcome.row_failures), "reason": list(outcome.row_failures.values())})
+            bad = df.join(failures, on="doc_id", how="inner", maintain_order="left")
+            q = pl.concat([q, bad.select(
+                "source", "locator", pl.lit("validate").alias("stage"), "reason",
+                ("doc_id=" + pl.col("doc_id")).alias("detail"),
+                pl.col("text").str.slice(0, RAW_CAP).cast(pl.Binary).alias("raw"),
+            )])
+            df = df.join(failures, on="doc_id", how="anti", maintain_order="left")
 
-    q = _drop_table(ref.name, quarantine, with_raw=True)
-    d = _drop_table(ref.name, dropped, with_raw=False)
+    d = pl.concat(dropped).with_columns(pl.lit(ref.name).alias("source")).select(DROPPED_SCHEMA)
     df.write_parquet(out / "data.parquet", compression="zstd")
     q.write_parquet(out / "quarantine.parquet", compression="zstd")
     d.write_parquet(out / "dropped.parquet", compression="zstd")
     (out / "validation.json").write_text(json.dumps(validation, indent=2) + "\n", encoding="utf-8")
 
-    accounting = build_accounting(
-        {ref.name: records_read},
-        df["source"],
-        zip(q["source"], q["reason"]),
-        zip(d["source"], d["stage"], d["reason"]),
-    )
+    accounting = accounting_from_tables({ref.name: records_read}, df, q, d)
     return {
         "accounting": accounting,
         "drop_examples": drop_examples(q, d),
@@ -183,26 +166,27 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
     }
 
 
-def _drop_table(source: str, rows: list[dict[str, Any]], with_raw: bool):
+def _drops(frame, stage: str, reason: str, detail):
+    """Rows of ``frame`` as drop-table rows (locator, stage, reason, detail)."""
     import polars as pl
 
-    schema = {"source": pl.Utf8, "locator": pl.Utf8, "stage": pl.Utf8, "reason": pl.Utf8, "detail": pl.Utf8,
-              "raw": pl.Binary}
-    if not with_raw:
-        schema.pop("raw")
-    table = pl.DataFrame([{"source": source, **{k: r.get(k) for k in schema if k != "source"}} for r in rows],
-                         schema=schema)
-    return table
+    detail = pl.lit(detail) if isinstance(detail, str) else detail
+    return frame.select("locator", pl.lit(stage).alias("stage"), pl.lit(reason).alias("reason"),
+                        detail.alias("detail"))
 
 
 def drop_examples(quarantine, dropped) -> dict[str, list[str]]:
     """A few ``source:locator`` examples per reason, so `artifacts show` can point at real records."""
+    import polars as pl
+
     out: dict[str, list[str]] = {}
     for table in (quarantine, dropped):
-        for source, locator, reason in zip(table["source"], table["locator"], table["reason"]):
+        firsts = (table.select("reason", (pl.col("source") + ":" + pl.col("locator")).alias("where"))
+                  .group_by("reason", maintain_order=True).head(EXAMPLES_PER_REASON))
+        for reason, where in zip(firsts["reason"], firsts["where"]):
             bucket = out.setdefault(reason, [])
             if len(bucket) < EXAMPLES_PER_REASON:
-                bucket.append(f"{source}:{locator}")
+                bucket.append(where)
     return out
 
 
