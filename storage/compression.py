@@ -103,6 +103,22 @@ class CountingReader(io.RawIOBase):
         super().close()
 
 
+def looks_binary(head: bytes) -> bool:
+    """Binary if NUL bytes are more than a stray few (over 1% of the head), or if there is any NUL
+    and the head is not UTF-8 text. A text file with a stray NUL stays text: the NUL is stripped and
+    counted later (control_chars_removed)."""
+    nuls = head.count(0)
+    if not nuls:
+        return False
+    if nuls > max(2, len(head) // 100):
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(head) - 4  # an error only in the last bytes is a cut character
+    return False
+
+
 @dataclass
 class Opened:
     stream: io.BufferedReader | None  # None when the file is empty or binary
@@ -134,7 +150,7 @@ def open_source(path: Path) -> Opened:
             encoding = name
             break
     if encoding in ("utf-8", "utf-8-sig"):
-        if b"\x00" in head:
+        if looks_binary(head):
             raw.close()
             return Opened(None, encoding, kind, head, binary=True)
         if encoding == "utf-8-sig":

@@ -281,7 +281,7 @@ def _read(source, cfg, txt_mode, text_field, batches: bool):
                 yield RawRecord("file", reason="empty_file", detail="0 bytes" + (" after decompression" if source.compression else ""))
                 return
             if opened.binary:
-                yield RawRecord("file", reason="binary_file", detail="NUL byte in the first 8 KiB", raw=opened.head[:RAW_CAP])
+                yield RawRecord("file", reason="binary_file", detail="NUL bytes in the first 8 KiB", raw=opened.head[:RAW_CAP])
                 return
             stream = opened.stream
             limit = cfg.max_document_bytes

@@ -24,20 +24,23 @@ from tasks.accounting import accounting_from_tables
 from tasks.clean import CleanConfig
 from tasks.config import ConfigError, from_dict, to_dict
 from tasks.corpus_shard import SourceRef, digest_source, drop_examples
+from tasks.near_dedup import NearDedupConfig, near_duplicate_of
 from tasks.split import SPLITS, SplitConfig
 from tasks.step import StepResult, artifact_input, log_step_outcome, run_step
 from tasks.validate import ValidationConfig
 
 CORPUS_STEP = "corpus"
-CORPUS_VERSION = 1
+CORPUS_VERSION = 2  # 2: optional MinHash near-dedup
 LIBRARIES = ("polars", "pyarrow", "matplotlib")
 
 
 @dataclass(frozen=True)
 class DedupConfig:
-    """Duplicate removal. Exact dedup compares documents after cleaning."""
+    """Duplicate removal. Both compare documents after cleaning and keep the first occurrence."""
 
     exact: bool = field(default=True, metadata={"doc": "Drop exact duplicates, keeping the first occurrence."})
+    near: NearDedupConfig = field(default_factory=NearDedupConfig,
+                                  metadata={"doc": "MinHash LSH near-duplicate removal across the whole corpus."})
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,18 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
         dropped = pl.concat([dropped, cross], how="vertical")
         docs = docs.filter(first)
 
+    if cfg.dedup.near.enabled and docs.height > 1:
+        target = near_duplicate_of(docs["text"].to_list(), cfg.dedup.near)
+        is_near = pl.Series(target >= 0)
+        if is_near.any():
+            originals = docs["doc_id"].gather(pl.Series(target[target >= 0]))
+            near = docs.filter(is_near).with_columns(originals.alias("duplicate_of"))
+            dropped = pl.concat([dropped, near.select(
+                "source", "locator", pl.lit("dedup").alias("stage"), pl.lit("near").alias("reason"),
+                ("duplicate_of=" + pl.col("duplicate_of") + " (MinHash)").alias("detail"),
+            )], how="vertical")
+            docs = docs.filter(~is_near)
+
     for split in SPLITS:
         docs.filter(pl.col("split") == split).write_parquet(out / f"{split}.parquet", compression="zstd")
     quarantine.write_parquet(out / "quarantine.parquet", compression="zstd")
@@ -161,11 +176,26 @@ def discover_sources_task(corpus_config: dict[str, Any], base_dir: str | None) -
     return {"sources": [r.to_dict() for r in refs], "skipped": hidden}
 
 
+def order_like_previous(shards: list[StepResult], store: ArtifactStore, name: str) -> list[StepResult]:
+    """Put sources that the latest published corpus of this name already had first, in its order,
+    then new sources in name order. With dedup keeping the first occurrence, documents that were
+    already published stay and a newly arrived copy is the one dropped, whatever its file name."""
+    from storage.catalog import Catalog
+
+    latest = Catalog(store).find(step=CORPUS_STEP, name=name, latest=True)
+    if not latest:
+        return shards
+    rank = {entry["source"]: i for i, entry in enumerate(latest[0].manifest.get("shards", []))}
+    sources = {s.id: (read_manifest(Path(s.path)) or {}).get("config", {}).get("source", s.name) for s in shards}
+    return sorted(shards, key=lambda s: (rank.get(sources[s.id], len(rank)), sources[s.id]))
+
+
 @task(name="corpus", cache_policy=NO_CACHE)
 def corpus_task(shards: list[dict[str, Any]], corpus_config: dict[str, Any], store_root: str,
                 skipped: list[str] | None = None) -> dict[str, Any]:
-    result = build_corpus([StepResult.from_dict(s) for s in shards], corpus_config_from_dict(corpus_config),
-                          ArtifactStore(store_root), skipped or ())
+    cfg, store = corpus_config_from_dict(corpus_config), ArtifactStore(store_root)
+    ordered = order_like_previous([StepResult.from_dict(s) for s in shards], store, cfg.name)
+    result = build_corpus(ordered, cfg, store, skipped or ())
     log_step_outcome(result)
     return result.to_dict()
 

@@ -68,7 +68,7 @@ def shard_config(corpus_cfg, source_name: str) -> dict[str, Any]:
         "source": source_name,
         "reader": to_dict(corpus_cfg.reader),
         "clean": to_dict(corpus_cfg.clean),
-        "dedup": to_dict(corpus_cfg.dedup),
+        "dedup": {"exact": corpus_cfg.dedup.exact},  # near-dedup runs in the merge, not per shard
         "split": to_dict(corpus_cfg.split),
         "validate": to_dict(corpus_cfg.validate),
     }
@@ -119,6 +119,9 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
     df = df.filter(~is_empty_expr("text"))
 
     df = add_identity(df, ref.name, ref.digest, cfg.split)
+    fixed = cfg.split.split_for_source(ref.name)
+    if fixed is not None:  # e.g. a dedicated valid file: all its documents go to that split
+        df = df.with_columns(pl.lit(fixed).alias("split"))
     if cfg.dedup.exact:
         first = pl.col("content_hash").is_first_distinct()
         originals = df.filter(first).select("content_hash", pl.col("doc_id").alias("duplicate_of"))

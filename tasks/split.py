@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import fnmatch
 import hashlib
 
 SPLITS = ("train", "valid", "test")
@@ -21,6 +22,11 @@ class SplitConfig:
     valid: float = field(default=0.05, metadata={"doc": "Fraction of documents in the valid split (0-1)."})
     test: float = field(default=0.05, metadata={"doc": "Fraction of documents in the test split (0-1)."})
     seed: int = field(default=0, metadata={"doc": "Changes the assignment while keeping it deterministic."})
+    by_source: dict[str, str] = field(
+        default_factory=dict,
+        metadata={"doc": "Explicit split per source: {glob on the source name: train|valid|test}, "
+                         "e.g. {'*ptb.valid.txt': valid}. The first matching glob wins; others use the fractions."},
+    )
 
     def __post_init__(self) -> None:
         for name in ("valid", "test"):
@@ -29,6 +35,16 @@ class SplitConfig:
                 raise ValueError(f"{name}: must be in [0, 1), got {value}")
         if self.valid + self.test >= 1.0:
             raise ValueError(f"valid + test must be < 1 so that train is not empty, got {self.valid + self.test}")
+        for pattern, split in self.by_source.items():
+            if split not in SPLITS:
+                raise ValueError(f"by_source.{pattern}: split must be one of {', '.join(SPLITS)}, got {split!r}")
+
+    def split_for_source(self, source_name: str) -> str | None:
+        """The explicit split for a source, if a ``by_source`` glob matches its name."""
+        for pattern, split in self.by_source.items():
+            if fnmatch.fnmatch(source_name, pattern):
+                return split
+        return None
 
 
 def assign_split(doc_id: str, cfg: SplitConfig) -> str:

@@ -34,8 +34,25 @@ class ValidationConfig:
         default=1_000_000, metadata={"doc": "Row-level: longest allowed document, in characters."}
     )
     data_docs: bool = field(default=True, metadata={"doc": "Build GX Data Docs into the shard artifact."})
+    expectations: tuple[dict[str, Any], ...] = field(
+        default=(),
+        metadata={"doc": "Extra GX expectations: [{type: expect_column_values_to_be_in_set, kwargs: {column: lang, "
+                         "value_set: [en, de]}, level: row|dataset}]. Row-level failures go to quarantine with the "
+                         "expectation's name; dataset-level failures stop the publish."},
+    )
 
     def __post_init__(self) -> None:
+        for i, exp in enumerate(self.expectations):
+            where = f"expectations[{i}]"
+            if not isinstance(exp, dict) or not str(exp.get("type", "")).startswith("expect_"):
+                raise ValueError(f"{where}: needs a 'type' naming a GX expectation, e.g. expect_column_values_to_not_be_null")
+            unknown = set(exp) - {"type", "kwargs", "level"}
+            if unknown:
+                raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: type, kwargs, level")
+            if exp.get("level", "row") not in ("row", "dataset"):
+                raise ValueError(f"{where}.level: must be 'row' or 'dataset', got {exp.get('level')!r}")
+            if not isinstance(exp.get("kwargs", {}), dict):
+                raise ValueError(f"{where}.kwargs: must be a mapping of the expectation's arguments")
         if self.min_chars < 0:
             raise ValueError(f"min_chars: must be >= 0, got {self.min_chars}")
         if self.max_chars < max(self.min_chars, 1):
@@ -64,6 +81,15 @@ def _suite(gx, cfg: ValidationConfig):
             column="text", min_value=cfg.min_chars, max_value=cfg.max_chars
         )
     )
+    for exp in cfg.expectations:
+        class_name = "".join(part.capitalize() for part in exp["type"].split("_"))
+        cls = getattr(gx.expectations, class_name, None)
+        if cls is None:
+            raise ValueError(f"validate.expectations: GX has no expectation {exp['type']!r}")
+        try:
+            suite.add_expectation(cls(**exp.get("kwargs", {})))
+        except Exception as exc:  # pydantic validation of the expectation's arguments
+            raise ValueError(f"validate.expectations: bad arguments for {exp['type']}: {exc}") from None
     return suite
 
 
@@ -114,7 +140,8 @@ def validate_frame(frame, cfg: ValidationConfig, out_dir: Path | None) -> Valida
             if r.success:
                 continue
             key = f"{kind}:{column}" if kind == "expect_column_values_to_not_be_null" else kind
-            if key in DATASET_LEVEL:
+            user_dataset_level = any(e["type"] == kind and e.get("level") == "dataset" for e in cfg.expectations)
+            if key in DATASET_LEVEL or user_dataset_level or "unexpected_index_list" not in res:
                 example = (res.get("unexpected_index_list") or res.get("details") or res.get("observed_value"))
                 raise DatasetValidationError(
                     f"dataset-level expectation {kind} failed"

@@ -227,11 +227,20 @@ def test_raw_bytes_are_capped(tmp_path):
 
 
 def test_binary_file(tmp_path):
-    data = b"looks like text\n\x00\x01\x02binary"
+    data = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\x00" + bytes(range(256)) * 4
     recs = _records(write(tmp_path / "b.txt", data))
     assert len(recs) == 1
     assert (recs[0].locator, recs[0].reason, recs[0].text) == ("file", "binary_file", None)
     assert recs[0].raw == data
+
+
+def test_stray_nul_in_text_is_not_binary(tmp_path):
+    # one NUL in a page of UTF-8 text is a control character to strip (the shard step counts it),
+    # not evidence of a binary file
+    data = ("plain text line\n" * 40).encode() + b"with a stray \x00 nul\n"
+    recs = _records(write(tmp_path / "t.txt", data), txt_mode="line")
+    assert len(recs) == 41 and all(r.ok for r in recs)
+    assert recs[-1].text == "with a stray \x00 nul"
 
 
 def test_empty_file(tmp_path):

@@ -30,7 +30,7 @@ def test_unknown_nested_key_names_dotted_path_and_lists_allowed_keys():
     assert msg.startswith("corpus.split.vaild:")
     assert "unknown key" in msg
     allowed = msg.split("are:", 1)[1]
-    assert [k.strip() for k in allowed.split(",")] == ["seed", "test", "valid"]
+    assert [k.strip() for k in allowed.split(",")] == ["by_source", "seed", "test", "valid"]
 
 
 def test_unknown_top_level_key_lists_every_corpus_field():
@@ -210,7 +210,7 @@ def test_to_dict_round_trips_non_default_config():
     )
     data = to_dict(cfg)
     assert data["sources"] == ["a", "b/c"]  # tuples become lists
-    assert data["split"] == {"valid": 0.1, "test": 0.2, "seed": 9}
+    assert data["split"] == {"valid": 0.1, "test": 0.2, "seed": 9, "by_source": {}}
     assert json.loads(json.dumps(data)) == data  # plain JSON-able data
     assert from_dict(CorpusConfig, data, "corpus") == cfg
 
