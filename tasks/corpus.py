@@ -149,17 +149,21 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
     dropped.write_parquet(out / "dropped.parquet", compression="zstd")
 
     accounting = accounting_from_tables(records_read, docs, quarantine, dropped)
-    from tasks.report import plot_doc_lengths, write_data_docs_index
+    from tasks.report import plot_doc_lengths, plot_reasons, write_corpus_report, write_data_docs_index
 
     plot_doc_lengths(docs, out / "doc_lengths.png", title=f"{cfg.name}: document length")
+    plot_reasons(accounting, out / "reasons.png", title=f"{cfg.name}: records not kept, by reason")
     write_data_docs_index(out, shards, manifests)
     metrics: dict[str, Any] = {"docs": docs.height, "chars": int(docs["n_chars"].sum() or 0),
                                "words": int(docs["n_words"].sum() or 0), "sources": len(shards)}
     for split in SPLITS:
         metrics[f"docs_{split}"] = int((docs["split"] == split).sum())
+    examples = drop_examples(quarantine, dropped)
+    write_corpus_report(out, cfg.name, accounting, metrics, examples)
     return {
         "accounting": accounting,
-        "drop_examples": drop_examples(quarantine, dropped),
+        "drop_examples": examples,
+        "report": "report.md",
         "metrics": metrics,
         "shards": [{"id": s.id, "source": m["config"]["source"], "path": s.path} for s, m in zip(shards, manifests)],
         "data_docs": "data_docs.html",

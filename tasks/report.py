@@ -66,3 +66,62 @@ def write_data_docs_index(out: Path, shards, manifests: list[dict[str, Any]]) ->
     path = out / "data_docs.html"
     path.write_text(page, encoding="utf-8")
     return path
+
+
+def plot_reasons(accounting: dict[str, Any], path: Path, title: str) -> Path:
+    """Horizontal bar chart of why records were not kept (one bar per bucket:reason)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    items = [(f"{bucket}: {reason}", n) for bucket in ("quarantined", "filtered", "deduplicated")
+             for reason, n in accounting.get(bucket, {}).items()]
+    items.sort(key=lambda kv: kv[1])
+    fig, ax = plt.subplots(figsize=(9, max(2.0, 0.35 * len(items) + 1)), dpi=100)
+    if items:
+        labels, values = zip(*items)
+        colors = ["#c0392b" if lab.startswith("quarantined") else "#e67e22" if lab.startswith("filtered")
+                  else "#2980b9" for lab in labels]
+        ax.barh(labels, values, color=colors)
+        ax.set_xscale("log" if max(values) / max(min(values), 1) > 100 else "linear")
+        for y, v in enumerate(values):
+            ax.text(v, y, f" {v:,}", va="center", fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "every record was kept", ha="center", va="center", transform=ax.transAxes)
+        ax.set_yticks([])
+    ax.set_xlabel("records")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_corpus_report(out: Path, name: str, accounting: dict[str, Any], metrics: dict[str, Any],
+                        examples: dict[str, list[str]]) -> Path:
+    """``report.md``: headline numbers, the accounting per source, reasons with examples, and the plots."""
+    lines = [f"# Corpus `{name}`", "",
+             f"{metrics.get('docs', 0):,} documents kept of {accounting['records_read']:,} records read "
+             f"(train {metrics.get('docs_train', 0):,} / valid {metrics.get('docs_valid', 0):,} / "
+             f"test {metrics.get('docs_test', 0):,}); {metrics.get('words', 0):,} words, "
+             f"{metrics.get('chars', 0):,} characters.", "",
+             "![document lengths](doc_lengths.png)", "", "![reasons](reasons.png)", "",
+             "## Sources (largest first)", "",
+             "| source | read | kept | quarantined | filtered | deduplicated |", "|---|---:|---:|---:|---:|---:|"]
+    per = sorted(accounting["per_source"].items(), key=lambda kv: -kv[1]["records_read"])
+    for source, c in per[:50]:
+        lines.append(f"| {source} | {c['records_read']:,} | {c['kept']:,} | "
+                     + " | ".join(f"{sum(c[b].values()):,}" for b in ("quarantined", "filtered", "deduplicated")) + " |")
+    if len(per) > 50:
+        lines.append(f"| ... {len(per) - 50} more sources | | | | | |")
+    lines += ["", "## Why records were not kept", "", "| bucket | reason | count | examples |", "|---|---|---:|---|"]
+    for bucket in ("quarantined", "filtered", "deduplicated"):
+        for reason, n in sorted(accounting[bucket].items(), key=lambda kv: -kv[1]):
+            where = ", ".join(f"`{e}`" for e in examples.get(reason, [])[:3])
+            lines.append(f"| {bucket} | {reason} | {n:,} | {where} |")
+    lines += ["", "Every dropped record, with its source, locator, reason and detail, is in "
+              "`quarantine.parquet` and `dropped.parquet`; GX Data Docs per shard: `data_docs.html`."]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

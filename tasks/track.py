@@ -16,7 +16,13 @@ from tasks.step import StepResult
 # step -> (files to log, (dir, artifact_path) pairs to log)
 STEP_ARTIFACTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
     "corpus_shard": (("validation.json",), (("gx/uncommitted/data_docs/local_site", "data_docs"),)),
-    "corpus": (("doc_lengths.png", "data_docs.html"), ()),
+    "corpus": (("doc_lengths.png", "reasons.png", "report.md", "data_docs.html"), ()),
+    "embeddings": (("embeddings.json", "training.json", "vectors.bin"), ()),
+    "embeddings_eval": (("eval.json", "pca.png"), ()),
+    "sparse_vectors": (("sparse.json",), ()),
+    "tokenizer": (("tokenizer.json", "tokenizer_meta.json", "metrics.json", "trace.txt", "trace.json"), ()),
+    "lm": (("config.json", "metrics.json", "loss_curve.png", "sample.txt", "model.safetensors"), ()),
+    "ngram": (("stats.json", "zipf.png", "model.arpa.gz"), ()),
 }
 
 
