@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -274,6 +275,10 @@ def pop_path(obj: dict, dotted: str) -> None:
     node.pop(parts[-1], None)
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_UNDECODED = re.compile("[\udc80-\udcff]")  # what errors="surrogateescape" leaves for undecodable bytes
+
+
 def record_from_object(locator: str, obj: Any, text_field: str, raw: bytes) -> RawRecord:
     """A record from one decoded JSON value (JSONL line or JSON array item)."""
     if not isinstance(obj, dict):
@@ -284,12 +289,13 @@ def record_from_object(locator: str, obj: Any, text_field: str, raw: bytes) -> R
     if not isinstance(value, str):
         return RawRecord(locator, reason="text_not_string", detail=type(value).__name__, raw=raw[:RAW_CAP])
     pop_path(obj, text_field)
-    try:  # JSON escapes can encode lone surrogates ("\ud800"), which are not valid Unicode text
-        value.encode("utf-8")
-        json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return RawRecord(locator, reason="invalid_utf8", detail=f"lone surrogate escape: {exc.reason}",
-                         raw=raw[:RAW_CAP])
+    if _SURROGATE_ESCAPE.search(raw):  # JSON escapes can encode lone surrogates, which are not text
+        try:
+            value.encode("utf-8")
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return RawRecord(locator, reason="invalid_utf8", detail=f"lone surrogate escape: {exc.reason}",
+                             raw=raw[:RAW_CAP])
     return RawRecord(locator, text=value, meta=obj or None)
 
 
@@ -366,8 +372,9 @@ def csv_records(stream: io.BufferedReader, text_field: str, delimiter: str, limi
             continue
         rowno += 1
         locator = f"row:{rowno}"
-        raw = delimiter.join(row).encode("utf-8", "surrogateescape")
-        if any("\udc80" <= ch <= "\udcff" for field in row for ch in field):
+        joined = delimiter.join(row)
+        raw = joined.encode("utf-8", "surrogateescape")
+        if _UNDECODED.search(joined):
             yield RawRecord(locator, reason="invalid_utf8", detail="undecodable bytes in the row", raw=raw[:RAW_CAP])
             continue
         if len(row) <= idx:
