@@ -6,6 +6,10 @@ STAMP  := $(VENV)/.corpusforge-installed
 STORE  ?= .corpusforge
 # pip, not uv: on these machines pip's config points at the local CPU torch wheel (see README).
 PIP    := $(PY) -m pip --disable-pip-version-check
+# torch is installed first and pinned, so that resolving the rest never pulls multi-GB CUDA wheels on a
+# CPU machine. On a GPU machine, keep its torch: `make install TORCH_SPEC=` (empty) with a venv made by
+# `python3 -m venv --system-site-packages .venv`, or name the wheel you want.
+TORCH_SPEC ?= torch==2.13.0
 
 .PHONY: install demo test lint ui clean-store help
 
@@ -19,6 +23,8 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install -q --upgrade pip
+	@if [ -n "$(TORCH_SPEC)" ] && ! $(PY) -c "import torch" 2>/dev/null; then \
+		echo "installing $(TORCH_SPEC) first (CPU build on these machines)"; $(PIP) install -q "$(TORCH_SPEC)"; fi
 	$(PIP) install -q -e ".[dev]"
 	@touch $(STAMP)
 
