@@ -24,6 +24,7 @@ from tasks.accounting import accounting_from_tables
 from tasks.clean import CleanConfig
 from tasks.config import ConfigError, from_dict, to_dict
 from tasks.corpus_shard import SourceRef, digest_source, drop_examples
+from tasks.filters import FilterConfig
 from tasks.near_dedup import NearDedupConfig, near_duplicate_of
 from tasks.split import SPLITS, SplitConfig
 from tasks.step import StepResult, artifact_input, log_step_outcome, run_step
@@ -51,6 +52,8 @@ class CorpusConfig:
     sources: tuple[str, ...] = field(default=(), metadata={"doc": "Files or directories (read recursively)."})
     reader: ReaderConfig = field(default_factory=ReaderConfig, metadata={"doc": "How files become records."})
     clean: CleanConfig = field(default_factory=CleanConfig, metadata={"doc": "Text normalization preset."})
+    filters: FilterConfig = field(default_factory=FilterConfig,
+                                  metadata={"doc": "Quality filters: length, Gopher rules, language id."})
     dedup: DedupConfig = field(default_factory=DedupConfig, metadata={"doc": "Duplicate removal."})
     split: SplitConfig = field(default_factory=SplitConfig, metadata={"doc": "Held-out fractions."})
     validate: ValidationConfig = field(default_factory=ValidationConfig, metadata={"doc": "GX suite bounds."})

@@ -23,14 +23,15 @@ from storage.readers import SourceFile, read_batches
 from storage.records import RAW_CAP, RecordBatch
 from storage.store import ArtifactStore
 from tasks.accounting import accounting_from_tables
-from tasks.clean import clean_expr, is_empty_expr, word_count_expr
+from tasks.clean import clean_expr, word_count_expr
+from tasks.filters import apply_filters
 from tasks.config import to_dict
 from tasks.identity import add_identity
 from tasks.step import StepResult, log_step_outcome, run_step, slug
 from tasks.validate import COLUMNS, validate_frame
 
 SHARD_STEP = "corpus_shard"
-SHARD_VERSION = 3  # 3: md5 content hash and split draw, control characters stripped, more formats
+SHARD_VERSION = 4  # 4: cleaning ops and quality filters; 3: md5 hashes, control chars, more formats
 EXAMPLES_PER_REASON = 5
 DROPPED_SCHEMA = ["source", "locator", "stage", "reason", "detail"]
 LIBRARIES = ("polars", "pyarrow", "great_expectations", "xxhash")
@@ -68,6 +69,7 @@ def shard_config(corpus_cfg, source_name: str) -> dict[str, Any]:
         "source": source_name,
         "reader": to_dict(corpus_cfg.reader),
         "clean": to_dict(corpus_cfg.clean),
+        "filters": to_dict(corpus_cfg.filters),
         "dedup": {"exact": corpus_cfg.dedup.exact},  # near-dedup runs in the merge, not per shard
         "split": to_dict(corpus_cfg.split),
         "validate": to_dict(corpus_cfg.validate),
@@ -115,8 +117,9 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
     if control_chars:
         df = df.with_columns(pl.col("text").str.replace_all(controls, ""))
     df = df.with_columns(clean_expr("text", cfg.clean).alias("text"))
-    dropped = [_drops(df.filter(is_empty_expr("text")), "filter", "empty", pl.lit("no text after cleaning"))]
-    df = df.filter(~is_empty_expr("text"))
+    df = df.with_columns(pl.lit(None, dtype=pl.Utf8).alias("lang"))  # filled by the language-id filter
+    df, filtered = apply_filters(df, cfg.filters)
+    dropped = [filtered.select("locator", pl.lit("filter").alias("stage"), "reason", "detail")]
 
     df = add_identity(df, ref.name, ref.digest, cfg.split)
     fixed = cfg.split.split_for_source(ref.name)
@@ -133,7 +136,6 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
         pl.lit(ref.name).alias("source"),
         pl.col("text").str.len_chars().cast(pl.Int64).alias("n_chars"),
         word_count_expr("text").alias("n_words"),
-        pl.lit(None, dtype=pl.Utf8).alias("lang"),
     ).select(COLUMNS)
 
     validation: dict[str, Any] = {"enabled": cfg.validate.enabled, "skipped": "no rows"}

@@ -144,3 +144,16 @@ def test_signatures_are_deterministic_for_a_seed():
     cfg = NearDedupConfig(enabled=True, seed=3)
     assert np.array_equal(signatures(texts, cfg), signatures(texts, cfg))
     assert not np.array_equal(signatures(texts, cfg), signatures(texts, NearDedupConfig(enabled=True, seed=4)))
+
+
+def test_filters_and_cleaning_presets_run_in_the_shard_step(tmp_path):
+    write(tmp_path / "d" / "a.txt", "ok\nthis line is long enough to keep\nHello, World!! Visit https://x.org now\n")
+    merged, manifest, _ = build(tmp_path, {"sources": [str(tmp_path / "d")], "clean": {"preset": "classic"},
+                                            "filters": {"min_chars": 5}})
+    acc = manifest["accounting"]
+    assert acc["filtered"] == {"too_short": 1}  # "ok"
+    texts = sorted(kept(merged.path)["text"])
+    # classic: lowercase, URL and punctuation removed, stop words dropped
+    assert texts == ["hello world visit", "line long"]  # "keep" is on the Glasgow stop list too
+    dropped = pl.read_parquet(Path(merged.path) / "dropped.parquet")
+    assert dropped.filter(pl.col("reason") == "too_short")["locator"].to_list() == ["line:1"]
