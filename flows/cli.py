@@ -275,5 +275,9 @@ def _root(
     os.environ.setdefault("PYTHONIOENCODING", "utf-8")
 
 
+from flows.cli_tokenizer import app as tokenizer_app; app.add_typer(tokenizer_app, name="tokenizer")  # noqa: E402
+
+
+
 if __name__ == "__main__":
     main()

@@ -23,7 +23,9 @@ class Stage:
 
 
 # Filled in as stages land. Order is run order; a stage may only consume one listed before it.
-STAGES: tuple[Stage, ...] = ()
+STAGES: tuple[Stage, ...] = (
+    Stage("tokenizer", "tasks.tokenizer:TokenizerConfig", "tasks.tokenizer:tokenizer_task", after="corpus"),
+)
 KNOWN_SECTIONS = ("tokenizer", "ngram", "embeddings", "lm")
 
 

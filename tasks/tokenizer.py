@@ -1,0 +1,183 @@
+"""Stage ``tokenizer``: train a tokenizer on a corpus's train split, evaluate it, encode the corpus.
+
+Two steps:
+- ``tokenizer`` (input: the corpus): trains on ``train.parquet`` (documents in corpus order), saves
+  ``tokenizer.json`` (every kind; for classic-bpe an exact-as-documented export next to
+  ``classic_bpe.json``) and ``tokenizer_meta.json``, and evaluates on the valid split (train when the
+  valid split is empty): ``metrics.json`` and the manifest's metrics, logged to MLflow. Classic BPE
+  with ``trace: true`` also writes ``trace.txt`` (as the teaching texts print it) and ``trace.json``.
+- ``encode`` (inputs: the corpus and the tokenizer; tasks/encode.py): token-id shards per split.
+
+The Prefect task returns both StepResult dicts; the encode artifact is the stage's main output.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from storage.store import ArtifactStore
+from tasks.config import from_dict
+from tasks.step import StepResult, artifact_input, log_step_outcome, run_step
+
+TOKENIZER_STEP = "tokenizer"
+TOKENIZER_VERSION = 1
+LIBRARIES = ("tokenizers", "polars")
+Kind = Literal["word", "char", "classic-bpe", "bpe", "byte-bpe", "wordpiece", "unigram"]
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """Which tokenizer to train on the corpus's train split, and whether to encode the corpus with it."""
+
+    name: str = field(default="tokenizer", metadata={"doc": "Artifact name of the tokenizer (and its encoding)."})
+    kind: Kind = field(default="byte-bpe", metadata={
+        "doc": "word | char | classic-bpe (ours, Sennrich, '</w>') | bpe (SentencePiece-style) | byte-bpe (GPT-2) "
+               "| wordpiece (BERT, ##) | unigram (SentencePiece unigram LM)."})
+    vocab_size: int = field(default=8000, metadata={
+        "doc": "Target vocabulary size, special tokens included (classic-bpe: used when merges is null)."})
+    merges: int | None = field(default=None, metadata={"doc": "classic-bpe only: number of merges to learn."})
+    min_frequency: int | None = field(default=None, metadata={
+        "doc": "word/char: least count to enter the vocabulary; bpe kinds/wordpiece: least pair count; "
+               "null: 2 for classic-bpe, 0 otherwise."})
+    unk_token: str | None = field(default="<unk>", metadata={
+        "doc": "Token for what is not in the vocabulary (null: none; byte-bpe never needs one)."})
+    eot_token: str | None = field(default="<|endoftext|>", metadata={
+        "doc": "End-of-text special token, appended after every document in encoded shards (null: none)."})
+    special_tokens: tuple[str, ...] = field(default=(), metadata={"doc": "More special tokens (never split)."})
+    normalizers: tuple[str, ...] = field(default=(), metadata={
+        "doc": "HF normalizers in order: nfc, nfd, nfkc, nfkd, lowercase, strip_accents, bert (not classic-bpe)."})
+    pre_tokenizer: str = field(default="default", metadata={
+        "doc": "default (per kind) | whitespace | whitespace_split | metaspace | byte_level | bert | char; "
+               "classic-bpe: whitespace | punct."})
+    trace: bool = field(default=False, metadata={"doc": "classic-bpe: record each merge and the token table."})
+    trace_top: int = field(default=10, metadata={"doc": "Rows of the token table per trace iteration (0: all)."})
+    encode: bool = field(default=True, metadata={"doc": "Encode every split of the corpus into token-id shards."})
+    format: Literal["bin", "parquet"] = field(default="bin", metadata={
+        "doc": "Encoded shards: nanoGPT-style flat .bin (uint16/uint32) or Parquet with one id list per doc."})
+    workers: int = field(default=0, metadata={"doc": "Encoding processes for classic-bpe; 0: one per CPU core."})
+
+    def __post_init__(self) -> None:
+        from models.tokenization.classic_bpe import PRE_TOKENIZERS as CLASSIC_PRE
+        from models.tokenization.hf_backend import NORMALIZERS, PRE_TOKENIZERS
+
+        from storage.store import check_name
+
+        try:
+            check_name("artifact", self.name)
+        except Exception as exc:  # StoreError -> config error on the field
+            raise ValueError(f"name: {exc}") from None
+        if self.vocab_size < 1:
+            raise ValueError(f"vocab_size: must be >= 1, got {self.vocab_size}")
+        if self.merges is not None and (self.kind != "classic-bpe" or self.merges < 0):
+            raise ValueError("merges: only for kind classic-bpe, and >= 0")
+        if self.min_frequency is not None and self.min_frequency < 0:
+            raise ValueError(f"min_frequency: must be >= 0 or null, got {self.min_frequency}")
+        allowed = ("default", *CLASSIC_PRE) if self.kind == "classic-bpe" else PRE_TOKENIZERS
+        if self.pre_tokenizer not in allowed:
+            raise ValueError(f"pre_tokenizer: {self.pre_tokenizer!r} is not allowed for {self.kind}; "
+                             f"use one of {', '.join(allowed)}")
+        bad = [n for n in self.normalizers if n not in NORMALIZERS]
+        if bad or (self.normalizers and self.kind == "classic-bpe"):
+            raise ValueError(f"normalizers: use names from {', '.join(NORMALIZERS)} (none for classic-bpe)")
+        if self.trace and self.kind != "classic-bpe":
+            raise ValueError("trace: only for kind classic-bpe")
+        if self.trace_top < 0 or self.workers < 0:
+            raise ValueError("trace_top/workers: must be >= 0")
+
+    @property
+    def effective_min_frequency(self) -> int:
+        if self.min_frequency is not None:
+            return self.min_frequency
+        return 2 if self.kind == "classic-bpe" else 0
+
+
+def tokenizer_config_from_dict(data: dict[str, Any], path: str = "tokenizer") -> TokenizerConfig:
+    return from_dict(TokenizerConfig, data, path)
+
+
+def identity_config(cfg: TokenizerConfig) -> dict[str, Any]:
+    """Everything that changes the tokenizer artifact (not the encoding options)."""
+    return {"kind": cfg.kind, "vocab_size": cfg.vocab_size, "merges": cfg.merges,
+            "min_frequency": cfg.effective_min_frequency, "unk_token": cfg.unk_token, "eot_token": cfg.eot_token,
+            "special_tokens": list(cfg.special_tokens), "normalizers": list(cfg.normalizers),
+            "pre_tokenizer": cfg.pre_tokenizer, "trace": cfg.trace, "trace_top": cfg.trace_top}
+
+
+def read_split_texts(corpus_path: str | Path, split: str) -> list[str]:
+    import polars as pl
+
+    path = Path(corpus_path) / f"{split}.parquet"
+    if not path.exists():
+        return []
+    return pl.read_parquet(path, columns=["text"])["text"].to_list()
+
+
+def train_tokenizer(texts: list[str], cfg: TokenizerConfig):
+    """Train the configured tokenizer on ``texts`` (pure: no store, no Prefect)."""
+    from models.tokenization import make_tokenizer
+
+    tok = make_tokenizer(cfg.kind, cfg.unk_token, cfg.eot_token, cfg.special_tokens, cfg.normalizers,
+                         cfg.pre_tokenizer)
+    if cfg.kind == "classic-bpe":
+        tok.train(texts, vocab_size=None if cfg.merges is not None else cfg.vocab_size, merges=cfg.merges,
+                  min_frequency=max(cfg.effective_min_frequency, 1), trace=cfg.trace, trace_top=cfg.trace_top)
+    else:
+        tok.train(texts, vocab_size=cfg.vocab_size, min_frequency=cfg.effective_min_frequency)
+    return tok
+
+
+def build_tokenizer(corpus: StepResult, cfg: TokenizerConfig, store: ArtifactStore) -> StepResult:
+    return run_step(store, step=TOKENIZER_STEP, version=TOKENIZER_VERSION, name=cfg.name,
+                    config=identity_config(cfg), inputs=[artifact_input(corpus)],
+                    build=lambda out: _build_tokenizer(out, corpus, cfg), libraries=LIBRARIES)
+
+
+def _build_tokenizer(out: Path, corpus: StepResult, cfg: TokenizerConfig) -> dict[str, Any]:
+    from models.tokenization.evaluation import evaluate_tokenizer
+
+    train = read_split_texts(corpus.path, "train")
+    if not train:
+        raise ValueError(f"corpus {corpus.id[:12]} has an empty train split: nothing to train the tokenizer on")
+    start = time.perf_counter()
+    tok = train_tokenizer(train, cfg)
+    train_seconds = time.perf_counter() - start
+    tok.save(out)
+    extra: dict[str, Any] = {}
+    if cfg.kind == "classic-bpe":
+        extra["merges"] = len(tok.merges)
+        if cfg.trace:
+            (out / "trace.txt").write_text(tok.trace_text() + "\n", encoding="utf-8")
+            trace = {"initial_corpus": [{"word": w, "count": c} for w, c in tok.initial_words],
+                     "iterations": tok.trace}
+            (out / "trace.json").write_text(json.dumps(trace, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    valid = read_split_texts(corpus.path, "valid")
+    eval_split = "valid" if valid else "train"
+    metrics = evaluate_tokenizer(tok, valid or train)
+    metrics.update(train_seconds=train_seconds, train_docs=len(train), **extra)
+    (out / "metrics.json").write_text(json.dumps({"eval_split": eval_split, "kind": cfg.kind, **metrics},
+                                                 indent=2) + "\n", encoding="utf-8")
+    return {"metrics": metrics, "eval_split": eval_split, "kind": cfg.kind, "vocab_size": tok.vocab_size,
+            "special_tokens": tok.special_tokens, "tokenizer_file": "tokenizer.json"}
+
+
+@task(name="tokenizer", cache_policy=NO_CACHE)
+def tokenizer_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str) -> list[dict[str, Any]]:
+    from tasks.encode import build_encode
+
+    corpus = StepResult.from_dict(upstream)
+    cfg = tokenizer_config_from_dict(config)
+    store = ArtifactStore(store_root)
+    tok = build_tokenizer(corpus, cfg, store)
+    log_step_outcome(tok)
+    if not cfg.encode:
+        return [tok.to_dict()]
+    enc = build_encode(corpus, tok, cfg, store)
+    log_step_outcome(enc)
+    return [tok.to_dict(), enc.to_dict()]
