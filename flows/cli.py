@@ -278,6 +278,7 @@ def _root(
 from flows.cli_tokenizer import app as tokenizer_app; app.add_typer(tokenizer_app, name="tokenizer")  # noqa: E402
 
 
+from flows.cli_ngram import app as ngram_app; app.add_typer(ngram_app, name="ngram")  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,196 @@
+"""``corpusforge ngram ...``: estimate n-gram LMs from text files, query and evaluate them.
+
+``estimate`` runs the pipeline flow (corpus + ngram stages); ``query`` and ``evaluate`` only read
+artifacts (or ARPA files) and never start Prefect.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from flows.cli import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, out
+
+app = typer.Typer(help="N-gram language models counted in DuckDB: estimate, query, evaluate.", no_args_is_help=True)
+
+SMOOTHINGS = ("mle", "add-k", "stupid-backoff", "kneser-ney", "modified-kneser-ney")
+
+
+@app.command()
+def estimate(
+    sources: Annotated[list[Path], typer.Argument(metavar="TRAIN_SOURCES...",
+                                                  help="Training text files or directories: one sentence per line.")],
+    order: Annotated[int, typer.Option("--order", help="Highest n-gram order N.")] = 3,
+    smoothing: Annotated[str, typer.Option("--smoothing", help="mle, add-k, stupid-backoff, kneser-ney, "
+                                                               "modified-kneser-ney.")] = "modified-kneser-ney",
+    k: Annotated[float, typer.Option("--k", help="add-k: the pseudo-count (Laplace: 1).")] = 1.0,
+    eval_files: Annotated[Optional[list[Path]], typer.Option("--eval", help="Evaluation text file (repeatable).")] = None,
+    arpa: Annotated[Optional[Path], typer.Option("--arpa", help="Write the model as ARPA here (.gz: gzipped).")] = None,
+    set_: SetOpt = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Count n-grams of TRAIN_SOURCES in DuckDB and estimate a smoothed LM (reused when already built).
+
+    Each line is a sentence and whitespace separates tokens; the text is not altered. --set keys address
+    the ngram section (memory_limit=2GB, threads=2, sentence=document) or the pipeline (runner., tracking.).
+    """
+    from tasks.config import ConfigError, apply_overrides
+
+    if smoothing not in SMOOTHINGS:
+        _fail(f"--smoothing: {smoothing!r} is not allowed; use one of {', '.join(SMOOTHINGS)}", 2)
+    if arpa is not None and smoothing == "stupid-backoff":
+        _fail("--arpa: stupid backoff gives scores, not probabilities; ARPA export is for probability models", 2)
+    evals = list(eval_files or [])
+    for path in evals:
+        if not path.is_file():
+            _fail(f"--eval: no such file: {path}", 2)
+    name = "ngram-train"
+    base = {
+        "name": "ngram",
+        "corpus": {"name": name, "sources": [str(s) for s in sources], "reader": {"txt_mode": "line"},
+                   "clean": {"preset": "raw"}, "dedup": {"exact": False}, "split": {"valid": 0, "test": 0},
+                   "validate": {"min_chars": 1, "max_chars": 100_000_000}},
+        "ngram": {"order": order, "smoothing": smoothing, "k": k, "eval_splits": [],
+                  "eval": [str(p.resolve()) for p in evals]},
+    }
+    pipeline_keys = ("runner.", "tracking.", "name=", "corpus.", "ngram.")
+    overrides = [s if s.startswith(pipeline_keys) else f"ngram.{s}" for s in (set_ or [])]
+    try:
+        data = apply_overrides(base, overrides)
+    except ConfigError as exc:
+        _fail(str(exc), 2)
+    summary = _run_flow(data, _store(store), Path.cwd(), as_json)
+    result = summary["stages"]["ngram"]
+    stats = json.loads((Path(result["path"]) / "stats.json").read_text(encoding="utf-8"))
+    by_source = {e["source"]: e for e in stats["evaluations"].values()}
+    perplexity, perplexity_wo, oov = {}, {}, {}
+    for path in evals:
+        e = by_source.get(str(path.resolve()))
+        if e is None:
+            continue
+        perplexity[str(path)] = _number(e["perplexity"])
+        perplexity_wo[str(path)] = _number(e["perplexity_without_oov"])
+        oov[str(path)] = e["oov"]
+    arpa_written = None
+    if arpa is not None:
+        built = Path(result["path"]) / "model.arpa.gz"
+        if arpa.name.endswith(".gz") and built.is_file():  # the artifact already holds it
+            import shutil
+
+            arpa.parent.mkdir(parents=True, exist_ok=True)
+            arpa_written = str(shutil.copyfile(built, arpa))
+        else:
+            from models.ngram_arpa import write_arpa
+            from tasks.ngram import load_ngram_model
+
+            arpa_written = str(write_arpa(load_ngram_model(result["path"]), arpa))
+    payload = {"id": result["id"], "path": result["path"], "reused": result["reused"], "order": order,
+               "smoothing": smoothing, "scores_are_probabilities": smoothing != "stupid-backoff",
+               "perplexity": perplexity, "perplexity_without_oov": perplexity_wo, "oov": oov,
+               "sentences": stats["summary"]["sentences"], "tokens": stats["summary"]["tokens"],
+               "arpa": arpa_written, "metrics": result["metrics"]}
+    if as_json:
+        _print_result(summary, True, payload)
+        return
+    _print_result(summary, False, payload)
+    out.print(f"n-gram model {result['id'][:12]} ({smoothing}, order {order}): {payload['sentences']:,} sentences, "
+              f"{payload['tokens']:,} tokens")
+    if smoothing == "stupid-backoff":
+        out.print("stupid backoff gives scores, not probabilities: its 'perplexity' is not a perplexity")
+    for path, ppl in perplexity.items():
+        out.print(f"  {path}: perplexity {ppl:.4f} (without OOVs {perplexity_wo[path]:.4f}), OOVs {oov[path]}")
+    if arpa_written:
+        out.print(f"  ARPA: {arpa_written}")
+
+
+def _number(value):
+    return float(value) if not isinstance(value, str) else float(value.replace("inf", "Infinity"))
+
+
+def _load(model_ref: str, store: Optional[Path]):
+    """An ngram artifact (id or prefix) or an ARPA file path."""
+    path = Path(model_ref)
+    if path.suffix in (".arpa", ".gz") and path.is_file():
+        from models.ngram_arpa import read_arpa
+
+        return read_arpa(path), str(path)
+    from storage.catalog import Catalog
+    from storage.store import ArtifactStore
+    from tasks.ngram import load_ngram_model
+
+    try:
+        found = Catalog(ArtifactStore(_store(store))).get(model_ref)
+    except LookupError as exc:
+        _fail(str(exc), 2)
+    if found.manifest.get("step") != "ngram":
+        _fail(f"{model_ref}: artifact {found.manifest['id'][:12]} is a {found.manifest.get('step')} artifact, "
+              "not an ngram model", 2)
+    return load_ngram_model(found.path), found.manifest["id"]
+
+
+@app.command()
+def query(
+    model_ref: Annotated[str, typer.Argument(metavar="ID", help="ngram artifact id (prefix) or an ARPA file.")],
+    context: Annotated[str, typer.Option("--context", help="The history, e.g. \"the cat\"; start it with <s> "
+                                                           "for a sentence start.")] = "",
+    top: Annotated[int, typer.Option("--top", help="How many next words to list.")] = 5,
+    word: Annotated[Optional[str], typer.Option("--word", help="Also give P(word | context).")] = None,
+    sentence: Annotated[Optional[list[str]], typer.Option("--sentence", help="Score a sentence (repeatable).")] = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Top-k next words after CONTEXT, P(word | context), sentence log10 probabilities."""
+    model, ident = _load(model_ref, store)
+    ctx = context.split()
+    payload: dict = {"id": ident, "method": model.method, "scores_are_probabilities": model.is_probability,
+                     "context": context,
+                     "top": [{"word": w, "log10_prob": lp, "prob": 10 ** lp} for w, lp in model.top_next(ctx, top)]}
+    if word is not None:
+        lp = model.log10_prob(word, ctx)
+        payload["word"] = {"word": word, "log10_prob": lp, "prob": 10 ** lp, "oov": word not in model.word_index}
+    if sentence:
+        payload["sentences"] = [{"sentence": s, "log10_prob": model.score_sentence(s.split()),
+                                 **{k: v for k, v in model.evaluate([s.split()]).items()
+                                    if k in ("perplexity", "perplexity_without_oov", "oov")}} for s in sentence]
+    if as_json:
+        print(json.dumps(payload, default=str))
+        return
+    kind = "P" if model.is_probability else "S (score, not a probability)"
+    out.print(f"model {ident[:12] if len(ident) == 64 else ident} ({model.method}, order {model.order})")
+    out.print(f"next words after {context!r}:")
+    for item in payload["top"]:
+        out.print(f"  {item['word']:<20} {kind} = {item['prob']:.6g}  (log10 {item['log10_prob']:.4f})")
+    if word is not None:
+        w = payload["word"]
+        out.print(f"{kind}({word} | {context}) = {w['prob']:.6g} (log10 {w['log10_prob']:.4f})"
+                  + ("  [OOV: scored as <unk>]" if w["oov"] else ""))
+    for s in payload.get("sentences", []):
+        out.print(f"log10 p = {s['log10_prob']:.4f}  perplexity {s['perplexity']:.3f}  OOVs {s['oov']}  {s['sentence']}")
+
+
+@app.command()
+def evaluate(
+    model_ref: Annotated[str, typer.Argument(metavar="MODEL", help="ngram artifact id (prefix) or an ARPA file.")],
+    files: Annotated[list[Path], typer.Argument(metavar="FILES...", help="Text files, one sentence per line.")],
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Perplexity (with and without OOVs) and OOV count of FILES under a model or an ARPA file."""
+    from tasks.ngram import read_sentences
+
+    model, ident = _load(model_ref, store)
+    results = {}
+    for path in files:
+        if not path.is_file():
+            _fail(f"no such file: {path}", 2)
+        results[str(path)] = model.evaluate(read_sentences(path))
+    if as_json:
+        print(json.dumps({"id": ident, "method": model.method, "results": results}, default=str))
+        return
+    for path, r in results.items():
+        out.print(f"{path}: perplexity {r['perplexity']:.4f} (without OOVs {r['perplexity_without_oov']:.4f}), "
+                  f"OOVs {r['oov']}, {r['sentences']:,} sentences, {r['tokens']:,} scored tokens")

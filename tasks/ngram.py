@@ -1,0 +1,269 @@
+"""Step ``ngram``: count n-grams in DuckDB, estimate a smoothed n-gram LM, evaluate it, export ARPA.
+
+Glue only: the counting SQL is storage/ngram_counts.py, the smoothing math models/ngram.py, the ARPA
+format models/ngram_arpa.py. The artifact holds:
+
+- ``counts.duckdb``: vocabulary and raw n-gram counts per order (see storage.ngram_counts);
+- ``model/``: the estimated model (``model.npz`` plain arrays, ``words.json``, ``model.json``);
+- ``model.arpa.gz``: the same model as KenLM-readable ARPA (probability models only, when ``arpa``);
+- ``stats.json``: distinct n-grams and singleton ratios per order, discounts, and every evaluation;
+- ``zipf.png``: rank/frequency of the training words, log-log.
+
+Evaluation sets are the corpus's own non-empty ``eval_splits`` and the text files in ``eval`` (one sentence
+per line, whitespace tokens), whose content digests are inputs of the step. Perplexity follows KenLM:
+every word and ``</s>`` is scored, ``<s>`` is not, OOVs get p(<unk>); it is reported with and without OOVs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from storage.hashing import sha256_file
+from storage.store import ArtifactStore, check_name
+from tasks.config import from_dict
+from tasks.step import StepResult, artifact_input, log_step_outcome, run_step, slug
+
+NGRAM_STEP = "ngram"
+NGRAM_VERSION = 1
+LIBRARIES = ("duckdb", "numpy", "matplotlib")
+Smoothing = Literal["mle", "add-k", "stupid-backoff", "kneser-ney", "modified-kneser-ney"]
+
+
+@dataclass(frozen=True)
+class NgramConfig:
+    """An n-gram language model counted in DuckDB over the corpus's train split."""
+
+    name: str = field(default="", metadata={"doc": "Artifact name; default 'o<order>-<smoothing>'."})
+    order: int = field(default=3, metadata={"doc": "Highest n-gram order N (1..12)."})
+    smoothing: Smoothing = field(default="modified-kneser-ney", metadata={
+        "doc": "mle, add-k (Laplace when k=1), stupid-backoff (scores, not probabilities), kneser-ney "
+               "(interpolated, one discount per order) or modified-kneser-ney (interpolated, KenLM lmplz's)."})
+    k: float = field(default=1.0, metadata={"doc": "add-k: the pseudo-count added to every n-gram (> 0)."})
+    vocab_size: int | None = field(default=None, metadata={
+        "doc": "add-k: V in (c + k) / (c(h) + kV); default: the training vocabulary without <s>."})
+    alpha: float = field(default=0.4, metadata={"doc": "stupid-backoff: the backoff factor (0 < alpha <= 1)."})
+    sentence: Literal["line", "document"] = field(default="line", metadata={
+        "doc": "What gets <s> ... </s>: each line (blank lines skipped) or each whole document."})
+    eval_splits: tuple[str, ...] = field(default=("valid", "test"), metadata={
+        "doc": "Corpus splits to evaluate on (skipped when empty)."})
+    eval: tuple[str, ...] = field(default=(), metadata={
+        "doc": "Extra evaluation text files: one sentence per line, whitespace tokens, text not altered."})
+    arpa: bool = field(default=True, metadata={"doc": "Also write model.arpa.gz (probability models only)."})
+    memory_limit: str = field(default="4GB", metadata={"doc": "DuckDB memory_limit while counting (e.g. 2GB)."})
+    temp_directory: str | None = field(default=None, metadata={
+        "doc": "DuckDB spill directory for corpora bigger than memory; default: inside the build dir."})
+    threads: int = field(default=0, metadata={"doc": "DuckDB threads; 0 = all cores."})
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.order <= 12:
+            raise ValueError(f"order: must be between 1 and 12, got {self.order}")
+        if self.k <= 0:
+            raise ValueError(f"k: must be > 0, got {self.k}")
+        if not 0 < self.alpha <= 1:
+            raise ValueError(f"alpha: must be in (0, 1], got {self.alpha}")
+        if self.vocab_size is not None and self.vocab_size < 1:
+            raise ValueError(f"vocab_size: must be >= 1 or null, got {self.vocab_size}")
+        if self.threads < 0:
+            raise ValueError(f"threads: must be >= 0, got {self.threads}")
+        bad = [s for s in self.eval_splits if s not in ("train", "valid", "test")]
+        if bad:
+            raise ValueError(f"eval_splits: {bad[0]!r} is not allowed; use train, valid or test")
+        if self.name:
+            try:
+                check_name("artifact", self.name)
+            except Exception as exc:  # StoreError -> config error on the field
+                raise ValueError(f"name: {exc}") from None
+
+    @property
+    def artifact_name(self) -> str:
+        return self.name or f"o{self.order}-{self.smoothing}"
+
+
+def ngram_config_from_dict(data: dict[str, Any], path: str = "ngram") -> NgramConfig:
+    return from_dict(NgramConfig, data, path)
+
+
+def identity_config(cfg: NgramConfig) -> dict[str, Any]:
+    """Everything that changes the output (not memory_limit, temp_directory, threads)."""
+    out: dict[str, Any] = {"name": cfg.artifact_name, "order": cfg.order, "smoothing": cfg.smoothing,
+                           "sentence": cfg.sentence, "eval_splits": list(cfg.eval_splits),
+                           "eval": [str(Path(p).resolve()) for p in cfg.eval], "arpa": cfg.arpa}
+    if cfg.smoothing == "add-k":
+        out.update(k=cfg.k, vocab_size=cfg.vocab_size)
+    if cfg.smoothing == "stupid-backoff":
+        out["alpha"] = cfg.alpha
+    return out
+
+
+def read_sentences(path: str | Path) -> Iterator[list[str]]:
+    """One sentence per line, whitespace tokens (Python's str.split), blank lines skipped."""
+    with open(path, encoding="utf-8", newline="") as f:
+        for line in f.read().splitlines():
+            toks = line.split()
+            if toks:
+                yield toks
+
+
+def _parquet_sentences(files: Sequence[Path], sentence: str) -> Iterator[list[str]]:
+    import pyarrow.parquet as pq
+
+    for f in files:
+        if not f.exists():
+            continue
+        for text in pq.read_table(f, columns=["text"]).column("text").to_pylist():
+            pieces = text.splitlines() if sentence == "line" else [text]
+            for piece in pieces:
+                toks = piece.split()
+                if toks:
+                    yield toks
+
+
+def build_ngram(corpus: StepResult, cfg: NgramConfig, store: ArtifactStore) -> StepResult:
+    """Pure core: count, estimate, evaluate, export. Same corpus + config + eval files -> same id (reused)."""
+    missing = [p for p in cfg.eval if not Path(p).is_file()]
+    if missing:
+        raise FileNotFoundError(f"ngram.eval: no such file: {missing[0]}")
+    inputs = [artifact_input(corpus)] + [
+        {"id": sha256_file(Path(p)), "kind": "source", "name": Path(p).name, "path": str(Path(p).resolve()),
+         "size": Path(p).stat().st_size} for p in cfg.eval]
+    return run_step(store, step=NGRAM_STEP, version=NGRAM_VERSION, name=cfg.artifact_name,
+                    config=identity_config(cfg), inputs=inputs, build=lambda out: _build(out, corpus, cfg),
+                    libraries=LIBRARIES)
+
+
+def estimate_from_corpus(corpus_dir: Path, out: Path, cfg: NgramConfig, on_progress=None):
+    """Corpus artifact -> counts.duckdb + the estimated model (in memory). Returns (model, count summary)."""
+    from models.ngram import estimate
+    from storage.ngram_counts import DuckSettings, count_ngrams, read_counts
+
+    settings = DuckSettings(memory_limit=cfg.memory_limit, temp_directory=cfg.temp_directory or str(out / ".spill"),
+                            threads=cfg.threads)
+    summary = count_ngrams([corpus_dir / "train.parquet"], out / "counts.duckdb", cfg.order, cfg.sentence, settings)
+    if summary["sentences"] == 0:
+        raise ValueError("ngram: the corpus's train split has no sentence to count")
+    if on_progress:
+        on_progress(1, 3)
+    words, tables = read_counts(out / "counts.duckdb")
+    model = estimate(words, tables, cfg.smoothing, k=cfg.k, vocab_size=cfg.vocab_size, alpha=cfg.alpha)
+    if on_progress:
+        on_progress(2, 3)
+    return model, summary, tables
+
+
+def _build(out: Path, corpus: StepResult, cfg: NgramConfig) -> dict[str, Any]:
+    import shutil
+
+    from models.ngram import save_model
+    from models.ngram_arpa import write_arpa
+
+    model, summary, tables = estimate_from_corpus(Path(corpus.path), out, cfg)
+    shutil.rmtree(out / ".spill", ignore_errors=True)
+    save_model(model, out / "model")
+    files = {"counts": "counts.duckdb", "model": "model"}
+    if cfg.arpa and model.is_probability:
+        write_arpa(model, out / "model.arpa.gz")
+        files["arpa"] = "model.arpa.gz"
+    metrics: dict[str, float] = {"sentences": summary["sentences"], "tokens": summary["tokens"],
+                                 "vocab_size": summary["vocab"]}
+    per_order = {}
+    for n, (_, counts) in enumerate(tables, start=1):
+        distinct = int(len(counts))
+        singletons = int((counts == 1).sum())
+        per_order[n] = {"distinct": distinct, "singletons": singletons,
+                        "singleton_ratio": singletons / distinct if distinct else 0.0}
+        metrics[f"distinct_{n}grams"] = distinct
+        metrics[f"singleton_ratio_{n}"] = per_order[n]["singleton_ratio"]
+    evaluations = {}
+    sets: list[tuple[str, str, Iterator[list[str]]]] = []
+    for split in cfg.eval_splits:
+        sets.append((split, split, _parquet_sentences([Path(corpus.path) / f"{split}.parquet"], cfg.sentence)))
+    for i, path in enumerate(cfg.eval):
+        sets.append((f"eval{i}_{slug(Path(path).stem, 32)}", str(path), read_sentences(path)))
+    for key, label, sentences in sets:
+        sents = list(sentences)
+        if not sents:
+            continue
+        result = model.evaluate(sents)
+        encoded = [model.encode(s)[0] for s in sents]
+        result["unseen_ngram_fraction"] = {str(n): f for n, f in model.unseen_fractions(encoded).items()}
+        result["source"] = label
+        evaluations[key] = result
+        for name in ("perplexity", "perplexity_without_oov", "oov", "oov_rate", "sentences"):
+            metrics[f"{key}.{name}"] = result[name]
+        for n, f in result["unseen_ngram_fraction"].items():
+            metrics[f"{key}.unseen_{n}gram_fraction"] = f
+    stats = {"summary": summary, "per_order": per_order, "model": {"method": model.method,
+             "is_probability": model.is_probability, **model.info}, "evaluations": evaluations}
+    (out / "stats.json").write_text(json.dumps(_finite(stats), indent=2, default=_json_default), encoding="utf-8")
+    _plot_zipf(tables[0][1], out / "zipf.png", f"{cfg.artifact_name}: Zipf plot")
+    # MLflow and canonical JSON take finite numbers only: an infinite perplexity (MLE) stays out of metrics
+    # and reads null in the manifest (stats.json says "inf").
+    metrics = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
+    return {"metrics": metrics, "files": files, "scores_are_probabilities": model.is_probability,
+            "evaluations": _finite({k: {"source": v["source"], "perplexity": v["perplexity"], "oov": v["oov"],
+                                        "sentences": v["sentences"]} for k, v in evaluations.items()}, None)}
+
+
+def _finite(value: Any, replacement: Any = "inf") -> Any:
+    """Replace non-finite floats (nested) so that strict JSON accepts the structure."""
+    if isinstance(value, dict):
+        return {k: _finite(v, replacement) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v, replacement) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return replacement if replacement != "inf" else str(value)
+    return value
+
+
+def _json_default(value: Any) -> Any:
+    try:
+        return value.item()
+    except AttributeError:
+        return str(value)
+
+
+def _plot_zipf(unigram_counts, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    counts = np.asarray(unigram_counts, dtype=np.float64).copy()
+    counts[[1]] = 0  # <s> is a marker, not a word
+    freq = np.sort(counts[counts > 0])[::-1]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if len(freq):
+        ranks = np.arange(1, len(freq) + 1)
+        ax.loglog(ranks, freq, ".", markersize=2, label="words")
+        ax.loglog(ranks, freq[0] / ranks, "--", linewidth=1, label="f ∝ 1/rank")
+        ax.legend()
+    ax.set_xlabel("rank")
+    ax.set_ylabel("frequency")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def load_ngram_model(artifact_dir: str | Path):
+    """The estimated model of an ngram artifact (models.ngram.BackoffModel)."""
+    from models.ngram import load_model
+
+    return load_model(Path(artifact_dir) / "model")
+
+
+@task(name="ngram", cache_policy=NO_CACHE)
+def ngram_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str) -> dict[str, Any]:
+    result = build_ngram(StepResult.from_dict(upstream), ngram_config_from_dict(config), ArtifactStore(store_root))
+    log_step_outcome(result)
+    return result.to_dict()
+
