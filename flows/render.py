@@ -57,9 +57,7 @@ def print_pipeline_summary(console: Console, summary: dict[str, Any]) -> None:
             f"test {metrics.get('docs_test', 0):,}), {metrics.get('words', 0):,} words"
         )
     for section, out in (summary.get("stages") or {}).items():
-        shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                          for k, v in list((out.get("metrics") or {}).items())[:8])
-        console.print(f"{section} [bold]{out['name']}[/] id [bold]{out['id'][:12]}[/]: {shown}")
+        console.print(f"{section} [bold]{out['name']}[/] id [bold]{out['id'][:12]}[/]: {headline(out.get('metrics') or {})}")
     store = summary["store"]
     console.print("\n[bold]Where to look[/]")
     console.print(f"  artifacts:  {corpus.get('path')}")
@@ -71,6 +69,23 @@ def print_pipeline_summary(console: Console, summary: dict[str, Any]) -> None:
     console.print(
         f"  {summary['steps_computed']} step(s) computed, {summary['steps_reused']} reused from the store"
     )
+
+
+HEADLINE_HINTS = ("ppl", "perplexity", "loss", "accuracy", "spearman", "fertility", "bytes_per_token")
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:.4g}"
+
+
+def headline(metrics: dict[str, Any], limit: int = 8) -> str:
+    """The metrics people look for first (perplexity, loss, accuracy ...), then the rest, compactly."""
+    keys = sorted(metrics, key=lambda k: (not any(h in k for h in HEADLINE_HINTS), list(metrics).index(k)))
+    return ", ".join(f"{k}={_number(metrics[k])}" for k in keys[:limit])
 
 
 def lineage_tree(node: dict[str, Any], tree: Tree | None = None) -> Tree:
