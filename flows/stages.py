@@ -26,6 +26,7 @@ class Stage:
 STAGES: tuple[Stage, ...] = (
     Stage("tokenizer", "tasks.tokenizer:TokenizerConfig", "tasks.tokenizer:tokenizer_task", after="corpus"),
     Stage("ngram", "tasks.ngram:NgramConfig", "tasks.ngram:ngram_task", after="corpus"),
+    Stage("lm", "tasks.lm:LMConfig", "tasks.lm:lm_task", after="tokenizer"),
 )
 KNOWN_SECTIONS = ("tokenizer", "ngram", "embeddings", "lm")
 

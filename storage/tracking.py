@@ -110,8 +110,12 @@ class Tracker:
         artifact_dir: Path,
         files: Iterable[str] = (),
         dirs: Iterable[tuple[str, str]] = (),
+        history: Iterable[Mapping[str, Any]] = (),
     ) -> str:
-        """A nested run for one computed step: params, metrics, tags, inputs and chosen files."""
+        """A nested run for one computed step: params, metrics, tags, inputs and chosen files.
+
+        ``history`` is a training curve, ``[{"step": n, "train_loss": ..., ...}]``: each numeric value is
+        logged at its step, so the MLflow UI draws the curves."""
         from mlflow.entities import Dataset, DatasetInput, InputTag, Metric
 
         artifact_dir = Path(artifact_dir)
@@ -130,8 +134,11 @@ class Tracker:
         run_id = run.info.run_id
         self._log_params(run_id, flatten("", manifest.get("config", {}), {}))
         metrics = _numeric_metrics(manifest)
-        if metrics:
-            self.client.log_batch(run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()])
+        stepped = [Metric(str(k), float(v), 0, int(point["step"])) for point in history for k, v in point.items()
+                   if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)]
+        batch = [Metric(k, v, 0, 0) for k, v in metrics.items()] + stepped
+        for start in range(0, len(batch), 1000):  # MLflow caps a batch at 1000 metrics
+            self.client.log_batch(run_id, metrics=batch[start:start + 1000])
         datasets = [
             DatasetInput(
                 Dataset(

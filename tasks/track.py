@@ -36,6 +36,22 @@ def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResu
             if manifest is None:
                 continue
             files, dirs = STEP_ARTIFACTS.get(r.step, ((), ()))
-            tracker.log_step(parent_run_id, manifest, Path(r.path), files=files, dirs=dirs)
+            tracker.log_step(parent_run_id, manifest, Path(r.path), files=files, dirs=dirs,
+                             history=_history(Path(r.path)))
     return {"steps_computed": len(computed), "steps_reused": len(reused),
             "reused_ids": [r.id for r in reused]}
+
+
+def _history(artifact_dir: Path) -> list[dict[str, Any]]:
+    """A training step's metric history (``metrics.json`` with a ``history`` list), if it has one."""
+    import json
+
+    path = artifact_dir / "metrics.json"
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return []
+    history = data.get("history") if isinstance(data, dict) else None
+    return [h for h in history or [] if isinstance(h, dict) and "step" in h]

@@ -146,7 +146,11 @@ class HFTokenizer(Tokenizer):
 
     @property
     def vocab_size(self) -> int:
-        return self.hf.get_vocab_size(with_added_tokens=True)
+        """One past the largest id. Not the number of entries: when the training text contains a
+        special token literally (PTB's "<unk>"), HF's WordLevelTrainer gives it a word id and leaves the
+        special's original id unused, so ids have a hole and the count would be one short."""
+        vocab = self.hf.get_vocab(with_added_tokens=True)
+        return max(vocab.values()) + 1 if vocab else 0
 
     # --- persistence -----------------------------------------------------------------------------
     def meta(self) -> dict[str, Any]:

@@ -295,3 +295,16 @@ def test_evaluation_metrics_by_hand():
     header, rows = comparison_rows({"w": {**m, "kind": "word"}})
     table = format_table(header, rows)
     assert "fertility" in table and "| w " in table
+
+
+def test_vocab_size_covers_every_id_when_a_special_token_occurs_in_the_text():
+    # PTB writes rare words as the literal "<unk>": the trainer then gives "<unk>" a word id and leaves a
+    # hole at the special's id. vocab_size must still be one past the largest id (embedding tables use it).
+    from models.tokenization import make_tokenizer
+
+    tok = make_tokenizer("word", unk_token="<unk>", eot_token="<eos>", pre_tokenizer="whitespace_split")
+    tok.train(["the <unk> sat", "a <unk> ran", "the cat sat"] * 3, vocab_size=100)
+    ids = tok.hf.get_vocab(with_added_tokens=True).values()
+    assert tok.vocab_size == max(ids) + 1
+    assert max(tok.encode("the <unk> zebra")) < tok.vocab_size
+    assert tok.encode("zebra") == [tok.special_tokens["<unk>"]]

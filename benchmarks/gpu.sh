@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The three GPU targets of issue 7 (neural LMs), on one GPU machine:
+#   1. shakespeare-char (6 layers, 6 heads, 384 dim, block 256, dropout 0.2): val loss <= 1.47 within 3 minutes;
+#   2. a GPT-2-124M-shaped model in bf16 (torch.compile, SDPA/flash attention): MFU >= 50%;
+#   3. ptb-lstm-medium (Zaremba et al. 2014 medium): test perplexity <= 82.7 (needs the PTB files: PTB_DIR).
+# Usage: benchmarks/gpu.sh [shakespeare] [mfu] [ptb]     (default: all three, each under its own 590 s limit)
+# Needs only python3 with torch (CUDA) and numpy; run from anywhere. Logs go to $OUT (default benchmarks/gpu-results).
+# Record the JSON last lines in benchmarks/RESULTS.md under "## lm", with the machine they came from.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+OUT="${OUT:-benchmarks/gpu-results}"
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | tee "$OUT/gpu.txt"
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(shakespeare mfu ptb)
+status=0
+for t in "${targets[@]}"; do
+  echo "=== $t ==="
+  timeout 590 "$PY" benchmarks/lm_gpu.py "$t" 2>&1 | tee "$OUT/lm_gpu_$t.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+done
+exit $status

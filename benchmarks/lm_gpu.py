@@ -1,0 +1,135 @@
+"""GPU targets of the lm stage (issue 7), run by benchmarks/gpu.sh. Needs only torch and numpy, so it runs
+on a bare GPU image: no Prefect, no MLflow, no tokenizers (the data preparation is done here, nanoGPT-style).
+
+    python benchmarks/lm_gpu.py shakespeare   # shakespeare-char: val loss <= 1.47 within 3 minutes on one H100
+    python benchmarks/lm_gpu.py mfu           # GPT-2 124M shape, bf16: MFU >= 50%
+    python benchmarks/lm_gpu.py ptb           # ptb-lstm-medium (Zaremba medium): test perplexity <= 82.7
+    add --smoke to any of them for a seconds-long CPU run of the same code path (what the tests run).
+
+Each prints a last line of JSON with its figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from models.gpt import GPT, GPTConfig  # noqa: E402
+from models.rnn import RNNConfig, RNNLM  # noqa: E402
+from models.training import TrainConfig, evaluate, train  # noqa: E402
+
+
+def shakespeare(smoke: bool) -> dict:
+    shared = REPO.parent / "shared" / "corpora" / "tinyshakespeare" / "input.txt"
+    path = shared if shared.is_file() else REPO / "data" / "sample" / "tinyshakespeare.txt"
+    text = path.read_text(encoding="utf-8")
+    chars = sorted(set(text))
+    ids = np.array([{c: i for i, c in enumerate(chars)}[c] for c in text], dtype=np.uint16)
+    n = int(0.9 * len(ids))
+    shape = dict(n_layer=6, n_head=6, n_embd=384, block_size=256, dropout=0.2)
+    tc = dict(max_iters=5000, lr_decay_iters=5000, batch_size=64, eval_interval=250, eval_iters=200, compile=True)
+    if smoke:
+        shape, tc = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, dropout=0.2), dict(
+            max_iters=20, lr_decay_iters=20, batch_size=4, eval_interval=10, eval_iters=2, compile=False)
+    torch.manual_seed(1337)
+    model = GPT(GPTConfig(vocab_size=len(chars), bias=False, **shape))
+    cfg = TrainConfig(lr=1e-3, min_lr=1e-4, warmup_iters=100, beta2=0.99, log_interval=50, keep_best=True, seed=1337, **tc)
+    marks: list[tuple[float, int, float]] = []
+    t0 = time.perf_counter()
+
+    def on_metrics(step, m):
+        if "val_loss" in m:
+            marks.append((time.perf_counter() - t0, step, m["val_loss"]))
+            print(f"  {marks[-1][0]:6.1f}s step {step}: val {m['val_loss']:.4f}", flush=True)
+
+    result = train(model, ids[:n], ids[n:], cfg, on_metrics=on_metrics)
+    seconds = time.perf_counter() - t0
+    first_below = next((t for t, _, v in marks if v <= 1.47), None)
+    return {"target": "shakespeare-char val loss <= 1.47 within 180 s", "val_loss": result.best_val_loss,
+            "seconds": seconds, "seconds_to_1.47": first_below, "tokens_per_s": result.metrics["tokens_per_s"],
+            "met": first_below is not None and first_below <= 180}
+
+
+def mfu(smoke: bool) -> dict:
+    shape = dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=50304, bias=False)
+    batch, accum, iters = 16, 4, 60
+    if smoke:
+        shape, batch, accum, iters = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, vocab_size=97), 2, 1, 6
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**shape))
+    data = np.random.default_rng(0).integers(0, shape["vocab_size"], 20_000_000 if not smoke else 5000).astype(np.uint16)
+    seen = []
+    cfg = TrainConfig(max_iters=iters, batch_size=batch, grad_accum=accum, lr=6e-4, min_lr=6e-5, warmup_iters=10,
+                      eval_interval=10 ** 6, eval_iters=1, log_interval=10 if not smoke else 2, compile=not smoke,
+                      dtype="bfloat16", keep_best=False)
+    train(model, data, data[:100_000], cfg, on_metrics=lambda s, m: seen.append(m))
+    steady = [m for m in seen if "tokens_per_s" in m][2:] or [m for m in seen if "tokens_per_s" in m]
+    tps = float(np.median([m["tokens_per_s"] for m in steady]))
+    mfu_values = [m["mfu"] for m in steady if "mfu" in m]
+    value = float(np.median(mfu_values)) if mfu_values else None
+    return {"target": "GPT-2 124M shape bf16 MFU >= 0.50", "tokens_per_s": tps, "mfu": value,
+            "flops_per_token": model.flops_per_token(), "met": value is not None and value >= 0.5,
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
+
+
+def ptb(smoke: bool, ptb_dir: Path) -> dict:
+    def words(split):
+        return [w for line in (ptb_dir / f"ptb.{split}.txt").read_text().splitlines() for w in (*line.split(), "<eos>")]
+
+    if smoke:
+        vocab_words = [f"w{i}" for i in range(50)] + ["<eos>"]
+        rng = np.random.default_rng(0)
+        splits = {s: [vocab_words[i] for i in rng.integers(0, 51, n)] for s, n in (("train", 4000), ("valid", 800), ("test", 800))}
+    else:
+        splits = {s: words(s) for s in ("train", "valid", "test")}
+    vocab = {w: i for i, w in enumerate(sorted(set(splits["train"])))}
+    data = {s: np.array([vocab[w] for w in ws], dtype=np.uint16) for s, ws in splits.items()}
+    shape = dict(n_layer=2, n_embd=650, n_hidden=650, block_size=35, dropout=0.5, init_range=0.05)
+    per_epoch = (len(data["train"]) - 1) // 20 // 35
+    epochs, decay_after = 39, 6
+    if smoke:
+        shape, epochs = dict(n_layer=2, n_embd=16, n_hidden=16, block_size=10, dropout=0.5, init_range=0.05), 2
+        per_epoch = (len(data["train"]) - 1) // 20 // 10
+    torch.manual_seed(0)
+    model = RNNLM(RNNConfig(cell="lstm", vocab_size=len(vocab), **shape))
+    T = shape["block_size"]  # Zaremba: lr 1 and clip 5 on a loss summed over T steps; ours is the per-token mean
+    cfg = TrainConfig(optimizer="sgd", lr=float(T), min_lr=0.0, lr_schedule="step", warmup_iters=0,
+                      step_decay_start=decay_after * per_epoch, step_decay_every=per_epoch, step_decay_factor=0.8,
+                      max_iters=epochs * per_epoch, batch_size=20, grad_clip=5.0 / T, eval_interval=per_epoch, eval_iters=0,
+                      log_interval=200, keep_best=True)
+    t0 = time.perf_counter()
+    result = train(model, data["train"], data["valid"], cfg,
+                   on_metrics=lambda s, m: "val_ppl" in m and print(f"  step {s}: val ppl {m['val_ppl']:.2f}", flush=True))
+    device = next(model.parameters()).device
+    test_loss = evaluate(model, data["test"], shape["block_size"], 20, 0, device)
+    return {"target": "ptb-lstm-medium test perplexity <= 82.7", "test_ppl": math.exp(test_loss),
+            "val_ppl": math.exp(result.best_val_loss), "seconds": time.perf_counter() - t0,
+            "met": math.exp(test_loss) <= 82.7, "vocab": len(vocab)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("target", choices=["shakespeare", "mfu", "ptb"])
+    ap.add_argument("--smoke", action="store_true", help="tiny CPU run of the same code path")
+    ap.add_argument("--ptb-dir", type=Path, default=Path(os.environ.get("PTB_DIR", REPO.parent / "shared/corpora/ptb")))
+    args = ap.parse_args()
+    print(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}"
+          + (f" ({torch.cuda.get_device_name()})" if torch.cuda.is_available() else ""), flush=True)
+    result = {"shakespeare": lambda: shakespeare(args.smoke), "mfu": lambda: mfu(args.smoke),
+              "ptb": lambda: ptb(args.smoke, args.ptb_dir)}[args.target]()
+    print(json.dumps({"benchmark": args.target, **result}))
+
+
+if __name__ == "__main__":
+    main()

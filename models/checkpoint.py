@@ -1,0 +1,76 @@
+"""Training checkpoints as one safetensors file: no pickle anywhere.
+
+Tensors: ``model.*`` (weights, a tied tensor stored once), ``optim.<param>.<key>`` (optimizer state),
+``rng.*`` (torch, data-sampler and CUDA generator states), ``carry.*`` (the RNN state carried across
+batches), ``best.*`` (the best evaluation's weights). Everything else (step, history, early-stopping
+counters, optimizer param groups) is JSON in the file's metadata. Written to a temp name, then renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from models.zoo import load_state, unique_state_dict
+
+
+def _state_tensors(state) -> list[torch.Tensor]:
+    if state is None:
+        return []
+    return list(state) if isinstance(state, tuple) else [state]
+
+
+def save_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, meta: dict[str, Any],
+                    rng: dict[str, torch.Tensor], carried_state=None, best: dict[str, torch.Tensor] | None = None) -> Path:
+    """Write weights, optimizer state, RNG states and the carried RNN state; ``meta`` (JSON) holds the rest."""
+    from safetensors.torch import save_file
+
+    tensors = {f"model.{k}": v for k, v in unique_state_dict(model).items()}
+    opt = optimizer.state_dict()
+    for pid, st in opt["state"].items():
+        for key, value in st.items():
+            t = value if torch.is_tensor(value) else torch.tensor(value)
+            tensors[f"optim.{pid}.{key}"] = t.detach().contiguous().cpu()
+    for name, t in rng.items():
+        tensors[f"rng.{name}"] = t.contiguous().cpu()
+    for i, t in enumerate(_state_tensors(carried_state)):
+        tensors[f"carry.{i}"] = t.detach().contiguous().cpu()
+    for k, v in (best or {}).items():
+        tensors[f"best.{k}"] = v.contiguous().cpu()
+    meta = {**meta, "param_groups": opt["param_groups"], "carry_kind": type(carried_state).__name__}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), metadata={"corpusforge": json.dumps(meta)})
+    os.replace(tmp, path)  # atomic: a reader never sees half a checkpoint
+    return path
+
+
+def read_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = json.loads(f.metadata()["corpusforge"])
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    return tensors, meta
+
+
+def restore_checkpoint(tensors, meta, model, optimizer, device):
+    """Load weights and optimizer state; return (carried RNN state, best weights, RNG states)."""
+    load_state(model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for k, v in tensors.items():
+        if k.startswith("optim."):
+            _, pid, key = k.split(".", 2)
+            state.setdefault(int(pid), {})[key] = v.to(device) if key != "step" or device.type == "cuda" else v
+    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+    carry = [tensors[f"carry.{i}"].to(device) for i in range(sum(k.startswith("carry.") for k in tensors))]
+    carried = None if not carry else (tuple(carry) if meta["carry_kind"] == "tuple" else carry[0])
+    best = {k[5:]: v for k, v in tensors.items() if k.startswith("best.")} or None
+    rng = {k[4:]: v for k, v in tensors.items() if k.startswith("rng.")}
+    return carried, best, rng

@@ -1,0 +1,276 @@
+"""The ``lm`` step: train a neural language model on the encoded token shards.
+
+Input: the encode artifact (``train.bin``/``valid.bin``/``test.bin`` + ``meta.json``: dtype, vocab_size,
+eot_id, tokenizer_path). Output: ``model.safetensors`` + ``config.json`` (family, model config, tokenizer),
+``metrics.json`` (final metrics and the full metric history), ``loss_curve.png`` and ``sample.txt``.
+The id follows from the token-shard id and this config. Training checkpoints go to
+``<store>/.scratch/lm/<key>/`` (never into the artifact): a run killed half way resumes from its last
+checkpoint when the same step is started again, and the scratch is removed once the artifact is published.
+
+The training loop is :func:`models.training.train`; it reports through ``on_metrics``, which this module
+collects into metrics.json and forwards to the caller (the Prefect task logs it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from storage.hashing import config_hash
+from storage.store import ArtifactStore
+from tasks.config import ConfigError, from_dict, to_dict
+from tasks.step import StepResult, artifact_input, log_step_outcome, run_step
+
+LM_VERSION = 1
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class SampleConfig:
+    """A text sample written next to the model after training (and the generate defaults)."""
+
+    prompt: str = field(default="\n", metadata={"doc": "Prompt for the sample (empty: start from the end-of-text id)."})
+    max_new_tokens: int = field(default=200, metadata={"doc": "Tokens to generate (0: no sample)."})
+    temperature: float = field(default=0.8, metadata={"doc": "Softmax temperature."})
+    top_k: int | None = field(default=200, metadata={"doc": "Sample among the k most likely tokens (null: all)."})
+    top_p: float | None = field(default=None, metadata={"doc": "Nucleus sampling mass (null: off)."})
+    seed: int = field(default=1337, metadata={"doc": "Sampling seed."})
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens: must be >= 0, got {self.max_new_tokens}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature: must be > 0, got {self.temperature}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p: must be in (0, 1], got {self.top_p}")
+
+
+def _train_config_class():
+    from models.training import TrainConfig
+
+    return TrainConfig
+
+
+@dataclass(frozen=True)
+class LMConfig:
+    """A neural LM trained on the tokenizer stage's encoded shards."""
+
+    name: str = field(default="lm", metadata={"doc": "Artifact name."})
+    family: Literal["gpt", "rnn", "nplm"] = field(default="gpt", metadata={
+        "doc": "gpt (decoder Transformer), rnn (Elman/LSTM/GRU: see model.cell) or nplm (Bengio 2003)."})
+    model: dict[str, Any] = field(default_factory=dict, metadata={
+        "doc": "The family's config (models.gpt.GPTConfig, models.rnn.RNNConfig, models.nplm.NPLMConfig); "
+               "vocab_size comes from the tokenizer."})
+    train: dict[str, Any] = field(default_factory=dict, metadata={"doc": "models.training.TrainConfig fields."})
+    sample: SampleConfig = field(default_factory=SampleConfig, metadata={"doc": "The sample written after training."})
+    evaluate_test: bool = field(default=True, metadata={"doc": "Also report loss/perplexity on the test split."})
+
+    def __post_init__(self) -> None:
+        from storage.store import check_name
+
+        try:
+            check_name("artifact", self.name)
+        except Exception as exc:  # noqa: BLE001 - StoreError -> the field's error
+            raise ValueError(f"name: {exc}") from None
+        if "vocab_size" in self.model:
+            raise ValueError("model.vocab_size: set by the tokenizer; leave it out")
+        try:
+            self.model_config(vocab_size=1)
+            self.train_config()
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    def model_config(self, vocab_size: int):
+        from models.zoo import FAMILIES
+
+        cls = FAMILIES[self.family][0]
+        return from_dict(cls, {**self.model, "vocab_size": vocab_size}, "model")
+
+    def train_config(self):
+        return from_dict(_train_config_class(), self.train, "train")
+
+
+def lm_config_from_dict(data: dict[str, Any]) -> LMConfig:
+    return from_dict(LMConfig, data, "lm")
+
+
+# --- the core ------------------------------------------------------------------------------------
+
+def read_shards(encoded_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """meta.json and a read-only memmap per split (absent or empty splits are None)."""
+    import numpy as np
+
+    encoded_dir = Path(encoded_dir)
+    meta_path = encoded_dir / "meta.json"
+    if not meta_path.is_file():
+        raise ValueError(f"{encoded_dir}: no meta.json; the lm step needs the tokenizer stage's encoded shards")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    if meta.get("format", "bin") != "bin":
+        raise ValueError("tokenizer.format: the lm step reads flat .bin shards; set tokenizer.format: bin")
+    splits = {}
+    for split in SPLITS:
+        path = encoded_dir / f"{split}.bin"
+        splits[split] = np.memmap(path, dtype=meta["dtype"], mode="r") if path.is_file() and path.stat().st_size else None
+    return meta, splits
+
+
+def build_lm(upstream: StepResult, cfg: LMConfig, store: ArtifactStore,
+             on_metrics: Callable[[int, dict[str, float]], None] | None = None) -> StepResult:
+    config = to_dict(cfg)
+    key = config_hash({"config": config, "input": upstream.id, "version": LM_VERSION})
+    scratch = store.root / ".scratch" / "lm" / key[:16]
+    result = run_step(
+        store, step="lm", version=LM_VERSION, name=cfg.name, config=config, inputs=[artifact_input(upstream)],
+        build=lambda out: _build(out, Path(upstream.path), cfg, scratch, on_metrics),
+        libraries=("torch", "safetensors", "numpy"),
+    )
+    shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
+def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metrics) -> dict[str, Any]:
+    import torch
+
+    from models.training import evaluate, loss_metrics, pick_device, train
+    from models.zoo import build_model, save_lm
+
+    meta, splits = read_shards(encoded_dir)
+    if splits["train"] is None:
+        raise ValueError("the encoded train split is empty: nothing to train on")
+    valid = splits["valid"] if splits["valid"] is not None else splits["test"]
+    if valid is None:
+        raise ValueError("the lm step needs a valid (or test) split: set corpus.split.valid > 0")
+    tcfg = cfg.train_config()
+    vocab_size, warnings = int(meta["vocab_size"]), []
+    top = max(int(a.max()) for a in splits.values() if a is not None)
+    if top >= vocab_size:  # an inconsistent encode artifact: still give every id present its row
+        warnings.append(f"encoded shards contain token id {top} >= meta.json vocab_size {vocab_size}; "
+                        f"the model uses vocab_size {top + 1}")
+        vocab_size = top + 1
+    mcfg = cfg.model_config(vocab_size)
+    torch.manual_seed(tcfg.seed)  # the weights' init
+    model = build_model(cfg.family, mcfg)
+    history: list[dict[str, Any]] = []
+
+    def record(step: int, metrics: dict[str, float]) -> None:
+        history.append({"step": step, **metrics})
+        if on_metrics:
+            on_metrics(step, metrics)
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    ckpt = scratch / "checkpoint.safetensors"
+    started = time.perf_counter()
+    result = train(model, splits["train"], valid, tcfg, on_metrics=record, checkpoint_path=ckpt,
+                   resume_from=ckpt if ckpt.is_file() else None)
+    seconds = time.perf_counter() - started
+    device = pick_device(tcfg.device)
+    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
+    if cfg.evaluate_test and splits["test"] is not None and valid is not splits["test"]:
+        test = evaluate(model, splits["test"], mcfg.block_size, tcfg.batch_size, 0, next(model.parameters()).device)
+        metrics.update(loss_metrics(test, "test"))
+    metrics.update(params=float(sum(p.numel() for p in model.parameters())), train_seconds=seconds,
+                   stopped_early=float(result.stopped_early))
+    model = model.cpu().eval()
+    save_lm(model, out)
+    spec = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    spec["tokenizer"] = {"path": meta.get("tokenizer_path"), "id": meta.get("tokenizer_id"),
+                         "vocab_size": meta["vocab_size"], "eot_id": meta.get("eot_id")}
+    spec["train"] = dataclasses.asdict(tcfg)
+    spec["device"] = str(device)
+    (out / "config.json").write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
+    sample = _write_sample(out, model, meta, cfg.sample)
+    (out / "metrics.json").write_text(json.dumps({"final": metrics, "history": history, "sample": sample},
+                                                 indent=2) + "\n", encoding="utf-8")
+    plot_loss_curve(history, out / "loss_curve.png", title=f"{cfg.family} {cfg.name}")
+    return {"metrics": metrics, "device": str(device), "warnings": warnings}
+
+
+def _write_sample(out: Path, model, meta: dict[str, Any], sc: SampleConfig) -> str | None:
+    """Decode a sample with the tokenizer (skipped, not failed, when it cannot be loaded)."""
+    if sc.max_new_tokens == 0 or not meta.get("tokenizer_path"):
+        return None
+    try:
+        tok = load_tokenizer(meta["tokenizer_path"])
+        text = generate_text(model, tok, sc.prompt, sc.max_new_tokens, temperature=sc.temperature, top_k=sc.top_k,
+                             top_p=sc.top_p, seed=sc.seed, eot_id=meta.get("eot_id"))
+    except Exception:  # noqa: BLE001 - a sample is a nicety (the prompt may not encode); the model is the artifact
+        return None
+    (out / "sample.txt").write_text(sc.prompt + text, encoding="utf-8")
+    return text
+
+
+def load_tokenizer(path: str | Path):
+    from models.tokenization import load_tokenizer as load
+
+    return load(path)
+
+
+def generate_text(model, tok, prompt: str, max_new_tokens: int, *, greedy: bool = False, temperature: float = 1.0,
+                  top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
+                  eot_id: int | None = None) -> str:
+    from models.sampling import generate
+
+    ids = tok.encode(prompt) if prompt else []
+    if not ids:
+        if eot_id is None:
+            raise ValueError("prompt: empty, and the tokenizer has no end-of-text id to start from")
+        ids = [int(eot_id)]
+    new = generate(model, ids, max_new_tokens, greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
+                   seed=seed)
+    # decode in context: word-level tokenizers put the space *between* tokens, so decode(new) alone
+    # would glue the first new word to the prompt
+    full, prefix = tok.decode(ids + new), tok.decode(ids)
+    return full[len(prefix):] if full.startswith(prefix) else tok.decode(new)
+
+
+def plot_loss_curve(history: list[dict[str, Any]], path: Path, title: str = "") -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    train_pts = [(h["step"], h["train_loss"]) for h in history if "train_loss" in h and "lr" in h]
+    val_pts = [(h["step"], h["val_loss"]) for h in history if "val_loss" in h]
+    if train_pts:
+        ax.plot(*zip(*train_pts), label="train loss", lw=1)
+    if val_pts:
+        ax.plot(*zip(*val_pts), "o-", label="val loss", lw=1.5)
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# --- the Prefect task -----------------------------------------------------------------------------
+
+@task(name="lm", cache_policy=NO_CACHE)
+def lm_task(upstream: dict, config: dict, store_root: str) -> dict:
+    from prefect import get_run_logger
+
+    logger = get_run_logger()
+
+    def log(step: int, metrics: dict[str, float]) -> None:
+        if "val_loss" in metrics:
+            logger.info("step %d: val loss %.4f (ppl %.2f)", step, metrics["val_loss"], metrics["val_ppl"])
+        elif "tokens_per_s" in metrics:
+            logger.info("step %d: train loss %.4f, lr %.3g, %.0f tokens/s", step, metrics["train_loss"], metrics["lr"],
+                        metrics["tokens_per_s"])
+
+    cfg = lm_config_from_dict(config)
+    result = build_lm(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), on_metrics=log)
+    log_step_outcome(result)
+    return result.to_dict()

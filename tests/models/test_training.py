@@ -1,0 +1,144 @@
+"""The trainer: exact resume on CPU, schedule, early stopping, callbacks, checkpoints without pickle."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from models.gpt import GPT, GPTConfig
+from models.nplm import NPLM, NPLMConfig
+from models.rnn import RNNConfig, RNNLM
+from models.training import TrainConfig, evaluate, learning_rate, read_checkpoint, train
+from models.zoo import load_lm, save_lm, unique_state_dict
+
+
+def pattern_tokens(n: int, vocab: int = 7, seed: int = 0) -> np.ndarray:
+    """A noisy repeating pattern: learnable, so the loss must fall well below ln(vocab)."""
+    rng = np.random.default_rng(seed)
+    base = np.tile(np.arange(vocab), n // vocab + 1)[:n]
+    noise = rng.random(n) < 0.05
+    return np.where(noise, rng.integers(0, vocab, n), base).astype(np.uint16)
+
+
+def make(family: str):
+    torch.manual_seed(0)
+    if family == "gpt":
+        return GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=16, dropout=0.1))
+    if family == "lstm":
+        return RNNLM(RNNConfig(cell="lstm", vocab_size=7, block_size=6, n_embd=8, n_hidden=8, n_layer=2, dropout=0.1))
+    return NPLM(NPLMConfig(vocab_size=7, context=3, n_embd=4, n_hidden=8, block_size=8, dropout=0.1))
+
+
+CFG = dict(max_iters=12, batch_size=4, grad_accum=2, lr=3e-3, min_lr=3e-4, warmup_iters=3, eval_interval=4,
+           eval_iters=2, log_interval=2, seed=5, keep_best=False)
+
+
+@pytest.mark.parametrize("family", ["gpt", "lstm", "nplm"])
+def test_resumed_run_ends_with_identical_weights(family, tmp_path):
+    data, val = pattern_tokens(3000), pattern_tokens(400, seed=1)
+    cfg = TrainConfig(**CFG)
+    straight = make(family)
+    full = train(straight, data, val, cfg)
+
+    interrupted = make(family)
+    ckpt = tmp_path / "ckpt.safetensors"
+    part = train(interrupted, data, val, cfg, checkpoint_path=ckpt, stop_after=7)  # 7: not an eval step
+    assert part.step == 7 and read_checkpoint(ckpt)[1]["step"] == 7
+
+    resumed = make(family)
+    torch.manual_seed(999)  # whatever the process did before must not matter
+    end = train(resumed, data, val, cfg, checkpoint_path=ckpt, resume_from=ckpt)
+    assert end.step == full.step == 12
+    a, b = unique_state_dict(straight), unique_state_dict(resumed)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert [h["val_loss"] for h in end.history] == [h["val_loss"] for h in full.history]
+
+
+def test_training_learns_and_reports_through_callbacks(tmp_path):
+    data, val = pattern_tokens(4000), pattern_tokens(500, seed=1)
+    seen, ckpts = [], []
+    model = make("gpt")
+    before = evaluate(model, val, 8, 8)
+    result = train(model, data, val, TrainConfig(max_iters=60, batch_size=8, lr=1e-2, warmup_iters=5, eval_interval=30,
+                                                 eval_iters=0, log_interval=10),
+                   on_metrics=lambda s, m: seen.append((s, m)), on_checkpoint=ckpts.append,
+                   checkpoint_path=tmp_path / "c.safetensors")
+    assert before > math.log(7) - 0.3
+    assert result.metrics["val_loss"] < 0.8 * before
+    assert result.metrics["val_ppl"] == pytest.approx(math.exp(result.metrics["val_loss"]))
+    assert result.metrics["val_bpt"] == pytest.approx(result.metrics["val_loss"] / math.log(2))
+    assert [s for s, m in seen if "val_loss" in m] == [30, 60]
+    assert [s for s, m in seen if "lr" in m] == [10, 20, 30, 40, 50, 60]
+    assert all(m["tokens_per_s"] > 0 for s, m in seen if "tokens_per_s" in m)
+    assert len(ckpts) == 2 and ckpts[0].exists()
+    # the checkpoint is plain safetensors: weights + optimizer + RNG, readable without pickle
+    tensors, meta = read_checkpoint(ckpts[-1])
+    assert meta["step"] == 60 and "rng.torch" in tensors and any(k.startswith("optim.") for k in tensors)
+    assert not any(k == "model.lm_head.weight" for k in tensors)  # tied: stored once
+
+
+def test_early_stopping_stops(tmp_path):
+    data = pattern_tokens(2000)
+    val = np.random.default_rng(3).integers(0, 7, 300).astype(np.uint16)  # unlearnable: val stops improving
+    cfg = TrainConfig(max_iters=400, batch_size=4, lr=3e-2, warmup_iters=0, eval_interval=5, eval_iters=2,
+                      log_interval=5, early_stopping_patience=2, lr_schedule="constant")
+    result = train(make("gpt"), data, val, cfg)
+    assert result.stopped_early and result.step < 400
+    assert result.metrics["val_loss"] == pytest.approx(result.best_val_loss)  # keep_best: the best weights
+
+
+def test_learning_rate_schedule():
+    cfg = TrainConfig(max_iters=100, lr=1.0, min_lr=0.1, warmup_iters=10)
+    assert learning_rate(0, cfg) == pytest.approx(1 / 11)
+    assert learning_rate(10, cfg) == pytest.approx(1.0)
+    assert learning_rate(55, cfg) == pytest.approx(0.55)  # halfway through the cosine: (1 + 0.1) / 2
+    assert learning_rate(100, cfg) == pytest.approx(0.1)
+    step = TrainConfig(max_iters=100, lr=1.0, min_lr=0.0, warmup_iters=0, lr_schedule="step", step_decay_start=40,
+                       step_decay_every=10, step_decay_factor=0.5)
+    assert [learning_rate(i, step) for i in (39, 40, 49, 50)] == [1.0, 0.5, 0.5, 0.25]
+
+
+def test_save_and_load_lm_round_trip(tmp_path):
+    model = make("gpt").eval()
+    save_lm(model, tmp_path / "m")
+    loaded = load_lm(tmp_path / "m")
+    idx = torch.randint(0, 7, (2, 8))
+    torch.testing.assert_close(loaded(idx)[0], model(idx)[0])
+    assert loaded.lm_head.weight is loaded.wte.weight
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="max_iters"):
+        TrainConfig(max_iters=0)
+    with pytest.raises(ValueError, match="lr"):
+        TrainConfig(lr=1e-3, min_lr=1e-2)
+
+
+@pytest.mark.slow
+def test_ddp_under_torchrun_keeps_ranks_in_sync(tmp_path):
+    """Two CPU processes (gloo) through torchrun: gradients are averaged, so both ranks end identical,
+    and only rank 0 reports."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    torchrun = Path(sys.executable).parent / "torchrun"
+    worker = Path(__file__).parent / "ddp_worker.py"
+    res = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node=2", str(worker), str(tmp_path)],
+                         capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    from safetensors.torch import load_file
+
+    a = load_file(str(tmp_path / "rank0.safetensors"))
+    b = load_file(str(tmp_path / "rank1.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    torch.manual_seed(0)  # the workers' initial weights
+    fresh = GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=16))
+    assert not torch.equal(fresh.state_dict()["wte.weight"], a["wte.weight"])  # it did train
+    assert (tmp_path / "rank0.metrics").read_text() != "0" and (tmp_path / "rank1.metrics").read_text() == "0"

@@ -1,0 +1,39 @@
+"""The MLflow adapter against a real sqlite tracking store in a temp dir."""
+
+from __future__ import annotations
+
+import json
+
+from storage.tracking import Tracker, flatten
+
+
+def test_log_step_records_tags_inputs_metrics_history_and_files(tmp_path):
+    art = tmp_path / "art"
+    art.mkdir()
+    (art / "manifest.json").write_text("{}")
+    (art / "plot.png").write_bytes(b"\x89PNG fake")
+    manifest = {"id": "a" * 64, "step": "lm", "name": "tiny", "config": {"lr": 0.1, "model": {"n_layer": 2}},
+                "inputs": [{"id": "b" * 64, "kind": "artifact", "name": "shards"}],
+                "metrics": {"val_loss": 1.5, "tokens": 10}, "timings": {"seconds": 2.0}}
+    tracker = Tracker(tmp_path / "store", "exp")
+    parent = tracker.start_pipeline_run("run", {"name": "exp"}, {"corpusforge.pipeline": "exp"})
+    history = [{"step": 10, "train_loss": 2.0}, {"step": 20, "train_loss": 1.8, "val_loss": 1.6}]
+    run_id = tracker.log_step(parent, manifest, art, files=["plot.png", "missing.png"], history=history)
+    tracker.finish_pipeline_run(parent, {"steps_computed": 1})
+    client = tracker.client
+    run = client.get_run(run_id)
+    assert run.data.tags["mlflow.parentRunId"] == parent
+    assert run.data.tags["corpusforge.artifact_id"] == "a" * 64
+    assert run.data.tags["corpusforge.inputs"] == "b" * 64
+    assert run.data.params["model.n_layer"] == "2"
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "train_loss")] == [(10, 2.0), (20, 1.8)]
+    assert {d.dataset.digest for d in run.inputs.dataset_inputs} == {"b" * 32}
+    assert {a.path for a in client.list_artifacts(run_id)} == {"manifest.json", "plot.png"}
+    assert client.get_run(parent).info.status == "FINISHED"
+    # the embedded default keeps everything under the store root
+    assert tracker.tracking_uri == f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    assert (tmp_path / "store" / "mlartifacts").is_dir()
+
+
+def test_flatten_nests_with_dots_and_lists_as_json():
+    assert flatten("", {"a": {"b": 1, "c": [1, 2]}, "d": "x"}, {}) == {"a.b": "1", "a.c": json.dumps([1, 2]), "d": "x"}
