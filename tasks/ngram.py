@@ -61,6 +61,9 @@ class NgramConfig:
     temp_directory: str | None = field(default=None, metadata={
         "doc": "DuckDB spill directory for corpora bigger than memory; default: inside the build dir."})
     threads: int = field(default=0, metadata={"doc": "DuckDB threads; 0 = all cores."})
+    tokenizer: str | None = field(default=None, metadata={
+        "doc": "Id (or unique prefix) of a trained tokenizer artifact: count its tokens instead of whitespace "
+               "words (whitespace inside a token is written as U+2581). Default: whitespace words."})
 
     def __post_init__(self) -> None:
         if not 1 <= self.order <= 12:
@@ -100,6 +103,8 @@ def identity_config(cfg: NgramConfig) -> dict[str, Any]:
         out.update(k=cfg.k, vocab_size=cfg.vocab_size)
     if cfg.smoothing == "stupid-backoff":
         out["alpha"] = cfg.alpha
+    if cfg.tokenizer:
+        out["tokenizer"] = "input"  # the tokenizer artifact's full id is among the step's inputs
     return out
 
 
@@ -134,9 +139,45 @@ def build_ngram(corpus: StepResult, cfg: NgramConfig, store: ArtifactStore) -> S
     inputs = [artifact_input(corpus)] + [
         {"id": sha256_file(Path(p)), "kind": "source", "name": Path(p).name, "path": str(Path(p).resolve()),
          "size": Path(p).stat().st_size} for p in cfg.eval]
+    tokenizer_dir = None
+    if cfg.tokenizer:
+        from storage.catalog import Catalog
+
+        found = Catalog(store).get(cfg.tokenizer)
+        if found.manifest.get("step") != "tokenizer":
+            raise ValueError(f"ngram.tokenizer: {cfg.tokenizer} is a {found.manifest.get('step')} artifact, "
+                             "not a tokenizer")
+        tokenizer_dir = found.path
+        inputs.append({"id": found.manifest["id"], "kind": "artifact", "step": "tokenizer",
+                       "name": found.manifest.get("name")})
     return run_step(store, step=NGRAM_STEP, version=NGRAM_VERSION, name=cfg.artifact_name,
-                    config=identity_config(cfg), inputs=inputs, build=lambda out: _build(out, corpus, cfg),
-                    libraries=LIBRARIES)
+                    config=identity_config(cfg), inputs=inputs,
+                    build=lambda out: _build(out, corpus, cfg, tokenizer_dir), libraries=LIBRARIES)
+
+
+def _token_text(tokenizer, text: str, sentence: str) -> str:
+    """A text re-written as space-separated tokens, keeping line breaks when lines are sentences."""
+    import re
+
+    pieces = text.splitlines() if sentence == "line" else [text]
+    return "\n".join(" ".join(re.sub(r"\s", "\u2581", t) for t in tokenizer.tokenize(p)) for p in pieces)
+
+
+def tokenize_corpus(corpus_dir: Path, tokenizer_dir: Path, out_dir: Path, sentence: str) -> Path:
+    """Copies of the corpus's split files whose ``text`` is the tokenizer's tokens, for counting."""
+    import polars as pl
+
+    from models.tokenization import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "valid", "test"):
+        src = corpus_dir / f"{split}.parquet"
+        if src.exists():
+            texts = pl.read_parquet(src, columns=["text"])["text"].to_list()
+            pl.DataFrame({"text": [_token_text(tok, t, sentence) for t in texts]},
+                         schema={"text": pl.Utf8}).write_parquet(out_dir / f"{split}.parquet")
+    return out_dir
 
 
 def estimate_from_corpus(corpus_dir: Path, out: Path, cfg: NgramConfig, on_progress=None):
@@ -158,13 +199,27 @@ def estimate_from_corpus(corpus_dir: Path, out: Path, cfg: NgramConfig, on_progr
     return model, summary, tables
 
 
-def _build(out: Path, corpus: StepResult, cfg: NgramConfig) -> dict[str, Any]:
+def _build(out: Path, corpus: StepResult, cfg: NgramConfig, tokenizer_dir: Path | None = None) -> dict[str, Any]:
+    import shutil
+    import tempfile
+
+    corpus_dir = Path(corpus.path)
+    scratch = Path(tempfile.mkdtemp(prefix="ngram-tokens-"))
+    try:
+        if tokenizer_dir is not None:
+            corpus_dir = tokenize_corpus(corpus_dir, Path(tokenizer_dir), scratch, cfg.sentence)
+        return _estimate_and_report(out, corpus_dir, cfg, tokenizer_dir)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _estimate_and_report(out: Path, corpus_dir: Path, cfg: NgramConfig, tokenizer_dir: Path | None) -> dict[str, Any]:
     import shutil
 
     from models.ngram import save_model
     from models.ngram_arpa import write_arpa
 
-    model, summary, tables = estimate_from_corpus(Path(corpus.path), out, cfg)
+    model, summary, tables = estimate_from_corpus(corpus_dir, out, cfg)
     shutil.rmtree(out / ".spill", ignore_errors=True)
     save_model(model, out / "model")
     files = {"counts": "counts.duckdb", "model": "model"}
@@ -184,9 +239,16 @@ def _build(out: Path, corpus: StepResult, cfg: NgramConfig) -> dict[str, Any]:
     evaluations = {}
     sets: list[tuple[str, str, Iterator[list[str]]]] = []
     for split in cfg.eval_splits:
-        sets.append((split, split, _parquet_sentences([Path(corpus.path) / f"{split}.parquet"], cfg.sentence)))
+        sets.append((split, split, _parquet_sentences([corpus_dir / f"{split}.parquet"], cfg.sentence)))
+    tokenizer = None
+    if tokenizer_dir is not None:
+        from models.tokenization import load_tokenizer
+
+        tokenizer = load_tokenizer(tokenizer_dir)
     for i, path in enumerate(cfg.eval):
-        sets.append((f"eval{i}_{slug(Path(path).stem, 32)}", str(path), read_sentences(path)))
+        lines = read_sentences(path) if tokenizer is None else (
+            _token_text(tokenizer, " ".join(words), "document").split() for words in read_sentences(path))
+        sets.append((f"eval{i}_{slug(Path(path).stem, 32)}", str(path), lines))
     for key, label, sentences in sets:
         sents = list(sentences)
         if not sents:

@@ -153,3 +153,24 @@ def test_pipeline_end_to_end(prefect_harness, tmp_path):
     assert 10 ** model.log10_prob("sat", ["cat"]) == pytest.approx(4 / 12)
     again = run_pipeline(config, store=tmp_path / "store")
     assert again["stages"]["ngram"]["reused"] and again["stages"]["ngram"]["id"] == out["id"]
+
+
+def test_counting_over_a_trained_tokenizer(tmp_path):
+    """With ngram.tokenizer, n-grams are over the tokenizer's tokens: here a char tokenizer, so the
+    unigram counts are character counts (computed by hand from the text below)."""
+    from tasks.tokenizer import build_tokenizer, tokenizer_config_from_dict
+
+    store = ArtifactStore(tmp_path / "store")
+    corpus = line_corpus(tmp_path, "abba\nab\n", store)
+    tok = build_tokenizer(corpus, tokenizer_config_from_dict({"kind": "char", "vocab_size": 50}), store)
+    cfg = ngram_config_from_dict({"order": 2, "smoothing": "mle", "tokenizer": tok.id[:10], "arpa": False,
+                                  "eval_splits": ["train"], "threads": 1})
+    result = build_ngram(corpus, cfg, store)
+    manifest = read_manifest(Path(result.path))
+    assert tok.id in [i["id"] for i in manifest["inputs"]]  # the tokenizer is part of the identity
+    assert manifest["metrics"]["tokens"] == 4 + 2 + 2  # a b b a + a b, plus one </s> per line
+    model = load_ngram_model(result.path)
+    # MLE bigram: P(b | a) = c(a b) / c(a) = 2 / 3 ("abba" has a b, "ab" has a b; a occurs 3 times)
+    assert math.isclose(10 ** model.log10_prob("b", ["a"]), 2 / 3, rel_tol=1e-9)
+    whitespace = build_ngram(corpus, ngram_config_from_dict({"order": 2, "smoothing": "mle", "arpa": False}), store)
+    assert whitespace.id != result.id
