@@ -78,6 +78,8 @@ class PipelineConfig:
             if not isinstance(value, cls):
                 object.__setattr__(self, section, from_dict(cls, value, section))
             present.add(section)
+        if self.lm is not None and not getattr(self.tokenizer, "encode", True):
+            raise ConfigError("lm: trains on encoded token shards; set tokenizer.encode: true")
 
     def stages(self) -> list[tuple[Stage, Any]]:
         """(stage, its config) for every section present, in run order."""

@@ -144,3 +144,14 @@ def test_bad_config_names_the_field(tmp_path):
         run_pipeline({"name": "x", "corpus": {"sources": ["."], "reader": {"txt_mode": "lines"}}}, store=tmp_path)
     with pytest.raises(ConfigError, match=r"corpus: the pipeline needs a corpus section"):
         run_pipeline({"name": "x"}, store=tmp_path)
+
+
+def test_lm_without_encoded_shards_is_a_config_error(tmp_path):
+    from flows.pipeline import pipeline_config_from_dict
+    from tasks.config import ConfigError
+
+    base = {"corpus": {"sources": ["."]}, "lm": {"family": "gpt"}}
+    with pytest.raises(ConfigError, match="lm: needs a tokenizer section"):
+        pipeline_config_from_dict(base)
+    with pytest.raises(ConfigError, match="tokenizer.encode: true"):
+        pipeline_config_from_dict({**base, "tokenizer": {"kind": "char", "encode": False}})
