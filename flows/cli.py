@@ -277,6 +277,7 @@ def _root(
 
 from flows.cli_tokenizer import app as tokenizer_app; app.add_typer(tokenizer_app, name="tokenizer")  # noqa: E402
 
+from flows.cli_embed import app as embed_app; app.add_typer(embed_app, name="embed")  # noqa: E402
 from flows.cli_lm import app as lm_app; app.add_typer(lm_app, name="lm")  # noqa: E402
 
 from flows.cli_ngram import app as ngram_app; app.add_typer(ngram_app, name="ngram")  # noqa: E402

@@ -25,6 +25,7 @@ class Stage:
 # Filled in as stages land. Order is run order; a stage may only consume one listed before it.
 STAGES: tuple[Stage, ...] = (
     Stage("tokenizer", "tasks.tokenizer:TokenizerConfig", "tasks.tokenizer:tokenizer_task", after="corpus"),
+    Stage("embeddings", "tasks.embeddings:EmbeddingsConfig", "tasks.embeddings:embeddings_task", after="corpus"),
     Stage("ngram", "tasks.ngram:NgramConfig", "tasks.ngram:ngram_task", after="corpus"),
     Stage("lm", "tasks.lm:LMConfig", "tasks.lm:lm_task", after="tokenizer"),
 )

@@ -1,0 +1,149 @@
+"""GloVe (Pennington et al., 2014): weighted least squares on global co-occurrence counts, in PyTorch.
+
+    J = sum_{ij, X_ij > 0} f(X_ij) (w_i . c_j + b_i + b~_j - log X_ij)^2,  f(x) = min(1, (x / x_max)^alpha)
+
+with alpha = 3/4 and x_max = 100 as in the paper. Like the reference C implementation:
+- parameters start uniform in [-0.5, 0.5] / dim, biases too;
+- the per-pair cost is 1/2 f (..)^2, so its gradient is f * (..) times the other vector;
+- AdaGrad exactly as glove.c writes it, per co-occurrence entry: with g = lr * f * (..) * c_j,
+  w_i -= g / sqrt(acc_i), then acc_i += g^2, accumulators starting at 1 and lr 0.05. Note that the
+  learning rate sits *inside* the accumulated square, so the steps stay SGD-like for a long time.
+  (torch.optim.Adagrad accumulates the raw squared gradient of a summed minibatch loss instead; on
+  GloVe that collapses every vector onto one shared direction, so we do not use it.)
+- minibatches: every entry of a batch is computed from the parameters and accumulators as they were
+  at the start of the batch, and the per-entry updates (and per-entry squared steps) are summed per
+  row, the same approximation as the reference tool's lock-free threads, just synchronous;
+- the final embedding is word + context vectors (W + C), which the paper reports works slightly better.
+
+Pure: no store, no tracking. Progress goes through ``on_epoch(epoch, metrics)``.
+Runs on CUDA when asked for (``device="auto"`` picks it when present), on CPU otherwise. With a fixed
+seed the CPU result is deterministic (shuffles come from a seeded generator).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class GloveParams:
+    """Hyperparameters of the fit (the tasks layer maps its config onto these)."""
+
+    dim: int = field(default=100, metadata={"doc": "Vector size."})
+    epochs: int = field(default=25, metadata={"doc": "Passes over the non-zero co-occurrence entries."})
+    learning_rate: float = field(default=0.05, metadata={"doc": "AdaGrad learning rate (reference: 0.05)."})
+    x_max: float = field(default=100.0, metadata={"doc": "Counts at or above x_max get weight 1."})
+    alpha: float = field(default=0.75, metadata={"doc": "Exponent of the weighting function."})
+    batch_size: int = field(default=32768, metadata={"doc": "Non-zero entries per AdaGrad step."})
+    seed: int = field(default=1, metadata={"doc": "Seed for the initialisation and the shuffles."})
+
+    def __post_init__(self) -> None:
+        for name in ("dim", "epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1")
+        if self.learning_rate <= 0 or self.x_max <= 0 or self.alpha <= 0:
+            raise ValueError("learning_rate, x_max and alpha must be > 0")
+
+
+def glove_weight(x: torch.Tensor, x_max: float = 100.0, alpha: float = 0.75) -> torch.Tensor:
+    """f(x) = (x / x_max)^alpha below x_max, 1 from x_max on."""
+    return torch.clamp(x / x_max, max=1.0).pow(alpha)
+
+
+class GloVe(nn.Module):
+    def __init__(self, vocab_size: int, dim: int, generator: torch.Generator):
+        super().__init__()
+
+        def init(*shape: int) -> nn.Parameter:
+            return nn.Parameter((torch.rand(*shape, generator=generator, dtype=torch.float32) - 0.5) / dim)
+
+        self.w, self.c = init(vocab_size, dim), init(vocab_size, dim)
+        self.bw, self.bc = init(vocab_size), init(vocab_size)
+
+    def forward(self, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+        """w_i . c_j + b_i + b~_j for a batch of (i, j) pairs."""
+        return (self.w[i] * self.c[j]).sum(dim=1) + self.bw[i] + self.bc[j]
+
+    def embeddings(self) -> np.ndarray:
+        return (self.w + self.c).detach().float().cpu().numpy()
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device: 'cuda' was asked for but no CUDA device is available")
+    return torch.device(device)
+
+
+@torch.no_grad()
+def glove_step(model: GloVe, accumulators: dict[int, torch.Tensor], i: torch.Tensor, j: torch.Tensor,
+               log_x: torch.Tensor, weight: torch.Tensor, lr: float) -> torch.Tensor:
+    """One minibatch of reference-GloVe AdaGrad updates; returns the batch's summed cost (before the step)."""
+    wi, cj = model.w[i], model.c[j]
+    diff = (wi * cj).sum(dim=1) + model.bw[i] + model.bc[j] - log_x
+    fdiff = weight * diff
+    cost = 0.5 * (fdiff * diff).sum()
+    fdiff = lr * fdiff
+    for param, idx, grad in ((model.w, i, fdiff[:, None] * cj), (model.c, j, fdiff[:, None] * wi),
+                             (model.bw, i, fdiff), (model.bc, j, fdiff)):
+        acc = accumulators.setdefault(id(param), torch.ones_like(param))  # reference: gradsq starts at 1
+        param.index_add_(0, idx, -grad / acc[idx].sqrt())
+        acc.index_add_(0, idx, grad * grad)
+    return cost
+
+
+def glove_loss(model: GloVe, i: torch.Tensor, j: torch.Tensor, log_x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Sum over the batch of 1/2 f(X_ij) (w_i . c_j + b_i + b~_j - log X_ij)^2."""
+    diff = model(i, j) - log_x
+    return 0.5 * (weight * diff * diff).sum()
+
+
+def fit_glove(
+    rows: np.ndarray,
+    cols: np.ndarray,
+    counts: np.ndarray,
+    vocab_size: int,
+    params: GloveParams = GloveParams(),
+    device: str = "auto",
+    on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+) -> tuple[np.ndarray, list[dict[str, float]]]:
+    """Fit GloVe on the non-zero entries (rows[k], cols[k], counts[k]); return (W + C, per-epoch metrics).
+
+    The reported ``loss`` is the mean per-pair cost 1/2 f (..)^2 over the epoch.
+    """
+    dev = resolve_device(device)
+    gen = torch.Generator().manual_seed(params.seed)
+    model = GloVe(vocab_size, params.dim, gen).to(dev)
+    accumulators: dict[int, torch.Tensor] = {}
+    i_all = torch.as_tensor(np.asarray(rows, dtype=np.int64), device=dev)
+    j_all = torch.as_tensor(np.asarray(cols, dtype=np.int64), device=dev)
+    x_all = torch.as_tensor(np.asarray(counts, dtype=np.float32), device=dev)
+    if x_all.numel() == 0:
+        raise ValueError("no co-occurrences to fit: the corpus is too small for this vocabulary and window")
+    log_all = torch.log(x_all)
+    f_all = glove_weight(x_all, params.x_max, params.alpha)
+    n = x_all.numel()
+    history: list[dict[str, float]] = []
+    for epoch in range(1, params.epochs + 1):
+        t0 = time.perf_counter()
+        order = torch.randperm(n, generator=gen).to(dev)
+        total = torch.zeros((), device=dev, dtype=torch.float64)
+        for start in range(0, n, params.batch_size):
+            idx = order[start : start + params.batch_size]
+            cost = glove_step(model, accumulators, i_all[idx], j_all[idx], log_all[idx], f_all[idx],
+                              params.learning_rate)
+            total += cost.double()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        metrics = {"loss": float(total) / n, "epoch_seconds": time.perf_counter() - t0}
+        history.append(metrics)
+        if on_epoch is not None:
+            on_epoch(epoch, metrics)
+    return model.embeddings(), history

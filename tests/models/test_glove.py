@@ -1,0 +1,75 @@
+"""models.glove: the weighting, the loss, one AdaGrad step by hand, determinism and convergence."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from models.glove import GloVe, GloveParams, fit_glove, glove_loss, glove_step, glove_weight
+
+
+def test_weighting_function_by_hand():
+    x = torch.tensor([0.0, 1.0, 50.0, 100.0, 250.0])
+    expected = [0.0, (1 / 100) ** 0.75, 0.5 ** 0.75, 1.0, 1.0]  # f(x) = (x/x_max)^(3/4), capped at 1
+    np.testing.assert_allclose(glove_weight(x).numpy(), expected, rtol=1e-6)
+
+
+def test_loss_and_two_adagrad_steps_match_the_reference_update_by_hand():
+    model = GloVe(3, 2, torch.Generator().manual_seed(3))
+    w, c = model.w.detach().double().numpy().copy(), model.c.detach().double().numpy().copy()
+    bw, bc = model.bw.detach().double().numpy().copy(), model.bc.detach().double().numpy().copy()
+    i, j, x = torch.tensor([0]), torch.tensor([2]), torch.tensor([7.0])
+    f, lr = (7 / 100) ** 0.75, 0.05
+    diff = w[0] @ c[2] + bw[0] + bc[2] - math.log(7)
+    assert float(glove_loss(model, i, j, torch.log(x), glove_weight(x))) == pytest.approx(0.5 * f * diff**2, rel=1e-5)
+    acc: dict = {}
+    cost = glove_step(model, acc, i, j, torch.log(x), glove_weight(x), lr)
+    assert float(cost) == pytest.approx(0.5 * f * diff**2, rel=1e-5)
+    # glove.c: g = lr * f * diff * c_j; w_i -= g / sqrt(gradsq_i) with gradsq starting at 1; then gradsq += g^2
+    g_w, g_c, g_b = lr * f * diff * c[2], lr * f * diff * w[0], lr * f * diff
+    w1, c1 = w[0] - g_w, c[2] - g_c
+    np.testing.assert_allclose(model.w.detach().numpy()[0], w1, rtol=1e-5)
+    np.testing.assert_allclose(model.c.detach().numpy()[2], c1, rtol=1e-5)
+    assert float(model.bc[2]) == pytest.approx(bc[2] - g_b, rel=1e-5)
+    np.testing.assert_allclose(model.w.detach().numpy()[1], w[1])  # untouched rows do not move
+    # second step: the accumulator now holds 1 + g^2 from the first one
+    diff2 = w1 @ c1 + (bw[0] - g_b) + (bc[2] - g_b) - math.log(7)
+    glove_step(model, acc, i, j, torch.log(x), glove_weight(x), lr)
+    g2 = lr * f * diff2 * c1
+    np.testing.assert_allclose(model.w.detach().numpy()[0], w1 - g2 / np.sqrt(1 + g_w**2), rtol=1e-4)
+
+
+def low_rank_cooccurrence(n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=(n, 3)) * 0.7
+    logx = u @ u.T + 3.0
+    rows, cols = np.nonzero(rng.random((n, n)) < 0.7)
+    return rows, cols, np.exp(logx[rows, cols])
+
+
+def test_fit_is_deterministic_and_reduces_the_loss():
+    rows, cols, x = low_rank_cooccurrence()
+    params = GloveParams(dim=8, epochs=30, batch_size=64, seed=5, learning_rate=0.1)
+    emb1, hist1 = fit_glove(rows, cols, x, 30, params, device="cpu")
+    emb2, hist2 = fit_glove(rows, cols, x, 30, params, device="cpu")
+    np.testing.assert_array_equal(emb1, emb2)
+    assert emb1.shape == (30, 8)
+    assert hist1[-1]["loss"] < 0.2 * hist1[0]["loss"]
+    other, _ = fit_glove(rows, cols, x, 30, GloveParams(dim=8, epochs=1, batch_size=64, seed=6), device="cpu")
+    assert not np.allclose(other, emb1)
+
+
+def test_embedding_is_word_plus_context():
+    gen = torch.Generator().manual_seed(0)
+    model = GloVe(4, 3, gen)
+    np.testing.assert_allclose(model.embeddings(), (model.w + model.c).detach().numpy())
+
+
+def test_bad_params_and_empty_input():
+    with pytest.raises(ValueError, match="dim"):
+        GloveParams(dim=0)
+    with pytest.raises(ValueError, match="no co-occurrences"):
+        fit_glove(np.array([], dtype=int), np.array([], dtype=int), np.array([]), 3, GloveParams(dim=2, epochs=1))
