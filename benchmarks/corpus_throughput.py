@@ -124,8 +124,8 @@ def run_baseline(src: Path, out: Path, near: bool) -> dict:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         raw = gzip.open(path, "rb").read() if path.suffix == ".gz" else path.read_bytes()
         if path.suffix == ".csv":
-            rows = [r[0] for r in list(csv.reader(io.StringIO(raw.decode("utf-8", "replace"))))[1:]]
-            items = [r.encode() for r in rows]
+            cells = [r[0] for r in list(csv.reader(io.StringIO(raw.decode("utf-8", "replace"))))[1:]]
+            items = [c.encode() for c in cells]
         else:
             items = raw.split(b"\n")
             if items and items[-1] == b"":

@@ -177,7 +177,7 @@ FAST_CHUNK = 8 << 20
 def fast_lines(stream: io.BufferedReader, text_records: TextRecords) -> Iterator[RecordBatch | RawRecord]:
     """Line mode without a Python loop per line: decode 8 MiB chunks at once and split them.
 
-    A chunk that is not valid UTF-8, and any line longer than the limit, goes through the per-line
+    A line that is not valid UTF-8, and any line longer than the limit, goes through the per-line
     path (TextRecords) so that quarantine and split behave exactly as there; everything else is
     produced as RecordBatches. Memory is bounded by the chunk size plus the longest line.
     """
@@ -201,28 +201,50 @@ def fast_lines(stream: io.BufferedReader, text_records: TextRecords) -> Iterator
             carry = data
             continue
         body, carry = data[:cut], data[cut + 1:]
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            yield from _slow_lines(body + b"\n", lineno, text_records)
-            lineno += body.count(b"\n") + 1
+        while True:
+            try:
+                text = body.decode("utf-8")
+                break
+            except UnicodeDecodeError as exc:
+                # Only the line holding the bad bytes takes the per-line path (and is quarantined);
+                # the lines before it are decoded in one go.
+                start = body.rfind(b"\n", 0, exc.start) + 1
+                end = body.find(b"\n", exc.start)
+                end = len(body) if end < 0 else end
+                if start:  # everything before the bad line decodes (the first error is after it)
+                    yield from _fast_block(body[:start - 1].decode("utf-8"), lineno, text_records)
+                    lineno += body.count(b"\n", 0, start)
+                yield from _slow_lines(body[start:end] + b"\n", lineno, text_records)
+                lineno += 1
+                if end >= len(body):
+                    text = None
+                    break
+                body = body[end + 1:]
+        if text is None:
             continue
-        lines = text.split("\n")
-        if "\r" in text:
-            lines = [line.rstrip("\r") for line in lines]  # as the per-line path: CR before LF is EOL
-        if len(body) > limit and max(map(len, lines)) * 4 > limit:  # maybe oversize: check bytes exactly
-            big = {i for i, line in enumerate(lines) if len(line) * 4 > limit and len(line.encode()) > limit}
-        else:
-            big = set()
-        if big:
-            keep = [i for i in range(len(lines)) if i not in big]
-            yield RecordBatch([f"line:{lineno + i + 1}" for i in keep], [lines[i] for i in keep])
-            for i in sorted(big):
-                for rec in text_records._lines(io.BufferedReader(io.BytesIO(lines[i].encode() + b"\n"))):
-                    yield _shift(rec, lineno + i)
-        else:
-            yield RecordBatch([f"line:{n}" for n in range(lineno + 1, lineno + len(lines) + 1)], lines)
-        lineno += len(lines)
+        yield from _fast_block(text, lineno, text_records)
+        lineno += text.count("\n") + 1
+
+
+def _fast_block(text: str, lineno: int, text_records: TextRecords) -> Iterator[RecordBatch | RawRecord]:
+    """Lines of an already decoded block (numbered from ``lineno + 1``) as one batch; oversize lines
+    go through the per-line path. Text with undecodable bytes never reaches here."""
+    limit = text_records.limit
+    lines = text.split("\n")
+    if "\r" in text:
+        lines = [line.rstrip("\r") for line in lines]  # as the per-line path: CR before LF is EOL
+    if len(text) * 4 > limit and max(map(len, lines)) * 4 > limit:  # maybe oversize: check bytes exactly
+        big = {i for i, line in enumerate(lines) if len(line) * 4 > limit and len(line.encode()) > limit}
+    else:
+        big = set()
+    if big:
+        keep = [i for i in range(len(lines)) if i not in big]
+        yield RecordBatch([f"line:{lineno + i + 1}" for i in keep], [lines[i] for i in keep])
+        for i in sorted(big):
+            for rec in text_records._lines(io.BufferedReader(io.BytesIO(lines[i].encode() + b"\n"))):
+                yield _shift(rec, lineno + i)
+    else:
+        yield RecordBatch([f"line:{n}" for n in range(lineno + 1, lineno + len(lines) + 1)], lines)
 
 
 def _slow_lines(data: bytes, offset: int, text_records: TextRecords) -> Iterator[RawRecord]:

@@ -186,3 +186,23 @@ def test_include_exclude_globs_are_listed(tmp_path):
     found = discover_sources([tmp_path / "d"], include=("*.txt",), exclude=("sub/skip.txt",))
     assert [f.name for f in found.files] == ["d/a.txt", "d/sub/c.txt"]
     assert sorted(found.skipped_excluded) == ["d/b.md", "d/sub/skip.txt"]
+
+
+def test_fast_line_path_isolates_bad_lines_and_keeps_numbering(tmp_path):
+    from storage.readers import RecordBatch, read_batches
+
+    body = b"".join(f"line {i}\n".encode() for i in range(1, 1001))
+    data = body.replace(b"line 500\n", b"line \xff500\n").replace(b"line 1\n", b"\xfeline 1\n", 1)
+    path = write(tmp_path / "mixed.txt", data + b"tail without newline")
+    good, bad = {}, []
+    for item in read_batches(SourceFile(path.name, path)):
+        if isinstance(item, RecordBatch):
+            good.update(zip(item.locators, item.texts))
+        else:
+            bad.append((item.locator, item.reason))
+    assert bad == [("line:1", "invalid_utf8"), ("line:500", "invalid_utf8")]
+    assert len(good) == 999 and good["line:2"] == "line 2" and good["line:1001"] == "tail without newline"
+    assert good["line:499"] == "line 499" and good["line:501"] == "line 501"
+    # the per-record reader agrees record for record
+    slow = list(read_records(SourceFile(path.name, path)))
+    assert {r.locator: r.text for r in slow if r.ok} == good
