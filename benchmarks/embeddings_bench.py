@@ -9,7 +9,7 @@ Usage: .venv/bin/python benchmarks/embeddings_bench.py [--corpus ../shared/corpo
   gensim's own ``corpus_file=`` mode. Runs alternate and medians are reported. Words/s = raw corpus
   words x epochs / training seconds (gensim's own measure); the step's wall time (read Parquet, write
   the sentence file, train, export all formats) is reported too.
-- GloVe (our PyTorch fit on the DuckDB co-occurrences, window 10, x_max 100, alpha 3/4) with the
+- GloVe (our PyTorch fit on the DuckDB co-occurrences, window 10, x_max 10, alpha 3/4) with the
   same evaluation, and its seconds per epoch on this machine's CPU.
 Every model is evaluated on questions-words, WordSim-353 and SimLex-999 with the same code.
 """
@@ -127,7 +127,7 @@ def main() -> None:
     epochs = json.loads((Path(glove.path) / "training.json").read_text())["epochs"]
     words, vecs = load_vectors(Path(glove.path) / "vectors.bin")
     ge = evaluate(words, vecs, args.evaldata)
-    print(f"\n## GloVe (d100, window 10, x_max 100, alpha 0.75, AdaGrad lr 0.05, {args.glove_epochs} epochs, CPU)\n")
+    print(f"\n## GloVe (d100, window 10, x_max {gcfg.x_max:g}, alpha 0.75, AdaGrad lr 0.05, {args.glove_epochs} epochs, CPU)\n")
     print(f"co-occurrence in DuckDB: {cooc_s:.1f} s, {cm['nonzero']:,} non-zero entries, vocab {cm['vocab_size']:,}")
     print(f"epoch seconds (CPU, {platform.processor() or platform.machine()}): median "
           f"{statistics.median(e['epoch_seconds'] for e in epochs):.1f}, min {min(e['epoch_seconds'] for e in epochs):.1f}; "

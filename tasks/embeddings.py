@@ -70,7 +70,9 @@ class EmbeddingsConfig:
     bucket: int = field(default=200_000, metadata={
         "doc": "fastText: hash buckets for n-gram vectors (fastText's own 2,000,000 costs 800 MB at d100)."})
     # GloVe
-    x_max: float = field(default=100.0, metadata={"doc": "GloVe: counts >= x_max get weight 1."})
+    x_max: float = field(default=10.0, metadata={
+        "doc": "GloVe: counts >= x_max get weight 1 (10 as glove.c's small-corpus demo; the paper's 100 "
+               "suits billions of tokens and underfits small corpora such as PTB)."})
     glove_alpha: float = field(default=0.75, metadata={"doc": "GloVe: exponent of the weighting f(x)."})
     batch_size: int = field(default=32768, metadata={"doc": "GloVe: co-occurrence entries per AdaGrad step."})
     device: str = field(default="auto", metadata={"doc": "GloVe: auto (GPU when present), cpu or cuda."})
