@@ -69,8 +69,9 @@ def _open_raw(path: Path) -> BinaryIO:
 
 
 class CountingReader(io.RawIOBase):
-    """Serves ``head`` first, then the rest of ``stream``; counts decompressed bytes and turns
-    decompression errors into :class:`CorruptSource` naming the offset reached."""
+    """Serves ``head`` first, then the rest of ``stream`` (also used to put back bytes already read);
+    counts decompressed bytes and turns decompression errors into :class:`CorruptSource` naming the
+    offset reached."""
 
     def __init__(self, head: bytes, stream: BinaryIO, label: str):
         self._head = memoryview(head)

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from storage.compression import CountingReader
 from storage.records import RAW_CAP, RawRecord, RecordBatch, decode_strict
 
 _WS = b" \t\n\r\f\v"
@@ -194,7 +195,7 @@ def fast_lines(stream: io.BufferedReader, text_records: TextRecords) -> Iterator
         cut = data.rfind(b"\n")
         if cut < 0:
             if len(data) > 2 * limit + FAST_CHUNK:  # a huge line: stream the rest through the bounded path
-                rest = io.BufferedReader(_Prefix(data, stream))
+                rest = io.BufferedReader(CountingReader(data, stream, "file"))
                 for rec in text_records(rest):
                     yield _shift(rec, lineno)
                 return
@@ -259,24 +260,6 @@ def _shift(rec: RawRecord, offset: int) -> RawRecord:
     num, sep, part = rec.locator[5:].partition("#")
     locator = f"line:{int(num) + offset}{sep}{part}"
     return RawRecord(locator, rec.text, rec.meta, rec.reason, rec.detail, rec.raw)
-
-
-class _Prefix(io.RawIOBase):
-    def __init__(self, head: bytes, stream):
-        self._head, self._stream = memoryview(head), stream
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        if self._head:
-            n = min(len(buffer), len(self._head))
-            buffer[:n] = self._head[:n]
-            self._head = self._head[n:]
-            return n
-        chunk = self._stream.read(len(buffer))
-        buffer[:len(chunk)] = chunk
-        return len(chunk)
 
 
 def get_path(obj: Any, dotted: str) -> tuple[bool, Any]:

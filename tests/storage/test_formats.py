@@ -206,3 +206,15 @@ def test_fast_line_path_isolates_bad_lines_and_keeps_numbering(tmp_path):
     # the per-record reader agrees record for record
     slow = list(read_records(SourceFile(path.name, path)))
     assert {r.locator: r.text for r in slow if r.ok} == good
+
+
+def test_fast_line_path_hands_a_huge_line_to_the_bounded_reader(tmp_path):
+    from storage.readers import RecordBatch, read_batches
+
+    huge = b"x" * (9 << 20)  # longer than a whole fast-path chunk: no newline in sight
+    path = write(tmp_path / "huge.txt", b"first\n" + huge + b"\nlast\n")
+    items = list(read_batches(SourceFile(path.name, path), ReaderConfig(max_document_bytes=4096)))
+    good = {loc: text for b in items if isinstance(b, RecordBatch) for loc, text in zip(b.locators, b.texts)}
+    bad = [(r.locator, r.reason) for r in items if not isinstance(r, RecordBatch)]
+    assert good == {"line:1": "first", "line:3": "last"}
+    assert bad == [("line:2", "too_large")]
