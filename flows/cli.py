@@ -275,12 +275,17 @@ def _root(
     os.environ.setdefault("PYTHONIOENCODING", "utf-8")
 
 
-from flows.cli_tokenizer import app as tokenizer_app; app.add_typer(tokenizer_app, name="tokenizer")  # noqa: E402
+# Stage command groups. Imported last because each sub-app uses the helpers defined above
+# (their own heavy imports stay inside their commands, so `corpusforge artifacts ...` stays fast).
+from flows.cli_embed import app as embed_app  # noqa: E402
+from flows.cli_lm import app as lm_app  # noqa: E402
+from flows.cli_ngram import app as ngram_app  # noqa: E402
+from flows.cli_tokenizer import app as tokenizer_app  # noqa: E402
 
-from flows.cli_embed import app as embed_app; app.add_typer(embed_app, name="embed")  # noqa: E402
-from flows.cli_lm import app as lm_app; app.add_typer(lm_app, name="lm")  # noqa: E402
-
-from flows.cli_ngram import app as ngram_app; app.add_typer(ngram_app, name="ngram")  # noqa: E402
+app.add_typer(tokenizer_app, name="tokenizer")
+app.add_typer(embed_app, name="embed")
+app.add_typer(ngram_app, name="ngram")
+app.add_typer(lm_app, name="lm")
 
 if __name__ == "__main__":
     main()
