@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -41,6 +42,15 @@ def flatten(prefix: str, value: Any, out: dict[str, str]) -> dict[str, str]:
         text = value if isinstance(value, str) else json.dumps(value, default=str)
         out[prefix] = text[:MAX_PARAM_CHARS]
     return out
+
+
+_PARAM_KEY_BAD = re.compile(r"[^A-Za-z0-9_\-. :/]")
+
+
+def param_key(key: str) -> str:
+    """An MLflow-legal param name: config keys may hold globs (``split.by_source.*ptb.valid.txt``) or other
+    characters MLflow refuses; those become ``_`` (the full config is also logged as a file)."""
+    return _PARAM_KEY_BAD.sub("_", key)[:250]
 
 
 class NullTracker:
@@ -175,7 +185,13 @@ class Tracker:
     def _log_params(self, run_id: str, params: Mapping[str, str]) -> None:
         from mlflow.entities import Param
 
-        items = [Param(k[:250], v) for k, v in params.items()]
+        items, seen = [], set()
+        for key, value in params.items():
+            safe = param_key(key)
+            while safe in seen:  # two keys that differ only in characters MLflow refuses
+                safe = safe[:247] + "_" + str(len(seen) % 100).zfill(2)
+            seen.add(safe)
+            items.append(Param(safe, value))
         for start in range(0, len(items), 100):  # MLflow caps params per batch at 100
             self.client.log_batch(run_id, params=items[start:start + 100])
 

@@ -37,3 +37,14 @@ def test_log_step_records_tags_inputs_metrics_history_and_files(tmp_path):
 
 def test_flatten_nests_with_dots_and_lists_as_json():
     assert flatten("", {"a": {"b": 1, "c": [1, 2]}, "d": "x"}, {}) == {"a.b": "1", "a.c": json.dumps([1, 2]), "d": "x"}
+
+
+def test_config_keys_mlflow_refuses_are_made_legal(tmp_path):
+    # split.by_source keys are globs ("*ptb.valid.txt"); MLflow refuses '*' in param names and used to fail the run
+    config = {"split": {"by_source": {"*ptb.valid.txt": "valid", "?ptb.valid.txt": "test"}}, "lr": 1}
+    tracker = Tracker(tmp_path / "store", "exp")
+    parent = tracker.start_pipeline_run("run", config, {})
+    params = tracker.client.get_run(parent).data.params
+    assert params["split.by_source._ptb.valid.txt"] in {"valid", "test"}
+    assert sorted(v for k, v in params.items() if k.startswith("split.by_source.")) == ["test", "valid"]
+    assert params["lr"] == "1"
