@@ -89,6 +89,7 @@ def train(
     lm = summary["stages"]["lm"]
     payload = {"id": lm["id"], "path": lm["path"], "name": lm["name"], "reused": lm["reused"],
                "metrics": lm["metrics"], "preset": preset,
+               "registered_model": next(iter(summary.get("registered_models") or []), None),
                "steps": {s["step"]: s["id"] for s in summary["steps"] if s["step"] != "corpus_shard"}}
     _print_result(summary, as_json, payload)
 

@@ -33,8 +33,10 @@ def resolve_encoded(encoded: dict[str, Any] | str, store_root: Path) -> StepResu
 
 @flow(name="corpusforge-lm", log_prints=True)
 def lm_flow(encoded: dict[str, Any] | str, config: dict[str, Any], store: str | None = None,
-            experiment: str = "corpusforge-lm", track: bool = True) -> dict[str, Any]:
-    """Train (or reuse) the LM described by ``config`` (the pipeline's ``lm`` section) on ``encoded``."""
+            experiment: str = "corpusforge-lm", track: bool = True, register: bool = True) -> dict[str, Any]:
+    """Train (or reuse) the LM described by ``config`` (the pipeline's ``lm`` section) on ``encoded``.
+
+    A newly trained model is registered in MLflow under its name (``register=False`` skips that)."""
     import torch
 
     store_root = resolve_store_root(store)
@@ -46,10 +48,11 @@ def lm_flow(encoded: dict[str, Any] | str, config: dict[str, Any], store: str | 
     tracker = open_tracker(store_root, experiment, enabled=track)
     parent = tracker.start_pipeline_run(run_name=f"lm:{cfg.name}", config={"lm": config, "encoded": upstream.id},
                                         tags={"corpusforge.pipeline": experiment, "corpusforge.uri": store_root.as_uri()})
-    counts = track_results(tracker, parent, [result])
+    counts = track_results(tracker, parent, [result], register=register)
     if parent:
         tracker.finish_pipeline_run(parent, {"lm": result.id, **counts})
     from storage.store import read_manifest
 
     manifest = read_manifest(Path(result.path)) or {}
-    return {**result.to_dict(), "metrics": manifest.get("metrics", {}), "mlflow_run_id": parent}
+    return {**result.to_dict(), "metrics": manifest.get("metrics", {}), "mlflow_run_id": parent,
+            "registered_models": counts["registered_models"]}

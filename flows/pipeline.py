@@ -30,6 +30,9 @@ class TrackingConfig:
     """MLflow tracking. The URI comes from CORPUSFORGE_TRACKING_URI / MLFLOW_TRACKING_URI or the store."""
 
     enabled: bool = field(default=True, metadata={"doc": "Log runs, metrics and artifacts to MLflow."})
+    register_models: bool = field(default=True, metadata={
+        "doc": "Register each newly trained lm in the MLflow model registry (name = lm.name, a text-generating "
+               "pyfunc; models:/NAME@latest is the newest version)."})
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,7 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
             ran = [StepResult.from_dict(r) for r in (returned if isinstance(returned, list) else [returned])]
             results += ran
             outputs[stage.section] = ran[-1]
-        counts = track_results(tracker, parent, results)
+        counts = track_results(tracker, parent, results, register=cfg.tracking.register_models)
         failed = False
     finally:
         if failed and parent:

@@ -68,6 +68,12 @@ class NullTracker:
     def finish_pipeline_run(self, *a, **k) -> None:
         return None
 
+    def register_pyfunc_model(self, *a, **k) -> None:
+        return None
+
+    def find_model_version(self, *a, **k) -> None:
+        return None
+
     def run_url(self, run_id) -> None:
         return None
 
@@ -194,6 +200,73 @@ class Tracker:
             items.append(Param(safe, value))
         for start in range(0, len(items), 100):  # MLflow caps params per batch at 100
             self.client.log_batch(run_id, params=items[start:start + 100])
+
+    def register_pyfunc_model(
+        self,
+        run_id: str,
+        registered_name: str,
+        data_dirs: Mapping[str, Path],
+        loader_module: str,
+        pip_requirements: Iterable[str],
+        params: Mapping[str, Any],
+        tags: Mapping[str, str],
+    ) -> dict[str, str]:
+        """Log a pyfunc model built from directories (no pickle) to ``run_id`` and register a new version.
+
+        The model is ``MLmodel`` + ``data/<key>/`` for each of ``data_dirs``; MLflow loads it by importing
+        ``loader_module`` and calling its ``_load_pyfunc(data_path)``. Input: strings (a list, or one column);
+        output: a string; ``params`` become the signature's params with their defaults.
+        MLflow reserves the alias ``latest`` for itself: ``models:/NAME@latest`` (and ``models:/NAME/latest``)
+        always resolve to the newest version, so each new version *is* ``@latest`` without an explicit
+        ``set_registered_model_alias`` (which refuses that name).
+        """
+        import shutil
+        import tempfile
+
+        import mlflow.pyfunc
+        from mlflow.exceptions import MlflowException
+        from mlflow.models.signature import ModelSignature
+        from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema
+
+        def dtype(value: Any) -> str:
+            return "boolean" if isinstance(value, bool) else "long" if isinstance(value, int) else \
+                "double" if isinstance(value, float) else "string"
+
+        signature = ModelSignature(
+            inputs=Schema([ColSpec("string")]), outputs=Schema([ColSpec("string")]),
+            params=ParamSchema([ParamSpec(k, dtype(v), v) for k, v in params.items()]))
+        logged = self.client.create_logged_model(self.experiment_id, name=registered_name, source_run_id=run_id,
+                                                 tags=dict(tags))
+        with tempfile.TemporaryDirectory(prefix="corpusforge-model-") as tmp:
+            data = Path(tmp) / "data"
+            for key, src in data_dirs.items():
+                shutil.copytree(src, data / key, ignore=shutil.ignore_patterns("manifest.json", ".*"))
+            model_dir = Path(tmp) / "model"
+            mlflow.pyfunc.save_model(str(model_dir), loader_module=loader_module, data_path=str(data),
+                                     pip_requirements=list(pip_requirements), signature=signature,
+                                     metadata={k: str(v) for k, v in tags.items()})
+            self.client.log_model_artifacts(logged.model_id, str(model_dir))
+        self.client.finalize_logged_model(logged.model_id, "READY")
+        try:
+            self.client.create_registered_model(registered_name, tags={"corpusforge.kind": "lm"})
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        # the source is the storage location, not "models:/<model_id>": MLflow's sqlalchemy registry resolves
+        # the latter through the *global* tracking URI (a TODO in mlflow 3.x), not this client's
+        version = self.client.create_model_version(registered_name, logged.artifact_location, run_id=run_id,
+                                                   tags=dict(tags), model_id=logged.model_id)
+        return {"name": registered_name, "version": str(version.version), "model_id": logged.model_id,
+                "uri": f"models:/{registered_name}/{version.version}", "latest_uri": f"models:/{registered_name}@latest"}
+
+    def find_model_version(self, registered_name: str, tag: str, value: str) -> dict[str, str] | None:
+        """The newest version of ``registered_name`` whose tag ``tag`` is ``value`` (None when there is none)."""
+        versions = self.client.search_model_versions(f"name = '{registered_name}' and tags.`{tag}` = '{value}'")
+        if not versions:
+            return None
+        v = max(versions, key=lambda mv: int(mv.version))
+        return {"name": registered_name, "version": str(v.version), "model_id": str(getattr(v, "model_id", "") or ""),
+                "uri": f"models:/{registered_name}/{v.version}", "latest_uri": f"models:/{registered_name}@latest"}
 
     def run_url(self, run_id: str) -> str:
         return f"#/experiments/{self.experiment_id}/runs/{run_id}"

@@ -21,25 +21,64 @@ STEP_ARTIFACTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] =
     "embeddings_eval": (("eval.json", "pca.png"), ()),
     "sparse_vectors": (("sparse.json",), ()),
     "tokenizer": (("tokenizer.json", "tokenizer_meta.json", "metrics.json", "trace.txt", "trace.json"), ()),
-    "lm": (("config.json", "metrics.json", "loss_curve.png", "sample.txt", "model.safetensors"), ()),
+    # the weights go to MLflow once, inside the registered pyfunc model (see register_lm)
+    "lm": (("config.json", "metrics.json", "loss_curve.png", "sample.txt"), ()),
     "ngram": (("stats.json", "zipf.png", "model.arpa.gz"), ()),
 }
 
 
-def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResult]) -> dict[str, Any]:
-    """Log a nested run per computed step; return counts for the parent run's summary."""
+def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResult],
+                  register: bool = True) -> dict[str, Any]:
+    """Log a nested run per computed step (and register each new lm); return counts for the parent's summary."""
     computed = [r for r in results if not r.reused]
     reused = [r for r in results if r.reused]
+    registered = []
     if parent_run_id is not None:
         for r in computed:
             manifest = read_manifest(Path(r.path))
             if manifest is None:
                 continue
             files, dirs = STEP_ARTIFACTS.get(r.step, ((), ()))
-            tracker.log_step(parent_run_id, manifest, Path(r.path), files=files, dirs=dirs,
-                             history=_history(Path(r.path)))
+            run_id = tracker.log_step(parent_run_id, manifest, Path(r.path), files=files, dirs=dirs,
+                                      history=_history(Path(r.path)))
+            if register and r.step == "lm":
+                registered.append(register_lm(tracker, run_id, manifest, Path(r.path)))
+        # a reused lm that is not in this registry yet (trained with tracking off, or under another tracking
+        # URI, or a run that died before registering): register it now, under the parent run
+        for r in reused if register else ():
+            manifest = read_manifest(Path(r.path))
+            if r.step == "lm" and manifest is not None:
+                known = tracker.find_model_version(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"])
+                registered.append(known or register_lm(tracker, parent_run_id, manifest, Path(r.path)))
     return {"steps_computed": len(computed), "steps_reused": len(reused),
-            "reused_ids": [r.id for r in reused]}
+            "reused_ids": [r.id for r in reused], "registered_models": registered}
+
+
+def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) -> dict[str, str]:
+    """Register a trained lm in the MLflow model registry as a text-generating pyfunc (tasks.lm_pyfunc).
+
+    The registered name is the lm's name; each new artifact adds a version, which ``@latest`` resolves to.
+    """
+    import json
+    from importlib.metadata import PackageNotFoundError, version
+
+    from tasks.lm_pyfunc import DEFAULT_PARAMS
+
+    spec = json.loads((lm_dir / "config.json").read_text(encoding="utf-8"))
+    tokenizer_dir = (spec.get("tokenizer") or {}).get("path")
+    if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
+        raise ValueError(f"{lm_dir}: its tokenizer ({tokenizer_dir}) is missing, so the model cannot be registered")
+    requirements = []
+    for package in ("corpusforge", "torch", "safetensors", "tokenizers", "numpy"):
+        try:
+            requirements.append(f"{package}=={version(package).split('+')[0]}")
+        except PackageNotFoundError:
+            requirements.append(package)
+    tags = {"corpusforge.artifact_id": manifest["id"], "corpusforge.step": "lm",
+            "corpusforge.family": str(spec.get("family")), "corpusforge.tokenizer_id": str(spec["tokenizer"].get("id"))}
+    return tracker.register_pyfunc_model(
+        run_id, str(manifest["name"]), {"lm": lm_dir, "tokenizer": Path(tokenizer_dir)},
+        loader_module="tasks.lm_pyfunc", pip_requirements=requirements, params=DEFAULT_PARAMS, tags=tags)
 
 
 def _history(artifact_dir: Path) -> list[dict[str, Any]]:

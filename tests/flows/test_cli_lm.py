@@ -55,7 +55,7 @@ def cli_env(api_url: str | None) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path):
+def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatch):
     text = (REPO / "data" / "sample" / "tinyshakespeare.txt").read_text(encoding="utf-8")[:30000]
     src = write(tmp_path / "tiny.txt", text)
     store = tmp_path / "store"
@@ -96,3 +96,40 @@ def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path):
     flow_out = lm_flow(out["steps"]["encode"][:12], config, str(store), track=False)
     assert flow_out["id"] == out["id"] and flow_out["reused"] is True
     assert flow_out["metrics"]["val_loss"] == pytest.approx(m["val_loss"])
+    assert flow_out["registered_models"] == []
+
+    # the MLflow model registry: the training run registered version 1, which @latest resolves to
+    import mlflow
+    import torch
+
+    from models.zoo import load_lm
+
+    reg = out["registered_model"]
+    assert (reg["name"], reg["version"], reg["latest_uri"]) == ("shakespeare-char-cpu", "1",
+                                                                "models:/shakespeare-char-cpu@latest")
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    client = mlflow.MlflowClient(uri, registry_uri=uri)
+    version = client.get_model_version_by_alias("shakespeare-char-cpu", "latest")
+    assert str(version.version) == "1" and version.tags["corpusforge.artifact_id"] == out["id"]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+    model = mlflow.pyfunc.load_model("models:/shakespeare-char-cpu@latest")
+    # the pyfunc writes what `lm generate` writes for the same seed and sampling settings
+    texts = model.predict(["ROMEO:", "First"], params={"max_new_tokens": 25, "seed": 3, "top_k": 5})
+    assert texts[0] == a["text"] and len(texts) == 2 and texts[1]
+    # ... and is a PyTorch model underneath, with the artifact's weights
+    module = model.get_raw_model()
+    reference = load_lm(lm_dir)
+    assert isinstance(module, torch.nn.Module)
+    assert all(torch.equal(module.state_dict()[k], v) for k, v in reference.state_dict().items())
+
+    # a rerun finds the registered version instead of adding one; a registry that lacks the model (here another
+    # tracking URI) gets it registered even though the step was reused
+    again = lm_flow(out["steps"]["encode"], config, str(store))
+    assert [r["version"] for r in again["registered_models"]] == ["1"]
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    monkeypatch.setenv("CORPUSFORGE_TRACKING_URI", other)
+    moved = lm_flow(out["steps"]["encode"], config, str(store))
+    assert moved["reused"] is True and moved["registered_models"][0]["version"] == "1"
+    assert mlflow.MlflowClient(other, registry_uri=other).get_model_version_by_alias(
+        "shakespeare-char-cpu", "latest").tags["corpusforge.artifact_id"] == out["id"]
