@@ -13,11 +13,13 @@ collects into metrics.json and forwards to the caller (the Prefect task logs it)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -255,6 +257,34 @@ def plot_loss_curve(history: list[dict[str, Any]], path: Path, title: str = "") 
     plt.close(fig)
 
 
+@contextlib.contextmanager
+def training_progress(description: str, total: int) -> Iterator[Callable[[int, dict[str, float]], None]]:
+    """A rich progress bar on stderr (step / max_iters, losses, tokens/s, ETA), fed by the trainer's metric
+    callback. Silent when stderr is not a terminal (CI, logs, pipes): the task log has the same numbers."""
+    if not sys.stderr.isatty():
+        yield lambda step, metrics: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("loss {task.fields[loss]}  val {task.fields[val]}  {task.fields[speed]}"),
+                  TimeRemainingColumn(), console=Console(stderr=True), transient=True) as progress:
+        task_id = progress.add_task(description, total=total, loss="-", val="-", speed="")
+
+        def advance(step: int, metrics: dict[str, float]) -> None:
+            fields = {}
+            if "train_loss" in metrics:
+                fields["loss"] = f"{metrics['train_loss']:.3f}"
+            if "val_loss" in metrics:
+                fields["val"] = f"{metrics['val_loss']:.3f} (ppl {metrics.get('val_ppl', 0):.1f})"
+            if "tokens_per_s" in metrics:
+                fields["speed"] = f"{metrics['tokens_per_s']:,.0f} tok/s"
+            progress.update(task_id, completed=step, **fields)
+
+        yield advance
+
+
 # --- the Prefect task -----------------------------------------------------------------------------
 
 @task(name="lm", cache_policy=NO_CACHE)
@@ -271,6 +301,11 @@ def lm_task(upstream: dict, config: dict, store_root: str) -> dict:
                         metrics["tokens_per_s"])
 
     cfg = lm_config_from_dict(config)
-    result = build_lm(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), on_metrics=log)
+    with training_progress(f"lm {cfg.name}", cfg.train.max_iters) as advance:
+        def report(step: int, metrics: dict[str, float]) -> None:
+            advance(step, metrics)
+            log(step, metrics)
+
+        result = build_lm(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), on_metrics=report)
     log_step_outcome(result)
     return result.to_dict()

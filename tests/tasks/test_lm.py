@@ -118,3 +118,35 @@ def test_ids_beyond_the_declared_vocab_are_survived_and_reported(tmp_path):
     assert "vocab_size" in manifest["warnings"][0]
     spec = json.loads((Path(result.path) / "config.json").read_text())
     assert spec["model"]["vocab_size"] == meta["vocab_size"] + 1
+
+
+def test_training_progress_bar_draws_on_a_terminal_and_is_silent_otherwise(capsys):
+    import os
+    import pty
+    import sys
+
+    from tasks.lm import training_progress
+
+    with training_progress("lm x", 10) as advance:  # pytest's stderr is not a terminal
+        advance(5, {"train_loss": 1.0})
+    assert capsys.readouterr().err == ""
+    code = ("from tasks.lm import training_progress\n"
+            "with training_progress('lm demo', 100) as adv:\n"
+            "    adv(50, {'val_loss': 2.5, 'val_ppl': 12.18})\n"
+            "    adv(100, {'train_loss': 2.0, 'lr': 1e-3, 'tokens_per_s': 1234.0})\n")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: stderr is the pseudo-terminal
+        os.chdir(str(Path(__file__).resolve().parents[2]))
+        os.execv(sys.executable, [sys.executable, "-c", code])
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.waitpid(pid, 0)
+    text = drawn.decode(errors="replace")
+    assert "100/100" in text and "loss 2.000" in text and "val 2.500 (ppl 12.2)" in text and "1,234 tok/s" in text
