@@ -158,7 +158,8 @@ def inspect(
         return
     from rich.table import Table
 
-    table = Table(title=f"next token after {prompt!r}")
+    what = "[MASK] filled" if report["family"] == "encoder" else "next token"
+    table = Table(title=f"{what} after {prompt!r}")
     for col in ("rank", "token", "id", "probability"):
         table.add_column(col)
     for row in report["next_tokens"]:

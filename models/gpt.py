@@ -73,12 +73,13 @@ def alibi_slopes(n_head: int) -> torch.Tensor:
     return torch.tensor(power_of_two(closest) + extra)
 
 
-def alibi_bias(n_head: int, T: int) -> torch.Tensor:
-    """``(n_head, T, T)`` additive scores: -slope * (i - j) on and below the diagonal, -inf above it."""
+def alibi_bias(n_head: int, T: int, causal: bool = True) -> torch.Tensor:
+    """``(n_head, T, T)`` additive scores: -slope * (i - j) on and below the diagonal, -inf above it;
+    without ``causal`` (an encoder) -slope * |i - j| everywhere."""
     pos = torch.arange(T)
     distance = (pos.view(-1, 1) - pos.view(1, -1)).float()  # i - j
-    bias = -alibi_slopes(n_head).view(-1, 1, 1) * distance
-    return bias.masked_fill(~causal_mask(T), float("-inf"))
+    bias = -alibi_slopes(n_head).view(-1, 1, 1) * distance.abs()
+    return bias.masked_fill(~causal_mask(T), float("-inf")) if causal else bias
 
 
 def rope_tables(T: int, head_size: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -95,9 +96,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg: GPTConfig):
+    """Multi-head self-attention; causal unless built with ``causal=False`` (models.encoder)."""
+
+    def __init__(self, cfg: GPTConfig, causal: bool = True):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.causal = cfg, causal
         self.n_head, self.head_size = cfg.n_head, cfg.n_embd // cfg.n_head
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)  # q, k, v in one matmul
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
@@ -107,7 +110,7 @@ class CausalSelfAttention(nn.Module):
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
         if cfg.positional == "alibi":
-            self.register_buffer("alibi", alibi_bias(cfg.n_head, cfg.block_size), persistent=False)
+            self.register_buffer("alibi", alibi_bias(cfg.n_head, cfg.block_size, causal), persistent=False)
 
     def forward(self, x: torch.Tensor, return_attention: bool = False):
         B, T, C = x.shape
@@ -122,14 +125,15 @@ class CausalSelfAttention(nn.Module):
                 weights = torch.softmax(scores, dim=-1)
                 y = weights @ v
             else:
-                y, weights = scaled_dot_product_attention(q, k, v, mask=causal_mask(T, x.device))
+                mask = causal_mask(T, x.device) if self.causal else None
+                y, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         else:
             dropout = self.attn_dropout if self.training else 0.0
             if self.cfg.positional == "alibi":
                 bias = self.alibi[:, :T, :T].to(q.dtype)
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout)
             else:
-                y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=self.causal)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again
         return self.resid_dropout(self.c_proj(y)), weights
 
@@ -147,11 +151,11 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: GPTConfig):
+    def __init__(self, cfg: GPTConfig, causal: bool = True):
         super().__init__()
         self.pre = cfg.norm == "pre"
         self.ln_1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
-        self.attn = CausalSelfAttention(cfg)
+        self.attn = CausalSelfAttention(cfg, causal)
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
@@ -167,20 +171,22 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     stateful = False  # no hidden state between batches (contrast: models.rnn)
+    objective = "causal"  # trained on the next token (contrast: models.encoder, masked tokens)
 
-    def __init__(self, cfg: GPTConfig):
+    def __init__(self, cfg: GPTConfig, causal: bool = True, extra_tokens: int = 0):
+        """``causal=False`` and ``extra_tokens`` (ids past the vocabulary, e.g. [MASK]) are for models.encoder."""
         super().__init__()
-        self.cfg = cfg
-        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.cfg, self.extra_tokens = cfg, extra_tokens
+        self.wte = nn.Embedding(cfg.vocab_size + extra_tokens, cfg.n_embd)
         if cfg.positional == "learned":
             self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
         elif cfg.positional == "sinusoidal":
             self.register_buffer("pe", sinusoidal_positions(cfg.block_size, cfg.n_embd), persistent=False)
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.blocks = nn.ModuleList(Block(cfg, causal) for _ in range(cfg.n_layer))
         # post-LN blocks already end in a LayerNorm
         self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias) if cfg.norm == "pre" else nn.Identity()
-        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size + extra_tokens, bias=False)
         if cfg.tie_weights:
             self.lm_head.weight = self.wte.weight
         self.apply(self._init_weights)
@@ -224,4 +230,6 @@ class GPT(nn.Module):
             x, w = block(x, return_attention)
             maps.append(w)
         logits = self.lm_head(self.ln_f(x))
+        if self.extra_tokens:  # extra ids are inputs only, never predictions
+            logits = logits[..., : self.cfg.vocab_size]
         return (logits, maps) if return_attention else (logits, None)

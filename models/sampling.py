@@ -38,6 +38,9 @@ def generate(model: nn.Module, prompt: list[int], max_new_tokens: int, *, greedy
     """Continue ``prompt`` (token ids) by up to ``max_new_tokens``; returns only the new ids."""
     if not prompt:
         raise ValueError("prompt: needs at least one token")
+    if getattr(model, "objective", "causal") != "causal":
+        raise ValueError("this model is a bidirectional encoder (masked LM), not a left-to-right LM: it cannot "
+                         "generate text; `corpusforge lm inspect` shows what it predicts for a [MASK]")
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device

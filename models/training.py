@@ -172,7 +172,8 @@ def evaluate(model: nn.Module, data: np.ndarray, block: int, batch: int, max_bat
     """Mean next-token cross-entropy (nats) over consecutive windows of the split; deterministic.
 
     Recurrent models read the split as ``batch`` contiguous streams, carrying their state; window models
-    read non-overlapping windows. ``max_batches`` caps the work (0: the whole split)."""
+    read non-overlapping windows. ``max_batches`` caps the work (0: the whole split). A masked model
+    (models.encoder) is scored on the masked tokens instead, with the same masks every time (seed 0)."""
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
@@ -188,17 +189,23 @@ def evaluate(model: nn.Module, data: np.ndarray, block: int, batch: int, max_bat
                 total += F.cross_entropy(logits.float().flatten(0, 1), y.to(device).flatten(), reduction="sum").item()
                 count += y.numel()
         else:
+            masked = getattr(model, "objective", "causal") == "masked"
+            mask_gen = torch.Generator().manual_seed(0)
             windows = (len(data) - 1) // block
             starts = np.arange(windows) * block
             if max_batches:
                 starts = starts[: max_batches * batch]
             for i in range(0, len(starts), batch):
                 rows = starts[i: i + batch, None] + np.arange(block + 1)
-                chunk = torch.from_numpy(data[rows].astype(np.int64)).to(device)
+                chunk = torch.from_numpy(data[rows].astype(np.int64))
+                x, y = chunk[:, :-1], chunk[:, 1:]
+                if masked:
+                    x, y = model.mask_batch(x, mask_gen)
+                x, y = x.to(device), y.to(device)
                 with autocast():
-                    logits, _ = model(chunk[:, :-1])
-                total += F.cross_entropy(logits.float().flatten(0, 1), chunk[:, 1:].flatten(), reduction="sum").item()
-                count += chunk[:, 1:].numel()
+                    logits, _ = model(x)
+                total += F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="sum").item()
+                count += int((y != -100).sum())
     finally:
         model.train(was_training)
     if count == 0:
@@ -272,6 +279,7 @@ def train(
     raw_model = model.to(device)
     optimizer = make_optimizer(raw_model, cfg, device)
     stateful = getattr(raw_model, "stateful", False)
+    masked = getattr(raw_model, "objective", "causal") == "masked"  # models.encoder: predict masked tokens
     block = raw_model.cfg.block_size
     streams = StreamBatches(train_data, block, cfg.batch_size, rank, world) if stateful else None
 
@@ -342,6 +350,8 @@ def train(
                     carried = None  # a new pass over the data: forget the last row's end
             else:
                 x, y = random_windows(train_data, block, cfg.batch_size, data_gen)
+                if masked:
+                    x, y = raw_model.mask_batch(x, data_gen)
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             sync = contextlib.nullcontext() if (not ddp or micro == cfg.grad_accum - 1) else run_model.no_sync()
             with sync, autocast():

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch.nn as nn
 
+from models.encoder import EncoderConfig, TransformerEncoder
 from models.gpt import GPT, GPTConfig
 from models.nplm import NPLM, NPLMConfig
 from models.rnn import RNNLM, RNNConfig
@@ -21,6 +22,7 @@ FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
     "gpt": (GPTConfig, GPT),
     "rnn": (RNNConfig, RNNLM),
     "nplm": (NPLMConfig, NPLM),
+    "encoder": (EncoderConfig, TransformerEncoder),
 }
 
 
@@ -34,7 +36,7 @@ def build_model(family: str, model_cfg: Any) -> nn.Module:
 
 
 def model_config_dict(model: nn.Module) -> dict[str, Any]:
-    family = next(name for name, (_, cls) in FAMILIES.items() if isinstance(model, cls))
+    family = next(name for name, (_, cls) in FAMILIES.items() if type(model) is cls)
     return {"family": family, "model": dataclasses.asdict(model.cfg)}
 
 

@@ -67,11 +67,13 @@ class LMConfig:
     """A neural LM trained on the tokenizer stage's encoded shards."""
 
     name: str = field(default="lm", metadata={"doc": "Artifact name."})
-    family: Literal["gpt", "rnn", "nplm"] = field(default="gpt", metadata={
-        "doc": "gpt (decoder Transformer), rnn (Elman/LSTM/GRU: see model.cell) or nplm (Bengio 2003)."})
+    family: Literal["gpt", "rnn", "nplm", "encoder"] = field(default="gpt", metadata={
+        "doc": "gpt (decoder Transformer), rnn (Elman/LSTM/GRU: see model.cell), nplm (Bengio 2003) or encoder "
+               "(bidirectional Transformer trained on masked tokens; its val_loss/val_ppl score the masked "
+               "tokens and it cannot generate)."})
     model: dict[str, Any] = field(default_factory=dict, metadata={
-        "doc": "The family's config (models.gpt.GPTConfig, models.rnn.RNNConfig, models.nplm.NPLMConfig); "
-               "vocab_size comes from the tokenizer."})
+        "doc": "The family's config (models.gpt.GPTConfig, models.rnn.RNNConfig, models.nplm.NPLMConfig, "
+               "models.encoder.EncoderConfig); vocab_size comes from the tokenizer."})
     train: dict[str, Any] = field(default_factory=dict, metadata={"doc": "models.training.TrainConfig fields."})
     sample: SampleConfig = field(default_factory=SampleConfig, metadata={"doc": "The sample written after training."})
     evaluate_test: bool = field(default=True, metadata={"doc": "Also report loss/perplexity on the test split."})
@@ -198,8 +200,8 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
 
 def _write_sample(out: Path, model, meta: dict[str, Any], sc: SampleConfig) -> str | None:
     """Decode a sample with the tokenizer (skipped, not failed, when it cannot be loaded)."""
-    if sc.max_new_tokens == 0 or not meta.get("tokenizer_path"):
-        return None
+    if sc.max_new_tokens == 0 or not meta.get("tokenizer_path") or getattr(model, "objective", "causal") != "causal":
+        return None  # nothing asked, no tokenizer, or an encoder (which cannot generate)
     try:
         tok = load_tokenizer(meta["tokenizer_path"])
         text = generate_text(model, tok, sc.prompt, sc.max_new_tokens, temperature=sc.temperature, top_k=sc.top_k,
@@ -301,7 +303,7 @@ def lm_task(upstream: dict, config: dict, store_root: str) -> dict:
                         metrics["tokens_per_s"])
 
     cfg = lm_config_from_dict(config)
-    with training_progress(f"lm {cfg.name}", cfg.train.max_iters) as advance:
+    with training_progress(f"lm {cfg.name}", cfg.train_config().max_iters) as advance:
         def report(step: int, metrics: dict[str, float]) -> None:
             advance(step, metrics)
             log(step, metrics)

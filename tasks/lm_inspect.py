@@ -2,7 +2,9 @@
 
 Inspection draws what the teaching texts draw: one attention heatmap per layer, one panel per head
 (rows: the query token, columns: the key token it attends to; the causal mask leaves the upper triangle
-empty), and a table of the k most probable next tokens. Only attention models have heatmaps.
+empty), and a table of the k most probable next tokens. Only attention models have heatmaps. For an
+encoder (models.encoder) the matrices are full, and the table says what fills a ``[MASK]`` appended to
+the prompt.
 """
 
 from __future__ import annotations
@@ -62,12 +64,15 @@ def inspect_lm(lm_dir: str | Path, prompt: str, out_dir: str | Path, k: int = 10
         raise ValueError("prompt: encodes to no tokens")
     ids = ids[-model.cfg.block_size:]
     labels = [_label(tok, i) for i in ids]
+    if getattr(model, "objective", "causal") == "masked":  # an encoder: what fills a [MASK] after the prompt
+        ids = ids[-(model.cfg.block_size - 1):] + [model.mask_id]
+        labels = labels[-(model.cfg.block_size - 1):] + ["[MASK]"]
     table = [{"rank": r + 1, "id": i, "token": _token_text(tok, i), "prob": p}
              for r, (i, p) in enumerate(next_token_table(model, ids, k))]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files: list[str] = []
-    if spec["family"] == "gpt":
+    if spec["family"] in ("gpt", "encoder"):
         with torch.no_grad():
             _, maps = model(torch.tensor([ids]), return_attention=True)
         for layer, weights in enumerate(maps):

@@ -41,17 +41,24 @@ def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResu
             files, dirs = STEP_ARTIFACTS.get(r.step, ((), ()))
             run_id = tracker.log_step(parent_run_id, manifest, Path(r.path), files=files, dirs=dirs,
                                       history=_history(Path(r.path)))
-            if register and r.step == "lm":
+            if register and r.step == "lm" and _generates(Path(r.path)):
                 registered.append(register_lm(tracker, run_id, manifest, Path(r.path)))
         # a reused lm that is not in this registry yet (trained with tracking off, or under another tracking
         # URI, or a run that died before registering): register it now, under the parent run
         for r in reused if register else ():
             manifest = read_manifest(Path(r.path))
-            if r.step == "lm" and manifest is not None:
+            if r.step == "lm" and manifest is not None and _generates(Path(r.path)):
                 known = tracker.find_model_version(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"])
                 registered.append(known or register_lm(tracker, parent_run_id, manifest, Path(r.path)))
     return {"steps_computed": len(computed), "steps_reused": len(reused),
             "reused_ids": [r.id for r in reused], "registered_models": registered}
+
+
+def _generates(lm_dir: Path) -> bool:
+    """Only left-to-right LMs are registered (as text generators); an encoder stays in the store and the run."""
+    import json
+
+    return json.loads((lm_dir / "config.json").read_text(encoding="utf-8")).get("family") != "encoder"
 
 
 def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) -> dict[str, str]:

@@ -150,3 +150,22 @@ def test_training_progress_bar_draws_on_a_terminal_and_is_silent_otherwise(capsy
     os.waitpid(pid, 0)
     text = drawn.decode(errors="replace")
     assert "100/100" in text and "loss 2.000" in text and "val 2.500 (ppl 12.2)" in text and "1,234 tok/s" in text
+
+
+def test_encoder_family_trains_skips_the_sample_and_inspects_a_mask(tmp_path):
+    from tasks.lm_inspect import generate_from, inspect_lm
+
+    upstream = write_char_shards(tmp_path)
+    section = {**GPT_SECTION, "family": "encoder", "model": {**GPT_SECTION["model"], "mask_prob": 0.3}}
+    result = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))
+    out = Path(result.path)
+    m = json.loads((out / "manifest.json").read_text())["metrics"]
+    vocab = json.loads((Path(upstream.path) / "meta.json").read_text())["vocab_size"]
+    assert m["val_loss"] < math.log(vocab) and m["test_ppl"] == pytest.approx(math.exp(m["test_loss"]))
+    assert not (out / "sample.txt").exists()  # an encoder cannot generate, so there is no sample
+    report = inspect_lm(out, "the cat sat on the ", tmp_path / "insp", k=5)
+    assert report["tokens"][-1] == "[MASK]" and report["family"] == "encoder"
+    assert len(report["heatmaps"]) == 1 and len(report["next_tokens"]) == 5
+    assert all(row["id"] < vocab for row in report["next_tokens"])  # [MASK] itself is never a prediction
+    with pytest.raises(ValueError, match="cannot generate"):
+        generate_from(out, "the ", 5)
