@@ -69,15 +69,17 @@ def train_config(sources: list[Path], preset: str, overrides: list[str]) -> dict
 @app.command("train")
 def train(
     sources: Annotated[list[Path], typer.Argument(help="Text files or directories to train on.")],
-    preset: Annotated[str, typer.Option("--preset", help="configs/lm/NAME.yaml (or a path to such a YAML).")],
+    preset: Annotated[str, typer.Option("--preset", help=f"One of {', '.join(preset_names())} (configs/lm/NAME.yaml), "
+                                                          "or the path to a YAML of that shape.")],
     set_: SetOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Build the corpus, train the tokenizer, encode, and train the preset's LM (reusing what exists).
 
-    --set keys address the lm section by default (train.max_iters=200, model.n_layer=2); prefix corpus.,
-    tokenizer., runner. or tracking. to reach the other sections.
+    --set keys address the lm section by default (train.max_iters=200, model.n_layer=2, family=encoder);
+    prefix corpus., tokenizer., runner. or tracking. to reach the other sections. A newly trained model is
+    registered in MLflow under its lm name (models:/NAME@latest); the JSON result has `registered_model`.
     """
     from tasks.config import ConfigError
 
