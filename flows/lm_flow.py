@@ -18,7 +18,7 @@ from storage.store import ArtifactStore, resolve_store_root
 from storage.tracking import open_tracker
 from tasks.lm import lm_config_from_dict, lm_task
 from tasks.step import StepResult
-from tasks.track import track_results
+from tasks.track import LiveRuns, track_results
 
 
 def resolve_encoded(encoded: dict[str, Any] | str, store_root: Path) -> StepResult:
@@ -44,11 +44,20 @@ def lm_flow(encoded: dict[str, Any] | str, config: dict[str, Any], store: str | 
     upstream = resolve_encoded(encoded, store_root)
     logger = get_run_logger()
     logger.info("training %s on %s (CUDA available: %s)", cfg.family, upstream.id[:12], torch.cuda.is_available())
-    result = StepResult.from_dict(lm_task(upstream.to_dict(), config, str(store_root)))
     tracker = open_tracker(store_root, experiment, enabled=track)
     parent = tracker.start_pipeline_run(run_name=f"lm:{cfg.name}", config={"lm": config, "encoded": upstream.id},
                                         tags={"corpusforge.pipeline": experiment, "corpusforge.uri": store_root.as_uri()})
-    counts = track_results(tracker, parent, [result], register=register)
+    live = LiveRuns(tracker, parent)  # the training curve shows in MLflow while it trains
+    try:
+        result = StepResult.from_dict(lm_task(upstream.to_dict(), config, str(store_root),
+                                              on_metrics=live.callback("lm", cfg.name)))
+        counts = track_results(tracker, parent, [result], register=register, live=live)
+    except BaseException:
+        live.close(failed=True)
+        if parent:
+            tracker.finish_pipeline_run(parent, {"status": "failed"}, failed=True)
+        raise
+    live.close(failed=True)
     if parent:
         tracker.finish_pipeline_run(parent, {"lm": result.id, **counts})
     from storage.store import read_manifest

@@ -22,7 +22,7 @@ from tasks.config import ConfigError, from_dict, to_dict
 from tasks.corpus import CorpusConfig, corpus_task, describe, discover_sources_task
 from tasks.corpus_shard import corpus_shard_task
 from tasks.step import StepResult
-from tasks.track import track_results
+from tasks.track import LiveRuns, track_results
 
 
 @dataclass(frozen=True)
@@ -164,19 +164,22 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
         tags={"corpusforge.pipeline": cfg.name, "corpusforge.uri": store_root.as_uri(),
               "prefect.flow_run_id": str(flow_run.get_id() or "")},
     )
+    live = LiveRuns(tracker, parent)
     failed = True
     try:
         with shard_progress("corpus shards") as on_progress:
             results = _run_corpus_stage(resolved["corpus"], str(store_root), base_dir, on_progress)
         outputs: dict[str, StepResult] = {"corpus": results[-1]}
         for stage, stage_cfg in cfg.stages():
-            returned = load(stage.task)(outputs[stage.after].to_dict(), to_dict(stage_cfg), str(store_root))
+            extra = {"on_metrics": live.callback(stage.section, stage_cfg.name)} if stage.live else {}
+            returned = load(stage.task)(outputs[stage.after].to_dict(), to_dict(stage_cfg), str(store_root), **extra)
             ran = [StepResult.from_dict(r) for r in (returned if isinstance(returned, list) else [returned])]
             results += ran
             outputs[stage.section] = ran[-1]
-        counts = track_results(tracker, parent, results, register=cfg.tracking.register_models)
+        counts = track_results(tracker, parent, results, register=cfg.tracking.register_models, live=live)
         failed = False
     finally:
+        live.close(failed=True)  # a step that died while training leaves its live run open
         if failed and parent:
             tracker.finish_pipeline_run(parent, {"status": "failed"}, failed=True)
     corpus = describe(outputs["corpus"])

@@ -20,6 +20,7 @@ class Stage:
     config: str  # "module:ConfigClass"
     task: str  # "module:task_function"
     after: str = "corpus"
+    live: bool = False  # the task takes ``on_metrics`` (a trainer callback) and its curves go to MLflow live
 
 
 # Filled in as stages land. Order is run order; a stage may only consume one listed before it.
@@ -27,7 +28,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("tokenizer", "tasks.tokenizer:TokenizerConfig", "tasks.tokenizer:tokenizer_task", after="corpus"),
     Stage("embeddings", "tasks.embeddings:EmbeddingsConfig", "tasks.embeddings:embeddings_task", after="corpus"),
     Stage("ngram", "tasks.ngram:NgramConfig", "tasks.ngram:ngram_task", after="corpus"),
-    Stage("lm", "tasks.lm:LMConfig", "tasks.lm:lm_task", after="tokenizer"),
+    Stage("lm", "tasks.lm:LMConfig", "tasks.lm:lm_task", after="tokenizer", live=True),
 )
 KNOWN_SECTIONS = ("tokenizer", "ngram", "embeddings", "lm")
 

@@ -74,6 +74,15 @@ class NullTracker:
     def find_model_version(self, *a, **k) -> None:
         return None
 
+    def start_step_run(self, *a, **k) -> None:
+        return None
+
+    def log_live_metrics(self, *a, **k) -> None:
+        return None
+
+    def end_run(self, *a, **k) -> None:
+        return None
+
     def run_url(self, run_id) -> None:
         return None
 
@@ -127,11 +136,13 @@ class Tracker:
         files: Iterable[str] = (),
         dirs: Iterable[tuple[str, str]] = (),
         history: Iterable[Mapping[str, Any]] = (),
+        run_id: str | None = None,
     ) -> str:
         """A nested run for one computed step: params, metrics, tags, inputs and chosen files.
 
         ``history`` is a training curve, ``[{"step": n, "train_loss": ..., ...}]``: each numeric value is
-        logged at its step, so the MLflow UI draws the curves."""
+        logged at its step, so the MLflow UI draws the curves. ``run_id``: a run opened by
+        :meth:`start_step_run` that already holds the curve (logged live); it is completed, not duplicated."""
         from mlflow.entities import Dataset, DatasetInput, InputTag, Metric
 
         artifact_dir = Path(artifact_dir)
@@ -146,13 +157,23 @@ class Tracker:
         }
         if manifest.get("data_docs"):
             tags["corpusforge.data_docs"] = (artifact_dir / manifest["data_docs"]).as_uri()
-        run = self.client.create_run(self.experiment_id, run_name=f"{manifest['step']}:{manifest['name']}", tags=tags)
-        run_id = run.info.run_id
+        history = list(history)
+        # the final figures sit at the last step of the curve (not at step 0, which would draw them first)
+        final_step = max((int(point["step"]) for point in history), default=0)
+        if run_id is None:
+            run = self.client.create_run(self.experiment_id, run_name=f"{manifest['step']}:{manifest['name']}",
+                                         tags=tags)
+            run_id = run.info.run_id
+        else:
+            from mlflow.entities import RunTag
+
+            self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+            history = ()  # already logged, step by step, while the step ran
         self._log_params(run_id, flatten("", manifest.get("config", {}), {}))
         metrics = _numeric_metrics(manifest)
         stepped = [Metric(str(k), float(v), 0, int(point["step"])) for point in history for k, v in point.items()
                    if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)]
-        batch = [Metric(k, v, 0, 0) for k, v in metrics.items()] + stepped
+        batch = [Metric(k, v, 0, final_step) for k, v in metrics.items()] + stepped
         for start in range(0, len(batch), 1000):  # MLflow caps a batch at 1000 metrics
             self.client.log_batch(run_id, metrics=batch[start:start + 1000])
         datasets = [
@@ -200,6 +221,25 @@ class Tracker:
             items.append(Param(safe, value))
         for start in range(0, len(items), 100):  # MLflow caps params per batch at 100
             self.client.log_batch(run_id, params=items[start:start + 100])
+
+    def start_step_run(self, parent_run_id: str, step: str, name: str) -> str:
+        """A nested run opened while a step is still computing, so its metrics can be logged as they come
+        (:meth:`log_live_metrics`); :meth:`log_step` with ``run_id`` completes it, :meth:`end_run` fails it."""
+        run = self.client.create_run(self.experiment_id, run_name=f"{step}:{name}",
+                                     tags={"mlflow.parentRunId": parent_run_id, "corpusforge.step": step})
+        return run.info.run_id
+
+    def log_live_metrics(self, run_id: str, step: int, metrics: Mapping[str, Any]) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        batch = [Metric(str(k), float(v), now, int(step)) for k, v in metrics.items()
+                 if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if batch:
+            self.client.log_batch(run_id, metrics=batch)
+
+    def end_run(self, run_id: str, failed: bool = False) -> None:
+        self.client.set_terminated(run_id, "FAILED" if failed else "FINISHED")
 
     def register_pyfunc_model(
         self,

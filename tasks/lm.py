@@ -290,7 +290,9 @@ def training_progress(description: str, total: int) -> Iterator[Callable[[int, d
 # --- the Prefect task -----------------------------------------------------------------------------
 
 @task(name="lm", cache_policy=NO_CACHE)
-def lm_task(upstream: dict, config: dict, store_root: str) -> dict:
+def lm_task(upstream: dict, config: dict, store_root: str,
+            on_metrics: Callable[[int, dict[str, float]], None] | None = None) -> dict:
+    """Train (or reuse) the lm; ``on_metrics`` also gets the trainer's metrics (the flow logs them to MLflow)."""
     from prefect import get_run_logger
 
     logger = get_run_logger()
@@ -307,6 +309,8 @@ def lm_task(upstream: dict, config: dict, store_root: str) -> dict:
         def report(step: int, metrics: dict[str, float]) -> None:
             advance(step, metrics)
             log(step, metrics)
+            if on_metrics:
+                on_metrics(step, metrics)
 
         result = build_lm(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), on_metrics=report)
     log_step_outcome(result)

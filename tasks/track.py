@@ -27,9 +27,58 @@ STEP_ARTIFACTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] =
 }
 
 
+class LiveRuns:
+    """Nested MLflow runs opened while a step trains, so its curves show in the MLflow UI as they happen.
+
+    ``callback(step, name)`` is a trainer metric callback; the run is created at its first call (a reused
+    step never calls it, so it gets no empty run). :func:`track_results` completes the run when the step
+    has published; :meth:`close` marks whatever is left open (the step failed) as FAILED. MLflow trouble
+    while training is logged and never stops the training.
+    """
+
+    def __init__(self, tracker, parent_run_id: str | None):
+        self.tracker, self.parent = tracker, parent_run_id
+        self.runs: dict[tuple[str, str], str] = {}
+        self.broken = False
+
+    def callback(self, step: str, name: str):
+        if self.parent is None:
+            return None
+
+        def on_metrics(at: int, metrics: dict[str, float]) -> None:
+            if self.broken:
+                return
+            try:
+                key = (step, name)
+                if key not in self.runs:
+                    self.runs[key] = self.tracker.start_step_run(self.parent, step, name)
+                self.tracker.log_live_metrics(self.runs[key], at, metrics)
+            except Exception as exc:  # noqa: BLE001 - tracking must not kill an hour of training
+                import logging
+
+                self.broken = True
+                logging.getLogger("corpusforge").warning("live MLflow logging stopped: %s; the curve is logged "
+                                                         "when the step finishes", exc)
+
+        return on_metrics
+
+    def take(self, step: str, name: str) -> str | None:
+        return None if self.broken else self.runs.pop((step, name), None)
+
+    def close(self, failed: bool = True) -> None:
+        for run_id in self.runs.values():
+            try:
+                self.tracker.end_run(run_id, failed=failed)
+            except Exception:  # noqa: BLE001 - best effort on the way out
+                pass
+        self.runs.clear()
+
+
 def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResult],
-                  register: bool = True) -> dict[str, Any]:
-    """Log a nested run per computed step (and register each new lm); return counts for the parent's summary."""
+                  register: bool = True, live: LiveRuns | None = None) -> dict[str, Any]:
+    """Log a nested run per computed step (and register each new lm); return counts for the parent's summary.
+
+    A step that logged live (``live``) has its run completed instead of a second one created."""
     computed = [r for r in results if not r.reused]
     reused = [r for r in results if r.reused]
     registered = []
@@ -40,7 +89,8 @@ def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResu
                 continue
             files, dirs = STEP_ARTIFACTS.get(r.step, ((), ()))
             run_id = tracker.log_step(parent_run_id, manifest, Path(r.path), files=files, dirs=dirs,
-                                      history=_history(Path(r.path)))
+                                      history=_history(Path(r.path)),
+                                      run_id=live.take(r.step, r.name) if live else None)
             if register and r.step == "lm" and _generates(Path(r.path)):
                 registered.append(register_lm(tracker, run_id, manifest, Path(r.path)))
         # a reused lm that is not in this registry yet (trained with tracking off, or under another tracking

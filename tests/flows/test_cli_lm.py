@@ -111,6 +111,14 @@ def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatc
     client = mlflow.MlflowClient(uri, registry_uri=uri)
     version = client.get_model_version_by_alias("shakespeare-char-cpu", "latest")
     assert str(version.version) == "1" and version.tags["corpusforge.artifact_id"] == out["id"]
+    # one lm run (logged live while training, then completed), with the curve at every log_interval
+    exp = client.get_experiment_by_name("lm-shakespeare-char-cpu").experiment_id
+    lm_runs = client.search_runs([exp], filter_string="tags.`corpusforge.step` = 'lm'")
+    assert len(lm_runs) == 1 and lm_runs[0].info.status == "FINISHED"
+    assert lm_runs[0].data.tags["corpusforge.artifact_id"] == out["id"]
+    curve = client.get_metric_history(lm_runs[0].info.run_id, "train_loss")
+    assert sorted({p.step for p in curve}) == [5, 10, 15, 20, 25, 30]  # evals repeat the last train loss
+    assert sorted({p.step for p in client.get_metric_history(lm_runs[0].info.run_id, "val_loss")}) == [15, 30]
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
     model = mlflow.pyfunc.load_model("models:/shakespeare-char-cpu@latest")

@@ -48,3 +48,4 @@ def test_config_keys_mlflow_refuses_are_made_legal(tmp_path):
     assert params["split.by_source._ptb.valid.txt"] in {"valid", "test"}
     assert sorted(v for k, v in params.items() if k.startswith("split.by_source.")) == ["test", "valid"]
     assert params["lr"] == "1"
+

@@ -1,0 +1,46 @@
+"""tasks.track: live MLflow runs while a step trains, against a real sqlite tracking store in a temp dir."""
+
+from __future__ import annotations
+
+from storage.tracking import Tracker
+from tasks.track import LiveRuns
+
+
+def test_live_step_run_is_completed_not_duplicated_and_a_dead_one_fails(tmp_path):
+    art = tmp_path / "art"
+    art.mkdir()
+    (art / "manifest.json").write_text("{}")
+    tracker = Tracker(tmp_path / "store", "exp")
+    parent = tracker.start_pipeline_run("run", {"name": "exp"}, {})
+    live = LiveRuns(tracker, parent)
+    on_metrics = live.callback("lm", "tiny")
+    on_metrics(10, {"train_loss": 2.0, "lr": 1e-3})
+    on_metrics(20, {"train_loss": 1.8, "val_loss": 1.9})
+    run_id = live.runs[("lm", "tiny")]
+    assert tracker.client.get_run(run_id).info.status == "RUNNING"  # visible while the step trains
+    manifest = {"id": "a" * 64, "step": "lm", "name": "tiny", "config": {}, "inputs": [], "metrics": {"val_loss": 1.9}}
+    history = [{"step": 10, "train_loss": 2.0}, {"step": 20, "train_loss": 1.8, "val_loss": 1.9}]
+    done = tracker.log_step(parent, manifest, art, history=history, run_id=live.take("lm", "tiny"))
+    assert done == run_id
+    run = tracker.client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["corpusforge.artifact_id"] == "a" * 64
+    assert [m.step for m in tracker.client.get_metric_history(run_id, "train_loss")] == [10, 20]  # once each
+
+    dying = live.callback("lm", "other")
+    dying(5, {"train_loss": 3.0})
+    dead = live.runs[("lm", "other")]
+    live.close(failed=True)
+    assert tracker.client.get_run(dead).info.status == "FAILED" and live.runs == {}
+
+
+def test_live_logging_trouble_never_stops_training(tmp_path):
+    class Broken:
+        def start_step_run(self, *a):
+            raise RuntimeError("database is locked")
+
+    live = LiveRuns(Broken(), "parent")
+    on_metrics = live.callback("lm", "x")
+    on_metrics(1, {"train_loss": 1.0})  # logs a warning, raises nothing
+    on_metrics(2, {"train_loss": 0.9})
+    assert live.broken and live.take("lm", "x") is None  # the step then gets an ordinary, complete run
+    assert LiveRuns(Broken(), None).callback("lm", "x") is None  # tracking off: no callback at all
