@@ -232,8 +232,20 @@ def generate_text(model, tok, prompt: str, max_new_tokens: int, *, greedy: bool 
                    seed=seed)
     # decode in context: word-level tokenizers put the space *between* tokens, so decode(new) alone
     # would glue the first new word to the prompt
-    full, prefix = tok.decode(ids + new), tok.decode(ids)
-    return full[len(prefix):] if full.startswith(prefix) else tok.decode(new)
+    full, prefix = render_ids(tok, ids + new, eot_id), render_ids(tok, ids, eot_id)
+    return full[len(prefix):] if full.startswith(prefix) else render_ids(tok, new, eot_id)
+
+
+def render_ids(tok, ids: list[int], eot_id: int | None) -> str:
+    """Token ids as text for reading: each end-of-text id becomes a line break (a document boundary), and
+    other special tokens stay visible (PTB's ``<unk>``): a plain decode would drop them without a trace."""
+    parts: list[list[int]] = [[]]
+    for i in ids:
+        if eot_id is not None and i == eot_id:
+            parts.append([])
+        else:
+            parts[-1].append(i)
+    return "\n".join(tok.decode(part, skip_special_tokens=False) if part else "" for part in parts)
 
 
 def plot_loss_curve(history: list[dict[str, Any]], path: Path, title: str = "") -> None:

@@ -169,3 +169,17 @@ def test_encoder_family_trains_skips_the_sample_and_inspects_a_mask(tmp_path):
     assert all(row["id"] < vocab for row in report["next_tokens"])  # [MASK] itself is never a prediction
     with pytest.raises(ValueError, match="cannot generate"):
         generate_from(out, "the ", 5)
+
+
+def test_generated_text_keeps_unk_and_breaks_lines_at_end_of_text():
+    # PTB-style data: a literal "<unk>" word and an end-of-sentence token; a plain decode drops both silently
+    from models.tokenization import make_tokenizer
+    from tasks.lm import render_ids
+
+    tok = make_tokenizer("word", eot_token="<eos>", pre_tokenizer="whitespace_split")
+    tok.train(["the <unk> sat on the mat", "a <unk> of cats"] * 3, vocab_size=50)
+    eos = tok.token_to_id("<eos>")
+    ids = tok.encode("the <unk> sat") + [eos] + tok.encode("a <unk> of cats")
+    assert tok.decode(ids) == "the sat a of cats"  # what we must not show
+    assert render_ids(tok, ids, eos) == "the <unk> sat\na <unk> of cats"
+    assert render_ids(tok, [eos] + tok.encode("the mat"), eos) == "\nthe mat"
