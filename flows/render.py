@@ -66,7 +66,10 @@ def print_pipeline_summary(console: Console, summary: dict[str, Any]) -> None:
     if summary.get("mlflow_run_id"):
         console.print(f"  MLflow:     {summary['tracking_uri']} (run {summary['mlflow_run_id']})")
     for model in summary.get("registered_models") or []:
-        console.print(f"  model:      {model['uri']} (also {model['latest_uri']}), a text-generating pyfunc")
+        if "error" in model:
+            console.print(f"  model:      [yellow]{model['name']} was not registered[/]: {model['error']}")
+        else:
+            console.print(f"  model:      {model['uri']} (also {model['latest_uri']}), a text-generating pyfunc")
     console.print(f"  UIs:        corpusforge ui --store {store}   (Prefect + MLflow on 127.0.0.1)")
     console.print(
         f"  {summary['steps_computed']} step(s) computed, {summary['steps_reused']} reused from the store"

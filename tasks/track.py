@@ -92,16 +92,28 @@ def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResu
                                       history=_history(Path(r.path)),
                                       run_id=live.take(r.step, r.name) if live else None)
             if register and r.step == "lm" and _generates(Path(r.path)):
-                registered.append(register_lm(tracker, run_id, manifest, Path(r.path)))
+                registered.append(_try_register(tracker, run_id, manifest, Path(r.path)))
         # a reused lm that is not in this registry yet (trained with tracking off, or under another tracking
         # URI, or a run that died before registering): register it now, under the parent run
         for r in reused if register else ():
             manifest = read_manifest(Path(r.path))
             if r.step == "lm" and manifest is not None and _generates(Path(r.path)):
                 known = tracker.find_model_version(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"])
-                registered.append(known or register_lm(tracker, parent_run_id, manifest, Path(r.path)))
+                registered.append(known or _try_register(tracker, parent_run_id, manifest, Path(r.path)))
     return {"steps_computed": len(computed), "steps_reused": len(reused),
             "reused_ids": [r.id for r in reused], "registered_models": registered}
+
+
+def _try_register(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) -> dict[str, str]:
+    """Register, or say why not: the artifact is published either way, so a registry problem is a warning
+    (in the log, the summary and the JSON result), not a failed run after hours of training."""
+    try:
+        return register_lm(tracker, run_id, manifest, lm_dir)
+    except Exception as exc:  # noqa: BLE001 - reported, not swallowed
+        import logging
+
+        logging.getLogger("corpusforge").warning("lm %s was not registered in MLflow: %s", manifest["name"], exc)
+        return {"name": str(manifest["name"]), "error": f"{type(exc).__name__}: {exc}"}
 
 
 def _generates(lm_dir: Path) -> bool:

@@ -44,3 +44,23 @@ def test_live_logging_trouble_never_stops_training(tmp_path):
     on_metrics(2, {"train_loss": 0.9})
     assert live.broken and live.take("lm", "x") is None  # the step then gets an ordinary, complete run
     assert LiveRuns(Broken(), None).callback("lm", "x") is None  # tracking off: no callback at all
+
+
+def test_a_registry_failure_is_reported_not_fatal(tmp_path):
+    import json
+    import logging
+
+    from tasks.track import _try_register
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("corpusforge").addHandler(handler)
+
+    lm_dir = tmp_path / "lm"
+    lm_dir.mkdir()
+    (lm_dir / "config.json").write_text(json.dumps({"family": "gpt", "tokenizer": {"path": str(tmp_path / "gone")}}))
+    got = _try_register(object(), "run", {"id": "a" * 64, "name": "tiny"}, lm_dir)
+    assert got["name"] == "tiny" and "tokenizer" in got["error"]  # the tokenizer left the store
+    logging.getLogger("corpusforge").removeHandler(handler)
+    assert any("was not registered" in r.getMessage() for r in records)
