@@ -330,7 +330,7 @@ def train(
         else:
             bad_evals += 1
         history.append({"step": at, **m})
-        emit(at, m)
+        emit(at, {k: v for k, v in m.items() if k != "train_loss"})  # the train loss was reported at its step
         return m
 
     raw_model.train()

@@ -162,4 +162,7 @@ def _history(artifact_dir: Path) -> list[dict[str, Any]]:
     except ValueError:
         return []
     history = data.get("history") if isinstance(data, dict) else None
-    return [h for h in history or [] if isinstance(h, dict) and "step" in h]
+    points = [h for h in history or [] if isinstance(h, dict) and "step" in h]
+    # an evaluation record repeats the last train loss (for the final metrics); log each train loss once
+    return [h if "lr" in h or "train_loss" not in h else {k: v for k, v in h.items() if k != "train_loss"}
+            for h in points]

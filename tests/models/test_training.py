@@ -74,6 +74,7 @@ def test_training_learns_and_reports_through_callbacks(tmp_path):
     assert result.metrics["val_bpt"] == pytest.approx(result.metrics["val_loss"] / math.log(2))
     assert [s for s, m in seen if "val_loss" in m] == [30, 60]
     assert [s for s, m in seen if "lr" in m] == [10, 20, 30, 40, 50, 60]
+    assert [s for s, m in seen if "train_loss" in m] == [10, 20, 30, 40, 50, 60]  # once per step, not again at evals
     assert all(m["tokens_per_s"] > 0 for s, m in seen if "tokens_per_s" in m)
     assert len(ckpts) == 2 and ckpts[0].exists()
     # the checkpoint is plain safetensors: weights + optimizer + RNG, readable without pickle
