@@ -214,9 +214,10 @@ class Tracker:
 
         items, seen = [], set()
         for key, value in params.items():
-            safe = param_key(key)
+            safe = base = param_key(key)
+            n = 1
             while safe in seen:  # two keys that differ only in characters MLflow refuses
-                safe = safe[:247] + "_" + str(len(seen) % 100).zfill(2)
+                safe, n = f"{base[:240]}_{n}", n + 1
             seen.add(safe)
             items.append(Param(safe, value))
         for start in range(0, len(items), 100):  # MLflow caps params per batch at 100
@@ -296,8 +297,7 @@ class Tracker:
         # the latter through the *global* tracking URI (a TODO in mlflow 3.x), not this client's
         version = self.client.create_model_version(registered_name, logged.artifact_location, run_id=run_id,
                                                    tags=dict(tags), model_id=logged.model_id)
-        return {"name": registered_name, "version": str(version.version), "model_id": logged.model_id,
-                "uri": f"models:/{registered_name}/{version.version}", "latest_uri": f"models:/{registered_name}@latest"}
+        return _version_info(registered_name, version.version, logged.model_id)
 
     def find_model_version(self, registered_name: str, tag: str, value: str) -> dict[str, str] | None:
         """The newest version of ``registered_name`` whose tag ``tag`` is ``value`` (None when there is none)."""
@@ -305,11 +305,15 @@ class Tracker:
         if not versions:
             return None
         v = max(versions, key=lambda mv: int(mv.version))
-        return {"name": registered_name, "version": str(v.version), "model_id": str(getattr(v, "model_id", "") or ""),
-                "uri": f"models:/{registered_name}/{v.version}", "latest_uri": f"models:/{registered_name}@latest"}
+        return _version_info(registered_name, v.version, getattr(v, "model_id", None))
 
     def run_url(self, run_id: str) -> str:
         return f"#/experiments/{self.experiment_id}/runs/{run_id}"
+
+
+def _version_info(name: str, version: Any, model_id: str | None) -> dict[str, str]:
+    return {"name": name, "version": str(version), "model_id": str(model_id or ""),
+            "uri": f"models:/{name}/{version}", "latest_uri": f"models:/{name}@latest"}
 
 
 def _numeric_metrics(manifest: Mapping[str, Any]) -> dict[str, float]:

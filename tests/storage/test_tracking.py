@@ -41,11 +41,13 @@ def test_flatten_nests_with_dots_and_lists_as_json():
 
 def test_config_keys_mlflow_refuses_are_made_legal(tmp_path):
     # split.by_source keys are globs ("*ptb.valid.txt"); MLflow refuses '*' in param names and used to fail the run
-    config = {"split": {"by_source": {"*ptb.valid.txt": "valid", "?ptb.valid.txt": "test"}}, "lr": 1}
+    config = {"split": {"by_source": {"*ptb.valid.txt": "valid", "?ptb.valid.txt": "test", "[ptb.valid.txt": "x",
+                                      "_ptb.valid.txt_1": "y"}}, "lr": 1}
     tracker = Tracker(tmp_path / "store", "exp")
     parent = tracker.start_pipeline_run("run", config, {})
     params = tracker.client.get_run(parent).data.params
     assert params["split.by_source._ptb.valid.txt"] in {"valid", "test"}
-    assert sorted(v for k, v in params.items() if k.startswith("split.by_source.")) == ["test", "valid"]
+    # colliding names get a numeric suffix (even when that suffix is itself taken): no value is lost
+    assert sorted(v for k, v in params.items() if k.startswith("split.by_source.")) == ["test", "valid", "x", "y"]
     assert params["lr"] == "1"
 
