@@ -96,18 +96,25 @@ def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResu
         # a reused lm that is not in this registry yet (trained with tracking off, or under another tracking
         # URI, or a run that died before registering): register it now, under the parent run
         for r in reused if register else ():
+            if r.step != "lm" or not _generates(Path(r.path)):  # no manifest reads for the many reused shards
+                continue
             manifest = read_manifest(Path(r.path))
-            if r.step == "lm" and manifest is not None and _generates(Path(r.path)):
-                known = tracker.find_model_version(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"])
-                registered.append(known or _try_register(tracker, parent_run_id, manifest, Path(r.path)))
+            if manifest is not None:
+                registered.append(_try_register(tracker, parent_run_id, manifest, Path(r.path), if_missing=True))
     return {"steps_computed": len(computed), "steps_reused": len(reused),
             "reused_ids": [r.id for r in reused], "registered_models": registered}
 
 
-def _try_register(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) -> dict[str, str]:
-    """Register, or say why not: the artifact is published either way, so a registry problem is a warning
-    (in the log, the summary and the JSON result), not a failed run after hours of training."""
+def _try_register(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path,
+                  if_missing: bool = False) -> dict[str, str]:
+    """Register (``if_missing``: unless a version of this artifact is already there), or say why not: the
+    artifact is published either way, so a registry problem is a warning (in the log, the summary and the
+    JSON result), not a failed run after hours of training."""
     try:
+        if if_missing:
+            known = tracker.find_model_version(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"])
+            if known:
+                return known
         return register_lm(tracker, run_id, manifest, lm_dir)
     except Exception as exc:  # noqa: BLE001 - reported, not swallowed
         import logging
