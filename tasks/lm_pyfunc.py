@@ -18,7 +18,7 @@ from tasks.lm import generate_text
 from tasks.lm_inspect import load_trained
 
 # the defaults of `corpusforge lm generate`; top_k 0 and top_p 1.0 mean "off"
-DEFAULT_PARAMS: dict[str, Any] = {"max_new_tokens": 100, "temperature": 0.8, "top_k": 0, "top_p": 1.0,
+DEFAULT_PARAMS: dict[str, Any] = {"max_new_tokens": 200, "temperature": 0.8, "top_k": 0, "top_p": 1.0,
                                   "seed": 1337, "greedy": False}
 
 
