@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 
 from storage.readers import ReaderConfig, discover_sources
 from storage.store import ArtifactStore, read_manifest
@@ -26,6 +24,7 @@ from tasks.config import ConfigError, from_dict, to_dict
 from tasks.corpus_shard import SourceRef, digest_source, drop_examples
 from tasks.filters import FilterConfig
 from tasks.near_dedup import NearDedupConfig, near_duplicate_of
+from tasks.orchestration import prefect_task
 from tasks.split import SPLITS, SplitConfig
 from tasks.step import StepResult, artifact_input, log_step_outcome, run_step
 from tasks.validate import ValidationConfig
@@ -174,8 +173,10 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
     }
 
 
-@task(name="discover_sources", retries=2, retry_delay_seconds=1, cache_policy=NO_CACHE)
+@prefect_task(name="discover_sources", retries=2, retry_delay_seconds=1)
 def discover_sources_task(corpus_config: dict[str, Any], base_dir: str | None) -> dict[str, Any]:
+    from prefect import get_run_logger
+
     refs, hidden = discover(corpus_config_from_dict(corpus_config), Path(base_dir) if base_dir else None)
     if hidden:
         get_run_logger().info("skipped %d hidden entr%s: %s", len(hidden), "y" if len(hidden) == 1 else "ies",
@@ -197,7 +198,7 @@ def order_like_previous(shards: list[StepResult], store: ArtifactStore, name: st
     return sorted(shards, key=lambda s: (rank.get(sources[s.id], len(rank)), sources[s.id]))
 
 
-@task(name="corpus", cache_policy=NO_CACHE)
+@prefect_task(name="corpus")
 def corpus_task(shards: list[dict[str, Any]], corpus_config: dict[str, Any], store_root: str,
                 skipped: list[str] | None = None) -> dict[str, Any]:
     cfg, store = corpus_config_from_dict(corpus_config), ArtifactStore(store_root)

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from storage.hashing import sha256_bytes, sha256_file
 from storage.readers import SourceFile, read_batches
@@ -27,6 +25,7 @@ from tasks.clean import clean_expr, word_count_expr
 from tasks.filters import apply_filters
 from tasks.config import to_dict
 from tasks.identity import add_identity
+from tasks.orchestration import prefect_task
 from tasks.step import StepResult, log_step_outcome, run_step, slug
 from tasks.validate import COLUMNS, validate_frame
 
@@ -206,8 +205,8 @@ def _retry_on_io_error(task, task_run, state) -> bool:
     return False
 
 
-@task(name="corpus_shard", retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_on_io_error,
-      cache_policy=NO_CACHE, task_run_name="corpus_shard[{source[name]}]")
+@prefect_task(name="corpus_shard", retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_on_io_error,
+              task_run_name="corpus_shard[{source[name]}]")
 def corpus_shard_task(source: dict[str, Any], corpus_config: dict[str, Any], store_root: str) -> dict[str, Any]:
     from tasks.corpus import corpus_config_from_dict
 

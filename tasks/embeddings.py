@@ -23,11 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from storage.store import ArtifactStore
 from tasks.config import from_dict, to_dict
+from tasks.orchestration import prefect_task
 from tasks.step import StepResult, log_step_outcome
 
 Kind = Literal["tfidf", "word2vec", "fasttext", "glove"]
@@ -175,7 +174,7 @@ def build_embeddings(corpus: StepResult, cfg: EmbeddingsConfig, store: ArtifactS
     return [*steps, trained]
 
 
-@task(name="embeddings", cache_policy=NO_CACHE)
+@prefect_task(name="embeddings")
 def embeddings_task(upstream: dict, config: dict, store_root: str) -> list[dict]:
     corpus = StepResult.from_dict(upstream)
     cfg = embeddings_config_from_dict(config)

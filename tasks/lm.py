@@ -24,12 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from storage.hashing import config_hash
 from storage.store import ArtifactStore
 from tasks.config import ConfigError, from_dict, to_dict
+from tasks.orchestration import prefect_task
 from tasks.step import StepResult, artifact_input, log_step_outcome, run_step
 
 LM_VERSION = 1
@@ -301,7 +300,7 @@ def training_progress(description: str, total: int) -> Iterator[Callable[[int, d
 
 # --- the Prefect task -----------------------------------------------------------------------------
 
-@task(name="lm", cache_policy=NO_CACHE)
+@prefect_task(name="lm")
 def lm_task(upstream: dict, config: dict, store_root: str,
             on_metrics: Callable[[int, dict[str, float]], None] | None = None) -> dict:
     """Train (or reuse) the lm; ``on_metrics`` also gets the trainer's metrics (the flow logs them to MLflow)."""

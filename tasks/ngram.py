@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from storage.hashing import sha256_file
 from storage.store import ArtifactStore, check_name
 from tasks.config import from_dict
+from tasks.orchestration import prefect_task
 from tasks.step import StepResult, artifact_input, log_step_outcome, run_step, slug
 
 NGRAM_STEP = "ngram"
@@ -323,7 +322,7 @@ def load_ngram_model(artifact_dir: str | Path):
     return load_model(Path(artifact_dir) / "model")
 
 
-@task(name="ngram", cache_policy=NO_CACHE)
+@prefect_task(name="ngram")
 def ngram_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str) -> dict[str, Any]:
     result = build_ngram(StepResult.from_dict(upstream), ngram_config_from_dict(config), ArtifactStore(store_root))
     log_step_outcome(result)

@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from storage.store import ArtifactStore
 from tasks.config import from_dict
+from tasks.orchestration import prefect_task
 from tasks.step import StepResult, artifact_input, log_step_outcome, run_step
 
 TOKENIZER_STEP = "tokenizer"
@@ -167,7 +166,7 @@ def _build_tokenizer(out: Path, corpus: StepResult, cfg: TokenizerConfig) -> dic
             "special_tokens": tok.special_tokens, "tokenizer_file": "tokenizer.json"}
 
 
-@task(name="tokenizer", cache_policy=NO_CACHE)
+@prefect_task(name="tokenizer")
 def tokenizer_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str) -> list[dict[str, Any]]:
     from tasks.encode import build_encode
 
