@@ -16,6 +16,11 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from flows.entry import CLI_DEFAULTS
+
+for _key, _value in CLI_DEFAULTS.items():  # before any command imports torch (see flows/entry.py)
+    os.environ.setdefault(_key, _value)
+
 app = typer.Typer(
     name="corpusforge",
     help="Turn raw text corpora into trained NLP artifacts, with content-addressed, reusable steps.",
@@ -57,24 +62,37 @@ def _store(store: Optional[Path]) -> Path:
 
 
 def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> dict:
-    """Configure the environment, run the pipeline flow, turn known errors into clean exits."""
+    """Validate the config, answer from the store when every step is published, else run the pipeline flow
+    against the store's Prefect API. Known errors become clean exits."""
     from flows.settings import configure_environment
 
     configure_environment(store_root)
-    from flows.pipeline import pipeline_config_from_dict, run_pipeline
-    from flows.settings import start_ephemeral_prefect
+    from flows.pipeline_config import pipeline_config_from_dict
+    from flows.plan import answer_from_store, plan_pipeline
     from storage.readers import SourceError
     from tasks.config import ConfigError
     from tasks.validate import DatasetValidationError
 
     try:
-        pipeline_config_from_dict(config)  # fail fast, before any server starts
-        start_ephemeral_prefect()
+        cfg = pipeline_config_from_dict(config)  # fail fast, before any server starts
+        summary = answer_from_store(cfg, store_root, plan_pipeline(cfg, store_root, base_dir))
+        if summary is not None:
+            return summary
+        from flows.local_server import ensure_prefect_api, hand_over
+
+        code = hand_over(store_root, console=err)  # the warm local server runs this command, if it can
+        if code is not None:
+            raise typer.Exit(code)
+        ensure_prefect_api(store_root, console=err)
+        from flows.pipeline import run_pipeline
+
         return run_pipeline(config, store=store_root, base_dir=base_dir)
     except (ConfigError, SourceError) as exc:
         _fail(str(exc), 2)
     except DatasetValidationError as exc:
         _fail(f"validation stopped the publish: {exc}", 1)
+    except typer.Exit:
+        raise
     except Exception as exc:  # noqa: BLE001 - the flow already logged the traceback
         _fail(f"{type(exc).__name__}: {exc}", 1)
     raise AssertionError("unreachable")
@@ -272,7 +290,7 @@ def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version_callback, is_eager=True,
                                           help="Print the version and exit.")] = False,
 ) -> None:
-    os.environ.setdefault("PYTHONIOENCODING", "utf-8")
+    """Options that apply to every command."""
 
 
 # Stage command groups. Imported last because each sub-app uses the helpers defined above
@@ -280,12 +298,14 @@ def _root(
 from flows.cli_embed import app as embed_app  # noqa: E402
 from flows.cli_lm import app as lm_app  # noqa: E402
 from flows.cli_ngram import app as ngram_app  # noqa: E402
+from flows.cli_server import app as server_app  # noqa: E402
 from flows.cli_tokenizer import app as tokenizer_app  # noqa: E402
 
 app.add_typer(tokenizer_app, name="tokenizer")
 app.add_typer(embed_app, name="embed")
 app.add_typer(ngram_app, name="ngram")
 app.add_typer(lm_app, name="lm")
+app.add_typer(server_app, name="server")
 
 if __name__ == "__main__":
     main()

@@ -8,16 +8,11 @@ published lm artifact through the catalog and never start Prefect.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-
-# Before torch is imported: OpenMP threads that spin while waiting turn a busy 2-core machine into a 5-10x
-# slowdown (measured: 1.6 s vs 0.28 s per step of the CPU baby GPT); sleeping threads cost almost nothing.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 app = typer.Typer(help="Neural language models: train (NPLM, RNN/LSTM/GRU, GPT), generate, inspect.",
                   no_args_is_help=True)

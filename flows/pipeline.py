@@ -7,90 +7,23 @@ runner -> ``corpus`` merge). Later stages (tokenizer, embeddings, ngram, lm) plu
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
-from flows.stages import KNOWN_SECTIONS, STAGES, Stage, load, stage_for
-from storage.store import read_manifest, resolve_store_root
+from flows.pipeline_config import PipelineConfig, RunnerConfig, TrackingConfig, pipeline_config_from_dict  # noqa: F401
+from flows.plan import pipeline_summary
+from flows.stages import load
+from storage.store import resolve_store_root
 from storage.tracking import open_tracker
-from tasks.config import ConfigError, from_dict, to_dict
-from tasks.corpus import CorpusConfig, corpus_task, describe, discover_sources_task
+from tasks.config import ConfigError, to_dict
+from tasks.corpus import corpus_task, discover_sources_task
 from tasks.corpus_shard import corpus_shard_task
 from tasks.step import StepResult
 from tasks.track import LiveRuns, track_results
-
-
-@dataclass(frozen=True)
-class TrackingConfig:
-    """MLflow tracking. The URI comes from CORPUSFORGE_TRACKING_URI / MLFLOW_TRACKING_URI or the store."""
-
-    enabled: bool = field(default=True, metadata={"doc": "Log runs, metrics and artifacts to MLflow."})
-    register_models: bool = field(default=True, metadata={
-        "doc": "Register each newly trained lm in the MLflow model registry (name = lm.name, a text-generating "
-               "pyfunc; models:/NAME@latest is the newest version)."})
-
-
-@dataclass(frozen=True)
-class RunnerConfig:
-    """Where shard-parallel tasks run."""
-
-    kind: Literal["threads", "processes", "dask", "ray"] = field(
-        default="threads", metadata={"doc": "Prefect task runner: thread pool, process pool, prefect-dask or prefect-ray."}
-    )
-    workers: int = field(default=0, metadata={"doc": "Parallel workers; 0 means one per CPU core."})
-
-    def __post_init__(self) -> None:
-        if self.workers < 0:
-            raise ValueError(f"workers: must be >= 0, got {self.workers}")
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """A whole pipeline: one MLflow experiment, stages run in order."""
-
-    name: str = field(default="corpusforge", metadata={"doc": "Pipeline name; also the MLflow experiment."})
-    corpus: CorpusConfig | None = field(default=None, metadata={"doc": "The corpus stage (required)."})
-    tokenizer: Any = field(default=None, metadata={"doc": "Train a tokenizer (and encode the corpus)."})
-    ngram: Any = field(default=None, metadata={"doc": "Count n-grams and estimate a smoothed n-gram LM."})
-    embeddings: Any = field(default=None, metadata={"doc": "Train word embeddings / TF-IDF."})
-    lm: Any = field(default=None, metadata={"doc": "Train a neural language model."})
-    tracking: TrackingConfig = field(default_factory=TrackingConfig, metadata={"doc": "MLflow settings."})
-    runner: RunnerConfig = field(default_factory=RunnerConfig, metadata={"doc": "Task runner settings."})
-
-    def __post_init__(self) -> None:
-        if self.corpus is None:
-            raise ValueError("corpus: the pipeline needs a corpus section (sources, reader, clean ...)")
-        if not self.name or not self.name.strip():
-            raise ValueError("name: must be a non-empty string")
-        present = {"corpus"}
-        for section in KNOWN_SECTIONS:
-            value = getattr(self, section)
-            if value is None:
-                continue
-            stage = stage_for(section)
-            if stage is None:
-                raise ConfigError(f"{section}: this stage is not available yet in this version of corpusforge")
-            if stage.after not in present:
-                raise ConfigError(f"{section}: needs a {stage.after} section in the same pipeline")
-            cls = load(stage.config)
-            if not isinstance(value, cls):
-                object.__setattr__(self, section, from_dict(cls, value, section))
-            present.add(section)
-        if self.lm is not None and not getattr(self.tokenizer, "encode", True):
-            raise ConfigError("lm: trains on encoded token shards; set tokenizer.encode: true")
-
-    def stages(self) -> list[tuple[Stage, Any]]:
-        """(stage, its config) for every section present, in run order."""
-        return [(s, getattr(self, s.section)) for s in STAGES if getattr(self, s.section) is not None]
-
-
-def pipeline_config_from_dict(data: dict[str, Any]) -> PipelineConfig:
-    return from_dict(PipelineConfig, data)
 
 
 def make_task_runner(cfg: RunnerConfig):
@@ -129,11 +62,6 @@ def _run_corpus_stage(corpus: dict[str, Any], store_root: str, base_dir: str | N
     shards = [done[i] for i in range(len(futures))]  # source order, whatever order they finished in
     merged = corpus_task(shards, corpus, store_root, discovered["skipped"])
     return [StepResult.from_dict(s) for s in shards] + [StepResult.from_dict(merged)]
-
-
-def _describe_output(result: StepResult) -> dict[str, Any]:
-    manifest = read_manifest(Path(result.path)) or {}
-    return {**result.to_dict(), "metrics": manifest.get("metrics", {})}
 
 
 def _summary_markdown(name: str, results: list[StepResult]) -> str:
@@ -182,18 +110,8 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
         live.close(failed=True)  # a step that died while training leaves its live run open
         if failed and parent:
             tracker.finish_pipeline_run(parent, {"status": "failed"}, failed=True)
-    corpus = describe(outputs["corpus"])
-    summary = {
-        "pipeline": cfg.name,
-        "store": str(store_root),
-        "steps": [r.to_dict() for r in results],
-        "corpus": corpus,
-        "stages": {name: _describe_output(r) for name, r in outputs.items() if name != "corpus"},
-        "tracking_uri": tracker.tracking_uri,
-        "mlflow_experiment_id": getattr(tracker, "experiment_id", None),
-        "mlflow_run_id": parent,
-        **counts,
-    }
+    summary = pipeline_summary(cfg, store_root, results, outputs, tracking_uri=tracker.tracking_uri,
+                               experiment_id=getattr(tracker, "experiment_id", None), run_id=parent, counts=counts)
     if parent:
         tracker.finish_pipeline_run(parent, {k: v for k, v in summary.items() if k != "steps"})
     create_markdown_artifact(key="corpusforge-steps", markdown=_summary_markdown(cfg.name, results),

@@ -74,6 +74,9 @@ def print_pipeline_summary(console: Console, summary: dict[str, Any]) -> None:
     console.print(
         f"  {summary['steps_computed']} step(s) computed, {summary['steps_reused']} reused from the store"
     )
+    if summary.get("answered_from_store"):
+        console.print("  every step was already published: answered from the store without starting Prefect or "
+                      "MLflow (no new flow run or MLflow run)")
 
 
 HEADLINE_HINTS = ("ppl", "perplexity", "loss", "accuracy", "spearman", "fertility", "bytes_per_token")

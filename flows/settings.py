@@ -5,12 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-QUIET_DEFAULTS = {
-    "DO_NOT_TRACK": "true",  # MLflow accepts only the literal 'true'
-    "MLFLOW_DISABLE_TELEMETRY": "true",
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "GX_ANALYTICS_ENABLED": "false",
-}
+from flows.entry import QUIET_DEFAULTS
 
 
 def configure_environment(store_root: Path) -> None:

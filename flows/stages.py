@@ -1,10 +1,12 @@
 """The stages a pipeline can run after the corpus stage, in run order.
 
-Each stage is a YAML section whose config dataclass lives next to its task, and a Prefect task
+Each stage is a YAML section whose config dataclass lives next to its task, a Prefect task
 ``task(upstream: dict, config: dict, store_root: str) -> dict | list[dict]`` that returns the
-StepResult dict(s) of the steps it ran (the last one is the stage's main output). ``after`` names the
-section whose main output the stage consumes. Both are named by import path so that importing this
-module (and validating a config) stays cheap.
+StepResult dict(s) of the steps it ran (the last one is the stage's main output), and the pure core
+that task wraps, ``core(upstream: StepResult, config, store) -> StepResult | list[StepResult]``. The
+planner runs the cores in lookup-only mode to answer a fully published run from the store. ``after``
+names the section whose main output the stage consumes. All are named by import path so that importing
+this module (and validating a config) stays cheap.
 """
 
 from __future__ import annotations
@@ -19,16 +21,19 @@ class Stage:
     section: str
     config: str  # "module:ConfigClass"
     task: str  # "module:task_function"
+    core: str  # "module:core_function" (what the task wraps)
     after: str = "corpus"
     live: bool = False  # the task takes ``on_metrics`` (a trainer callback) and its curves go to MLflow live
 
 
 # Filled in as stages land. Order is run order; a stage may only consume one listed before it.
 STAGES: tuple[Stage, ...] = (
-    Stage("tokenizer", "tasks.tokenizer:TokenizerConfig", "tasks.tokenizer:tokenizer_task", after="corpus"),
-    Stage("embeddings", "tasks.embeddings:EmbeddingsConfig", "tasks.embeddings:embeddings_task", after="corpus"),
-    Stage("ngram", "tasks.ngram:NgramConfig", "tasks.ngram:ngram_task", after="corpus"),
-    Stage("lm", "tasks.lm:LMConfig", "tasks.lm:lm_task", after="tokenizer", live=True),
+    Stage("tokenizer", "tasks.tokenizer:TokenizerConfig", "tasks.tokenizer:tokenizer_task",
+          "tasks.tokenizer:run_tokenizer_stage", after="corpus"),
+    Stage("embeddings", "tasks.embeddings:EmbeddingsConfig", "tasks.embeddings:embeddings_task",
+          "tasks.embeddings:build_embeddings", after="corpus"),
+    Stage("ngram", "tasks.ngram:NgramConfig", "tasks.ngram:ngram_task", "tasks.ngram:build_ngram", after="corpus"),
+    Stage("lm", "tasks.lm:LMConfig", "tasks.lm:lm_task", "tasks.lm:build_lm", after="tokenizer", live=True),
 )
 KNOWN_SECTIONS = ("tokenizer", "ngram", "embeddings", "lm")
 

@@ -129,12 +129,13 @@ class ArtifactStore:
         config: Mapping[str, Any],
         inputs: list[Mapping[str, Any]],
         build: Callable[[Path], Mapping[str, Any] | None],
-        extra: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
     ) -> PublishResult:
         """Return the artifact for (step, version, config, inputs), building it with ``build`` if needed.
 
         ``build(tmp_dir)`` writes the step's files into ``tmp_dir`` and returns extra manifest fields
-        (``accounting``, ``metrics``, ...). ``inputs`` are dicts with at least an ``id``.
+        (``accounting``, ``metrics``, ...). ``inputs`` are dicts with at least an ``id``. ``extra``: more manifest
+        fields, or a function returning them (called only when the artifact is built).
         """
         check_name("step", step)
         check_name("artifact", name)
@@ -170,7 +171,7 @@ class ArtifactStore:
                     "timings": {"started_at": started, "finished_at": _now(), "seconds": round(seconds, 4)},
                     "created_at": _now(),
                     "environment": {"python": sys.version.split()[0], "platform": platform.platform()},
-                    **dict(extra or {}),
+                    **dict((extra() if callable(extra) else extra) or {}),
                 }
                 manifest_tmp = tmp / (MANIFEST + ".partial")
                 with open(manifest_tmp, "w", encoding="utf-8") as fh:

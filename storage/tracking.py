@@ -53,6 +53,44 @@ def param_key(key: str) -> str:
     return _PARAM_KEY_BAD.sub("_", key)[:250]
 
 
+class RegistryLedger:
+    """Which lm artifacts are registered in which MLflow registry: ``<store>/.tracking/registry.json``.
+
+    A cache, written whenever a model version is registered or found, so that a run whose every step is
+    already published can report its registered models without importing MLflow. An entry counts only
+    while the registered copy it names still exists (for local registries); otherwise the run goes
+    through the flow, which finds or re-registers the model and rewrites the entry.
+    """
+
+    def __init__(self, store_root: Path):
+        self.path = Path(store_root) / ".tracking" / "registry.json"
+
+    def _read(self) -> dict[str, dict[str, dict[str, str]]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def get(self, tracking_uri: str, artifact_id: str) -> dict[str, str] | None:
+        entry = self._read().get(tracking_uri, {}).get(artifact_id)
+        if not isinstance(entry, dict):
+            return None
+        location = entry.get("location", "")
+        if location.startswith("file://") and not Path(location[len("file://"):]).exists():
+            return None  # the registered copy is gone (a cleaned or moved MLflow store)
+        return {k: v for k, v in entry.items() if k != "location"}
+
+    def put(self, tracking_uri: str, artifact_id: str, info: Mapping[str, str], location: str = "") -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with file_lock(self.path.with_suffix(".lock")):
+            data = self._read()
+            data.setdefault(tracking_uri, {})[artifact_id] = {**info, "location": location}
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            os.replace(tmp, self.path)
+
+
 class NullTracker:
     """Used when tracking is disabled: same verbs, records nothing."""
 
@@ -297,7 +335,7 @@ class Tracker:
         # the latter through the *global* tracking URI (a TODO in mlflow 3.x), not this client's
         version = self.client.create_model_version(registered_name, logged.artifact_location, run_id=run_id,
                                                    tags=dict(tags), model_id=logged.model_id)
-        return _version_info(registered_name, version.version, logged.model_id)
+        return _version_info(registered_name, version.version, logged.model_id, logged.artifact_location)
 
     def find_model_version(self, registered_name: str, tag: str, value: str) -> dict[str, str] | None:
         """The newest version of ``registered_name`` whose tag ``tag`` is ``value`` (None when there is none)."""
@@ -305,15 +343,17 @@ class Tracker:
         if not versions:
             return None
         v = max(versions, key=lambda mv: int(mv.version))
-        return _version_info(registered_name, v.version, getattr(v, "model_id", None))
+        return _version_info(registered_name, v.version, getattr(v, "model_id", None), v.source)
 
     def run_url(self, run_id: str) -> str:
         return f"#/experiments/{self.experiment_id}/runs/{run_id}"
 
 
-def _version_info(name: str, version: Any, model_id: str | None) -> dict[str, str]:
+def _version_info(name: str, version: Any, model_id: str | None, source: str | None) -> dict[str, str]:
+    """What the CLI reports about a registered version; ``source`` (where MLflow keeps the copy) is for the
+    store's RegistryLedger and is popped before the info is reported."""
     return {"name": name, "version": str(version), "model_id": str(model_id or ""),
-            "uri": f"models:/{name}/{version}", "latest_uri": f"models:/{name}@latest"}
+            "uri": f"models:/{name}/{version}", "latest_uri": f"models:/{name}@latest", "source": str(source or "")}
 
 
 def _numeric_metrics(manifest: Mapping[str, Any]) -> dict[str, float]:

@@ -85,7 +85,23 @@ def discover(cfg: CorpusConfig, base_dir: Path | None = None) -> tuple[list[Sour
     if not discovery.files:
         hint = f" (skipped hidden or excluded entries: {', '.join(skipped[:5])})" if skipped else ""
         raise ConfigError(f"corpus.sources: no files found in {', '.join(cfg.sources)}{hint}")
-    return [digest_source(sf) for sf in discovery.files], skipped
+    return [_digest_once(sf) for sf in discovery.files], skipped
+
+
+_DIGESTS: dict[tuple, SourceRef] = {}
+
+
+def _digest_once(sf) -> SourceRef:
+    """``digest_source``, remembered for this process while the file's stat is unchanged: the planner hashes
+    every source before the flow starts, and the flow's discovery must not read the whole corpus again."""
+    try:
+        st = os.stat(sf.path)
+        key = (str(sf.path), sf.name, sf.refused, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    except OSError:
+        return digest_source(sf)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = digest_source(sf)
+    return _DIGESTS[key]
 
 
 def build_corpus(

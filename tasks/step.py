@@ -4,22 +4,49 @@ A step's core function calls :func:`run_step` with its name, version, config and
 ``build(tmp_dir)`` callback. The id is content-derived (storage.hashing.artifact_id); if it is already
 published the step returns at once with ``reused=True``. Between tasks only the small
 :class:`StepResult` travels: ids and paths, never data.
+
+Inside :func:`lookup_only`, :func:`run_step` never builds: a published step returns as usual and an
+unpublished one raises :class:`NotPublished`. Running a pipeline's stage functions in that mode derives
+every id exactly as a real run would (same code, no second copy of the identity rules), which is how a
+run whose every step is already published is answered from the store without starting Prefect or MLflow.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import re
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from storage.hashing import artifact_id
 from storage.store import ArtifactStore
 
 BASE_LIBRARIES = ("corpusforge",)
+_LOOKUP_ONLY = contextvars.ContextVar("corpusforge_lookup_only", default=False)
+
+
+class NotPublished(LookupError):
+    """Raised by :func:`run_step` inside :func:`lookup_only` for a step whose artifact is not in the store."""
+
+    def __init__(self, step: str, name: str, artifact_id: str):
+        super().__init__(f"{step} {name} ({artifact_id[:12]}) is not published yet")
+        self.step, self.name, self.artifact_id = step, name, artifact_id
+
+
+@contextlib.contextmanager
+def lookup_only() -> Iterator[None]:
+    """Within this block steps are looked up, never built (see the module docstring)."""
+    token = _LOOKUP_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _LOOKUP_ONLY.reset(token)
 
 
 @dataclass(frozen=True)
@@ -86,6 +113,12 @@ def run_step(
     libraries: Sequence[str] = (),
 ) -> StepResult:
     """Publish the step's artifact, or reuse it when its id is already in the store."""
+    if _LOOKUP_ONLY.get():
+        aid = artifact_id(step, version, config, [str(i["id"]) for i in inputs])
+        if store.lookup(step, name, aid) is None:
+            raise NotPublished(step, name, aid)
+        return StepResult(id=aid, step=step, name=name, path=str(store.artifact_dir(step, name, aid)), reused=True,
+                          seconds=0.0)
     published = store.publish(
         step=step,
         name=name,
@@ -93,7 +126,8 @@ def run_step(
         config=config,
         inputs=list(inputs),
         build=build,
-        extra={"library_versions": library_versions(libraries), "git_commit": git_commit()},
+        # computed only when the step builds (a reuse pays for neither the metadata scan nor `git`)
+        extra=lambda: {"library_versions": library_versions(libraries), "git_commit": git_commit()},
     )
     seconds = 0.0 if published.reused else float(published.manifest["timings"]["seconds"])
     return StepResult(
@@ -108,6 +142,8 @@ def run_step(
 
 def log_step_outcome(result: StepResult) -> None:
     """Make reuse visible in the Prefect UI's task logs (called from @task wrappers)."""
+    if _LOOKUP_ONLY.get():
+        return
     from prefect import get_run_logger
 
     logger = get_run_logger()

@@ -166,17 +166,20 @@ def _build_tokenizer(out: Path, corpus: StepResult, cfg: TokenizerConfig) -> dic
             "special_tokens": tok.special_tokens, "tokenizer_file": "tokenizer.json"}
 
 
-@prefect_task(name="tokenizer")
-def tokenizer_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str) -> list[dict[str, Any]]:
+def run_tokenizer_stage(corpus: StepResult, cfg: TokenizerConfig, store: ArtifactStore) -> list[StepResult]:
+    """The stage's core: the tokenizer step, then (with ``encode``) the encode step, which is the main output."""
     from tasks.encode import build_encode
 
-    corpus = StepResult.from_dict(upstream)
-    cfg = tokenizer_config_from_dict(config)
-    store = ArtifactStore(store_root)
     tok = build_tokenizer(corpus, cfg, store)
-    log_step_outcome(tok)
     if not cfg.encode:
-        return [tok.to_dict()]
-    enc = build_encode(corpus, tok, cfg, store)
-    log_step_outcome(enc)
-    return [tok.to_dict(), enc.to_dict()]
+        return [tok]
+    return [tok, build_encode(corpus, tok, cfg, store)]
+
+
+@prefect_task(name="tokenizer")
+def tokenizer_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str) -> list[dict[str, Any]]:
+    results = run_tokenizer_stage(StepResult.from_dict(upstream), tokenizer_config_from_dict(config),
+                                  ArtifactStore(store_root))
+    for r in results:
+        log_step_outcome(r)
+    return [r.to_dict() for r in results]

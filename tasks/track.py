@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.store import read_manifest
+from storage.tracking import RegistryLedger
 from tasks.step import StepResult
 
 # step -> (files to log, (dir, artifact_path) pairs to log)
@@ -91,12 +92,12 @@ def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResu
             run_id = tracker.log_step(parent_run_id, manifest, Path(r.path), files=files, dirs=dirs,
                                       history=_history(Path(r.path)),
                                       run_id=live.take(r.step, r.name) if live else None)
-            if register and r.step == "lm" and _generates(Path(r.path)):
+            if register and r.step == "lm" and generates(Path(r.path)):
                 registered.append(_try_register(tracker, run_id, manifest, Path(r.path)))
         # a reused lm that is not in this registry yet (trained with tracking off, or under another tracking
         # URI, or a run that died before registering): register it now, under the parent run
         for r in reused if register else ():
-            if r.step != "lm" or not _generates(Path(r.path)):  # no manifest reads for the many reused shards
+            if r.step != "lm" or not generates(Path(r.path)):  # no manifest reads for the many reused shards
                 continue
             manifest = read_manifest(Path(r.path))
             if manifest is not None:
@@ -111,11 +112,14 @@ def _try_register(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path,
     artifact is published either way, so a registry problem is a warning (in the log, the summary and the
     JSON result), not a failed run after hours of training."""
     try:
+        info = None
         if if_missing:
-            known = tracker.find_model_version(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"])
-            if known:
-                return known
-        return register_lm(tracker, run_id, manifest, lm_dir)
+            info = tracker.find_model_version(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"])
+        info = dict(info or register_lm(tracker, run_id, manifest, lm_dir))
+        # remembered in the store, so a later run whose every step is published answers without MLflow
+        location = info.pop("source", "")
+        RegistryLedger(tracker.store_root).put(tracker.tracking_uri, manifest["id"], info, location)
+        return info
     except Exception as exc:  # noqa: BLE001 - reported, not swallowed
         import logging
 
@@ -123,7 +127,7 @@ def _try_register(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path,
         return {"name": str(manifest["name"]), "error": f"{type(exc).__name__}: {exc}"}
 
 
-def _generates(lm_dir: Path) -> bool:
+def generates(lm_dir: Path) -> bool:
     """Only left-to-right LMs are registered (as text generators); an encoder stays in the store and the run."""
     import json
 

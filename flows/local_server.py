@@ -1,0 +1,609 @@
+"""The store's local server: one Prefect API and one warm corpusforge process, shared by every CLI call.
+
+Without it, every command started its own ephemeral Prefect API (~10 CPU-s) and imported Prefect, MLflow
+and Great Expectations again (~7 CPU-s) before doing any work. The local server pays for both once:
+
+- a **Prefect API server** for the store (``prefect server start`` on 127.0.0.1, its database under
+  ``<store>/prefect``, the same one ``corpusforge ui`` shows), so flow runs are recorded without a
+  server start per command;
+- a **warm process** that has imported the heavy libraries and forks a child per command
+  (see flows/entry.py for the client side): the child runs the command with the caller's arguments,
+  working directory, environment and terminal.
+
+The first command that needs orchestration starts it in the background (``CORPUSFORGE_LOCAL_SERVER=off``
+turns that off and falls back to an ephemeral API per command); it stops itself after
+``CORPUSFORGE_LOCAL_SERVER_IDLE`` seconds without a command (default 1200). ``corpusforge server
+start|stop|status`` control it by hand. One server per store: a lock file makes a second start exit.
+When corpusforge's code changes (an edited checkout, a reinstall) the server finishes its running
+commands and re-executes itself; meanwhile commands run in their own processes as before.
+
+Everything binds 127.0.0.1; the command socket lives in a 0700 directory of the user and checks the
+peer's uid, so no other user can run commands through it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.request
+from pathlib import Path
+
+from flows.entry import (
+    code_fingerprint,
+    effective_environ,
+    env_fingerprint,
+    pid_alive,
+    read_state,
+    recv_message,
+    send_message,
+    server_enabled,
+    state_path,
+)
+
+IDLE_SECONDS = 1200
+READY_TIMEOUT_S = 180
+PREFERRED_PREFECT_PORT = 4200
+# Imported once by the server so that commands do not pay for them: everything a stage may need.
+WARM_MODULES = (
+    "prefect", "prefect.flow_engine", "prefect.task_engine", "prefect.task_runners", "prefect.artifacts",
+    "prefect.client.orchestration", "prefect.events.clients", "prefect.logging.handlers",
+    "mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store",
+    "mlflow.store.model_registry.sqlalchemy_store", "mlflow.pyfunc", "alembic", "alembic.migration",
+    "great_expectations", "great_expectations.render.renderer", "pandas", "polars", "pyarrow", "pyarrow.parquet",
+    "duckdb", "numpy", "scipy.sparse", "matplotlib", "matplotlib.pyplot", "rich", "typer", "yaml", "httpx",
+    "tokenizers", "gensim.models", "torch", "safetensors.torch", "rensa",
+    "flows.pipeline", "flows.plan", "tasks.corpus_shard", "tasks.corpus", "tasks.tokenizer", "tasks.encode",
+    "tasks.embeddings", "tasks.ngram", "tasks.lm", "tasks.track", "storage.tracking", "models.training",
+)
+
+
+def _log(message: str) -> None:
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} [{os.getpid()}] {message}", file=sys.stderr, flush=True)
+
+
+def socket_path_for(store_root: Path) -> str:
+    """A path in a directory only this user can enter (0700, owned by us), short enough for AF_UNIX."""
+    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"corpusforge-{os.getuid()}"
+    base.mkdir(mode=0o700, exist_ok=True)
+    st = base.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise PermissionError(f"{base} must be owned by uid {os.getuid()} and not accessible to others")
+    return str(base / (hashlib.sha256(str(store_root).encode()).hexdigest()[:20] + ".sock"))
+
+
+def prefect_healthy(url: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/api/health", timeout=timeout) as response:
+            return response.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def _free_port(preferred: int) -> int:
+    for port in (preferred, 0):
+        with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise OSError("no free TCP port on 127.0.0.1")
+
+
+def _die_with_parent() -> None:
+    """Runs in the Prefect server's process before exec: Linux sends it SIGTERM when the local server dies,
+    even by kill -9, so no orphaned API server keeps the port and the database."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _executable(name: str) -> str:
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
+class LocalServer:
+    def __init__(self, store_root: Path, idle_seconds: float):
+        self.store_root = store_root
+        self.idle_seconds = idle_seconds
+        self.env_fp = env_fingerprint(effective_environ(os.environ, store_root))
+        self.code_fp = code_fingerprint()
+        self.prefect: subprocess.Popen | None = None
+        self.prefect_url = ""
+        self.listener: socket.socket | None = None
+        self.children: dict[int, socket.socket | None] = {}  # child pid -> the client's connection
+        self.keepalive: set[socket.socket] = set()
+        self.stopping = False
+        self.reload = False
+        self.last_active = time.monotonic()
+        self.selector = selectors.DefaultSelector()
+
+    # --- state ----------------------------------------------------------------------------------------
+    def write_state(self, status: str) -> None:
+        state = {"pid": os.getpid(), "status": status, "store": str(self.store_root), "prefect_url": self.prefect_url,
+                 "prefect_pid": self.prefect.pid if self.prefect else getattr(self, "_adopted_pid", None),
+                 "socket": self.socket_path,
+                 "env": self.env_fp, "code": self.code_fp, "idle_seconds": self.idle_seconds,
+                 "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        path = state_path(self.store_root)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+    def remove_state(self) -> None:
+        state = read_state(self.store_root)
+        if state and state.get("pid") == os.getpid():
+            with contextlib.suppress(OSError):
+                state_path(self.store_root).unlink()
+
+    # --- the Prefect API ----------------------------------------------------------------------------------
+    def start_prefect(self) -> None:
+        port = _free_port(int(os.environ.get("CORPUSFORGE_PREFECT_PORT", PREFERRED_PREFECT_PORT)))
+        logs = self.store_root / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        with open(logs / "prefect-server.log", "ab") as log:
+            self.prefect = subprocess.Popen(
+                [_executable("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+        self.prefect_url = f"http://127.0.0.1:{port}"
+
+    def wait_prefect_ready(self) -> None:
+        if self.prefect is None:
+            return
+        logs = self.store_root / "logs"
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not prefect_healthy(self.prefect_url):
+            if self.prefect.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the Prefect server did not start; see {logs / 'prefect-server.log'}")
+            time.sleep(0.2)
+        _log(f"Prefect API ready at {self.prefect_url} (pid {self.prefect.pid})")
+
+    def adopt_prefect(self) -> bool:
+        """After a reload (exec), the Prefect server started by this pid is still running: keep using it."""
+        state = read_state(self.store_root) or {}
+        url, pid = state.get("prefect_url"), state.get("prefect_pid")
+        if state.get("pid") == os.getpid() and url and pid and pid_alive(int(pid)) and prefect_healthy(url):
+            self.prefect_url = url
+            self.prefect = None
+            self._adopted_pid = int(pid)
+            _log(f"kept the Prefect API at {url} across the reload")
+            return True
+        return False
+
+    def stop_prefect(self) -> None:
+        pid = self.prefect.pid if self.prefect else getattr(self, "_adopted_pid", None)
+        if not pid:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while pid_alive(pid) and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    break
+            time.sleep(0.1)
+        if pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def prefect_alive(self) -> bool:
+        if not self.prefect and not getattr(self, "_adopted_pid", None):
+            return True  # an external (team) Prefect API: not ours to watch
+        if self.prefect is not None:
+            return self.prefect.poll() is None
+        pid = getattr(self, "_adopted_pid", None)
+        if not pid:
+            return False
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return False
+        return pid_alive(pid)
+
+    # --- warm-up ------------------------------------------------------------------------------------------
+    def warm_up(self) -> None:
+        import importlib
+        import threading
+
+        started = time.process_time()
+        for name in WARM_MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # noqa: BLE001 - an optional library missing only costs its import later
+                _log(f"warm-up: could not import {name}: {exc}")
+        with contextlib.suppress(Exception):
+            import matplotlib
+
+            matplotlib.use("Agg")
+        threads = [t.name for t in threading.enumerate()]
+        if len(threads) > 1:  # forking a multi-threaded process can deadlock a child: serve cold instead
+            raise RuntimeError(f"warm-up left threads running ({', '.join(threads)}); not forking from this process")
+        _log(f"warm-up: {len(WARM_MODULES)} modules in {time.process_time() - started:.1f} CPU-s")
+
+    # --- serving ------------------------------------------------------------------------------------------
+    def listen(self) -> None:
+        self.socket_path = socket_path_for(self.store_root)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket_path)
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(self.socket_path)
+        os.chmod(self.socket_path, 0o600)
+        self.listener.listen(64)
+        self.listener.setblocking(False)
+        self.selector.register(self.listener, selectors.EVENT_READ, "accept")
+
+    def serve(self) -> None:
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, self._on_stop_signal)
+        signal.signal(signal.SIGINT, self._on_stop_signal)
+        self.selector.register(wake_r, selectors.EVENT_READ, "wake")
+        while True:
+            for key, _ in self.selector.select(timeout=1.0):
+                if key.data == "accept":
+                    self.accept()
+                elif key.data == "wake":
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(wake_r, 512)
+                else:  # a client connection became readable: it went away (or sent garbage)
+                    self.client_gone(key.data, key.fileobj)
+            self.reap()
+            if self.children or self.keepalive:
+                self.last_active = time.monotonic()
+            elif self.stopping or self.reload:
+                return
+            elif time.monotonic() - self.last_active > self.idle_seconds:
+                _log(f"idle for {self.idle_seconds:.0f} s: stopping")
+                self.stopping = True
+                return
+            if not self.prefect_alive():
+                _log("the Prefect API server exited: stopping")
+                self.stopping = True
+
+    def _on_stop_signal(self, signum, _frame) -> None:
+        self.stopping = True
+
+    def accept(self) -> None:
+        try:
+            conn, _ = self.listener.accept()
+        except BlockingIOError:
+            return
+        conn.setblocking(True)
+        conn.settimeout(5)
+        fds: list[int] = []
+        try:
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            _, uid, _ = struct.unpack("3i", creds)
+            message, fds = recv_message(conn, want_fds=3)
+            if uid != os.getuid() or message is None:
+                raise ValueError("not a corpusforge request from this user")
+            if message.get("keepalive"):  # `corpusforge ui` holds one open while it runs
+                conn.settimeout(None)
+                self.keepalive.add(conn)
+                self.selector.register(conn, selectors.EVENT_READ, "keepalive")
+                self.last_active = time.monotonic()
+                return
+            if len(fds) != 3:
+                raise ValueError("a command comes with its stdin, stdout and stderr")
+            if self.stopping or self.reload:
+                send_message(conn, {"refused": "stopping"})
+                raise ValueError("stopping")
+            if message.get("code") != self.code_fp:
+                _log("corpusforge's code changed: reloading once the running commands finish")
+                self.reload = True
+                send_message(conn, {"refused": "code changed; the server reloads"})
+                raise ValueError("stale")
+            pid = os.fork()
+            if pid == 0:
+                self.run_child(message, fds)  # never returns
+            send_message(conn, {"pid": pid})
+            conn.settimeout(None)
+            self.children[pid] = conn
+            self.selector.register(conn, selectors.EVENT_READ, pid)
+            self.last_active = time.monotonic()
+            _log(f"command {' '.join(message['argv'][:3])} ... -> child {pid}")
+        except (OSError, ValueError) as exc:
+            if str(exc) not in ("stale", "stopping"):
+                _log(f"refused a connection: {exc}")
+            conn.close()
+        finally:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def client_gone(self, data, conn: socket.socket) -> None:
+        try:
+            if conn.recv(4096):
+                return  # unexpected bytes: ignore them, keep waiting for the end of the stream
+        except OSError:
+            pass
+        self.selector.unregister(conn)
+        conn.close()
+        if data == "keepalive":
+            self.keepalive.discard(conn)
+            self.last_active = time.monotonic()
+            return
+        pid = data
+        if pid in self.children:  # the client died (kill -9, closed terminal): stop its command too
+            _log(f"client of child {pid} went away: terminating it")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGTERM)
+            self.children[pid] = None
+
+    def reap(self) -> None:
+        """Report finished commands to their clients (only our command children: the Prefect server is
+        watched separately)."""
+        for pid in list(self.children):
+            try:
+                done, status, usage = os.wait4(pid, os.WNOHANG)
+            except ChildProcessError:
+                done, status, usage = pid, 1 << 8, None
+            if not done:
+                continue
+            conn = self.children.pop(pid)
+            code = os.waitstatus_to_exitcode(status)
+            code = 128 - code if code < 0 else code  # killed by a signal: the shell's convention
+            # the command's own cost (it and every process it waited for), for the client to report if asked
+            cost = {"cpu": round(usage.ru_utime + usage.ru_stime, 4), "maxrss_kb": usage.ru_maxrss} if usage else {}
+            if conn is not None:
+                with contextlib.suppress(OSError):
+                    send_message(conn, {"exit": code, **cost})
+                with contextlib.suppress(KeyError, ValueError):
+                    self.selector.unregister(conn)
+                conn.close()
+
+    # --- the child -----------------------------------------------------------------------------------------
+    def run_child(self, message: dict, fds: list[int]) -> None:
+        code = 1
+        try:
+            os.setpgid(0, 0)  # its own group: the server can stop the command and whatever it started
+            signal.set_wakeup_fd(-1)
+            for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+                signal.signal(signum, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            self.selector.close()
+            self.listener.close()
+            for conn in [*self.children.values(), *self.keepalive]:
+                if conn is not None:
+                    conn.close()
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+                os.close(fd)
+            fds.clear()
+            os.chdir(message["cwd"])
+            os.environ.clear()
+            os.environ.update(message["env"])
+            sys.argv = ["corpusforge", *message["argv"]]
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(AttributeError, ValueError, OSError):
+                    stream.reconfigure(line_buffering=stream.isatty())
+            refresh_prefect_settings(logging_too=True)
+            from flows import entry
+
+            entry.IN_SERVER = True
+            from flows.cli import main
+
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except KeyboardInterrupt:
+            code = 130
+        except BaseException:  # noqa: BLE001 - report, then exit like an uncaught exception would
+            traceback.print_exc()
+            code = 1
+        finally:
+            with contextlib.suppress(BaseException):
+                import atexit
+
+                atexit._run_exitfuncs()  # what a normal exit runs (Prefect drains its log and event workers)
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(BaseException):
+                    stream.flush()
+            os._exit(code)
+
+    # --- the whole life ------------------------------------------------------------------------------------
+    def run(self) -> int:
+        lock_path = self.store_root / "prefect" / "local-server.lock"
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        import fcntl
+
+        lock = open(lock_path, "a+")
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _log("another local server already serves this store")
+            return 0
+        self.socket_path = ""
+        self.external_api = os.environ.get("PREFECT_API_URL", "")
+        try:
+            if self.external_api:  # a team server: use it, start none
+                self.prefect_url = self.external_api.rstrip("/").removesuffix("/api")
+            elif not self.adopt_prefect():
+                self.write_state("starting")
+                self.start_prefect()
+            os.environ["PREFECT_API_URL"] = self.prefect_url + "/api"
+            self.write_state("warming")
+            self.warm_up()  # while the Prefect server starts in its own process
+            self.wait_prefect_ready()
+            self.listen()
+            self.write_state("ready")
+            _log(f"serving commands for {self.store_root} on {self.socket_path} (idle stop after "
+                 f"{self.idle_seconds:.0f} s)")
+            self.serve()
+        except Exception:  # noqa: BLE001 - logged; the clients fall back to running commands themselves
+            _log("the local server failed:\n" + traceback.format_exc())
+            self.stopping = True
+        finally:
+            if self.listener is not None:
+                self.listener.close()
+                with contextlib.suppress(OSError):
+                    os.unlink(self.socket_path)
+            if self.reload and not self.stopping:
+                self.write_state("reloading")
+                lock.close()  # released across exec; the new image takes it again
+                _log("re-executing with the new code")
+                env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # ours, not the user's
+                if self.external_api:
+                    env["PREFECT_API_URL"] = self.external_api
+                os.execve(sys.executable, [sys.executable, "-m", __spec__.name, "serve", "--store",
+                                           str(self.store_root), "--idle", str(self.idle_seconds)], env)
+            self.stop_prefect()
+            self.remove_state()
+            lock.close()
+        return 0
+
+
+def refresh_prefect_settings(logging_too: bool = False) -> None:
+    """Prefect reads its settings from the environment when it is imported; after the environment changed
+    (a forked command, PREFECT_API_URL set to the local server), make it read them again."""
+    if "prefect.context" not in sys.modules:
+        return
+    from prefect.context import refresh_global_settings_context
+
+    refresh_global_settings_context()
+    if logging_too:
+        from prefect.logging.configuration import setup_logging
+
+        setup_logging(incremental=False)
+
+
+# --- used by the CLI (the client side of the life cycle) ----------------------------------------------------
+
+def start_in_background(store_root: Path, idle_seconds: float | None = None) -> subprocess.Popen:
+    logs = store_root / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    idle = idle_seconds if idle_seconds is not None else float(os.environ.get("CORPUSFORGE_LOCAL_SERVER_IDLE",
+                                                                             IDLE_SECONDS))
+    with open(logs / "local-server.log", "ab") as log:
+        return subprocess.Popen([sys.executable, "-m", __spec__.name, "serve", "--store", str(store_root),
+                                 "--idle", str(idle)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True)
+
+
+def wait_for(store_root: Path, statuses: tuple[str, ...], proc: subprocess.Popen | None,
+             timeout: float = READY_TIMEOUT_S) -> dict | None:
+    """The server's state once its status is one of ``statuses`` (None if it died or timed out)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = read_state(store_root)
+        if state and state.get("status") in statuses and pid_alive(int(state.get("pid", 0))):
+            return state
+        if proc is not None and proc.poll() is not None:
+            state = read_state(store_root)  # lost the start race to another server: use that one
+            if not (state and pid_alive(int(state.get("pid", 0)))):
+                return None
+        time.sleep(0.1)
+    return None
+
+
+def running_prefect_url(store_root: Path) -> str | None:
+    state = read_state(store_root)
+    if not state or not pid_alive(int(state.get("pid", 0))):
+        return None
+    url = state.get("prefect_url")
+    return url if url and prefect_healthy(url) else None
+
+
+def hand_over(store_root: Path, console=None, timeout: float = READY_TIMEOUT_S) -> int | None:
+    """For a command that runs in its own process and has work to orchestrate: start the store's local server
+    if none runs, wait until it is warm, and run this same command there. Returns its exit code, or None
+    when this process should run the command itself (server turned off, not the real CLI, a server started
+    with another environment, or a server that failed to start)."""
+    from flows import entry
+
+    if not entry.ENTRY_USED or entry.IN_SERVER or not server_enabled():
+        return None
+    state = read_state(store_root)
+    mine = env_fingerprint(effective_environ(os.environ, store_root))
+    proc = None
+    if state and pid_alive(int(state.get("pid", 0))):
+        if state.get("env") != mine:
+            return None  # another environment's server: run here, against its Prefect API
+    else:
+        proc = start_in_background(store_root)
+        if console is not None:
+            console.print("starting the local server for this store in the background (Prefect API + warm "
+                          "imports; it stops after 20 min idle, `corpusforge server stop` stops it now) ...",
+                          highlight=False)
+    if wait_for(store_root, ("ready",), proc, timeout) is None:
+        return None
+    return entry.delegate(sys.argv[1:], store_root)
+
+
+def ensure_prefect_api(store_root: Path, console=None) -> str | None:
+    """Point Prefect at an API for this command: $PREFECT_API_URL if set, else the store's local server
+    (started in the background on first use), else an ephemeral API in this process. Returns the URL, or
+    None for the ephemeral fallback."""
+    if os.environ.get("PREFECT_API_URL"):
+        return os.environ["PREFECT_API_URL"]
+    url = running_prefect_url(store_root)
+    if url is None and server_enabled():
+        state = read_state(store_root)
+        proc = None if state and pid_alive(int(state.get("pid", 0))) else start_in_background(store_root)
+        state = wait_for(store_root, ("warming", "ready"), proc)
+        url = state.get("prefect_url") if state else None
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while url and not prefect_healthy(url):  # the server warms up while its Prefect API starts
+            if time.monotonic() > deadline or (proc is not None and proc.poll() is not None):
+                url = None
+            time.sleep(0.2)
+    if url is None:
+        from flows.settings import start_ephemeral_prefect
+
+        start_ephemeral_prefect()
+        return None
+    os.environ["PREFECT_API_URL"] = url + "/api"
+    refresh_prefect_settings()
+    return os.environ["PREFECT_API_URL"]
+
+
+def stop(store_root: Path, timeout: float = 60) -> bool:
+    """Ask the store's local server to stop (it lets running commands finish first). True if it was running."""
+    state = read_state(store_root)
+    if not state or not pid_alive(int(state.get("pid", 0))):
+        return False
+    os.kill(int(state["pid"]), signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(int(state["pid"])) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m flows.local_server")
+    parser.add_argument("command", choices=["serve"])
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--idle", type=float, default=IDLE_SECONDS)
+    args = parser.parse_args(argv)
+    store_root = Path(args.store).resolve()
+    from flows.settings import configure_environment
+
+    configure_environment(store_root)
+    return LocalServer(store_root, args.idle).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The pipeline's config: the stages present, MLflow tracking and the task runner. No Prefect imported here,
+so a config can be validated (and a fully published run answered from the store) without it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from flows.stages import KNOWN_SECTIONS, STAGES, Stage, load, stage_for
+from tasks.config import ConfigError, from_dict
+from tasks.corpus import CorpusConfig
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    """MLflow tracking. The URI comes from CORPUSFORGE_TRACKING_URI / MLFLOW_TRACKING_URI or the store."""
+
+    enabled: bool = field(default=True, metadata={"doc": "Log runs, metrics and artifacts to MLflow."})
+    register_models: bool = field(default=True, metadata={
+        "doc": "Register each newly trained lm in the MLflow model registry (name = lm.name, a text-generating "
+               "pyfunc; models:/NAME@latest is the newest version)."})
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """Where shard-parallel tasks run."""
+
+    kind: Literal["threads", "processes", "dask", "ray"] = field(
+        default="threads", metadata={"doc": "Prefect task runner: thread pool, process pool, prefect-dask or prefect-ray."}
+    )
+    workers: int = field(default=0, metadata={"doc": "Parallel workers; 0 means one per CPU core."})
+
+    def __post_init__(self) -> None:
+        if self.workers < 0:
+            raise ValueError(f"workers: must be >= 0, got {self.workers}")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """A whole pipeline: one MLflow experiment, stages run in order."""
+
+    name: str = field(default="corpusforge", metadata={"doc": "Pipeline name; also the MLflow experiment."})
+    corpus: CorpusConfig | None = field(default=None, metadata={"doc": "The corpus stage (required)."})
+    tokenizer: Any = field(default=None, metadata={"doc": "Train a tokenizer (and encode the corpus)."})
+    ngram: Any = field(default=None, metadata={"doc": "Count n-grams and estimate a smoothed n-gram LM."})
+    embeddings: Any = field(default=None, metadata={"doc": "Train word embeddings / TF-IDF."})
+    lm: Any = field(default=None, metadata={"doc": "Train a neural language model."})
+    tracking: TrackingConfig = field(default_factory=TrackingConfig, metadata={"doc": "MLflow settings."})
+    runner: RunnerConfig = field(default_factory=RunnerConfig, metadata={"doc": "Task runner settings."})
+
+    def __post_init__(self) -> None:
+        if self.corpus is None:
+            raise ValueError("corpus: the pipeline needs a corpus section (sources, reader, clean ...)")
+        if not self.name or not self.name.strip():
+            raise ValueError("name: must be a non-empty string")
+        present = {"corpus"}
+        for section in KNOWN_SECTIONS:
+            value = getattr(self, section)
+            if value is None:
+                continue
+            stage = stage_for(section)
+            if stage is None:
+                raise ConfigError(f"{section}: this stage is not available yet in this version of corpusforge")
+            if stage.after not in present:
+                raise ConfigError(f"{section}: needs a {stage.after} section in the same pipeline")
+            cls = load(stage.config)
+            if not isinstance(value, cls):
+                object.__setattr__(self, section, from_dict(cls, value, section))
+            present.add(section)
+        if self.lm is not None and not getattr(self.tokenizer, "encode", True):
+            raise ConfigError("lm: trains on encoded token shards; set tokenizer.encode: true")
+
+    def stages(self) -> list[tuple[Stage, Any]]:
+        """(stage, its config) for every section present, in run order."""
+        return [(s, getattr(self, s.section)) for s in STAGES if getattr(self, s.section) is not None]
+
+
+def pipeline_config_from_dict(data: dict[str, Any]) -> PipelineConfig:
+    return from_dict(PipelineConfig, data)

@@ -1,0 +1,124 @@
+"""Plan a pipeline run without orchestrating it: which steps are already published, and the run's summary.
+
+:func:`plan_pipeline` discovers and hashes the sources, then runs the same stage functions as the flow
+inside :func:`tasks.step.lookup_only`, so every artifact id is derived by the code that would build it.
+When every step is published (and every model that should be registered is known to be), the run is
+answered from the store by :func:`answer_from_store`: no Prefect flow run, no MLflow run, no heavy import.
+Otherwise the flow runs as usual and recomputes only the missing steps.
+
+No Prefect and no MLflow are imported here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flows.pipeline_config import PipelineConfig
+from flows.stages import load
+from storage.store import ArtifactStore, read_manifest
+from storage.tracking import RegistryLedger, default_tracking_uri
+from tasks.corpus import build_corpus, describe, discover, order_like_previous
+from tasks.corpus_shard import SourceRef, build_corpus_shard
+from tasks.step import NotPublished, StepResult, lookup_only
+
+
+@dataclass
+class Plan:
+    """What a run of ``config`` would do against the store right now."""
+
+    sources: list[SourceRef]
+    skipped: list[str]
+    results: list[StepResult] = field(default_factory=list)  # published steps found, in run order
+    outputs: dict[str, StepResult] = field(default_factory=dict)  # each stage's main output
+    missing: NotPublished | None = None  # the first step that is not published
+
+    @property
+    def complete(self) -> bool:
+        return self.missing is None
+
+
+def run_stage_core(section_core: str, upstream: StepResult, stage_cfg: Any, store: ArtifactStore) -> list[StepResult]:
+    returned = load(section_core)(upstream, stage_cfg, store)
+    return list(returned) if isinstance(returned, (list, tuple)) else [returned]
+
+
+def plan_pipeline(cfg: PipelineConfig, store_root: Path, base_dir: Path | None) -> Plan:
+    """Discover the sources (a missing or empty source is a ConfigError here, before anything starts) and look
+    up every step in run order, stopping at the first one that is not published."""
+    refs, skipped = discover(cfg.corpus, base_dir)
+    plan = Plan(sources=refs, skipped=skipped)
+    store = ArtifactStore(store_root)
+    try:
+        with lookup_only():
+            shards = [build_corpus_shard(ref, cfg.corpus, store) for ref in refs]
+            plan.results += shards
+            corpus = build_corpus(order_like_previous(shards, store, cfg.corpus.name), cfg.corpus, store, skipped)
+            plan.results.append(corpus)
+            plan.outputs["corpus"] = corpus
+            for stage, stage_cfg in cfg.stages():
+                ran = run_stage_core(stage.core, plan.outputs[stage.after], stage_cfg, store)
+                plan.results += ran
+                plan.outputs[stage.section] = ran[-1]
+    except NotPublished as exc:
+        plan.missing = exc
+    return plan
+
+
+def describe_output(result: StepResult) -> dict[str, Any]:
+    manifest = read_manifest(Path(result.path)) or {}
+    return {**result.to_dict(), "metrics": manifest.get("metrics", {})}
+
+
+def pipeline_summary(cfg: PipelineConfig, store_root: Path, results: list[StepResult],
+                     outputs: dict[str, StepResult], *, tracking_uri: str | None, experiment_id: str | None,
+                     run_id: str | None, counts: dict[str, Any]) -> dict[str, Any]:
+    """What a pipeline run reports (the CLI's table and ``--json``), whether it ran the flow or not."""
+    return {
+        "pipeline": cfg.name,
+        "store": str(store_root),
+        "steps": [r.to_dict() for r in results],
+        "corpus": describe(outputs["corpus"]),
+        "stages": {name: describe_output(r) for name, r in outputs.items() if name != "corpus"},
+        "tracking_uri": tracking_uri,
+        "mlflow_experiment_id": experiment_id,
+        "mlflow_run_id": run_id,
+        **counts,
+    }
+
+
+def _registered(cfg: PipelineConfig, store_root: Path, plan: Plan) -> list[dict[str, str]] | None:
+    """The registry entries of the plan's generating lms, or None when one is not known to be registered
+    under the current tracking URI (the flow then registers it, as it always has)."""
+    if not (cfg.tracking.enabled and cfg.tracking.register_models):
+        return []
+    from tasks.track import generates
+
+    ledger = RegistryLedger(store_root)
+    uri = default_tracking_uri(store_root)
+    found = []
+    for r in plan.results:
+        if r.step != "lm" or not generates(Path(r.path)):
+            continue
+        entry = ledger.get(uri, r.id)
+        if entry is None:
+            return None
+        found.append(entry)
+    return found
+
+
+def answer_from_store(cfg: PipelineConfig, store_root: Path, plan: Plan) -> dict[str, Any] | None:
+    """The summary of a run whose every step is published, or None when the flow still has work to do."""
+    if not plan.complete:
+        return None
+    registered = _registered(cfg, store_root, plan)
+    if registered is None:
+        return None
+    counts = {"steps_computed": 0, "steps_reused": len(plan.results), "reused_ids": [r.id for r in plan.results],
+              "registered_models": registered}
+    summary = pipeline_summary(cfg, store_root, plan.results, plan.outputs,
+                               tracking_uri=default_tracking_uri(store_root) if cfg.tracking.enabled else None,
+                               experiment_id=None, run_id=None, counts=counts)
+    summary["answered_from_store"] = True
+    return summary
