@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from storage.compression import CountingReader
-from storage.records import RAW_CAP, RawRecord, RecordBatch, decode_strict
+from storage.fast_csv import row_record
+from storage.records import RAW_CAP, RawRecord, decode_strict
 
 _WS = b" \t\n\r\f\v"
 
@@ -172,96 +172,6 @@ class TextRecords:
         yield from flush(final=True)
 
 
-FAST_CHUNK = 8 << 20
-
-
-def fast_lines(stream: io.BufferedReader, text_records: TextRecords) -> Iterator[RecordBatch | RawRecord]:
-    """Line mode without a Python loop per line: decode 8 MiB chunks at once and split them.
-
-    A line that is not valid UTF-8, and any line longer than the limit, goes through the per-line
-    path (TextRecords) so that quarantine and split behave exactly as there; everything else is
-    produced as RecordBatches. Memory is bounded by the chunk size plus the longest line.
-    """
-    limit = text_records.limit
-    carry = b""
-    lineno = 0
-    while True:
-        chunk = stream.read(FAST_CHUNK)
-        data = carry + chunk
-        if not chunk:
-            if data:  # the last line has no newline
-                yield from _slow_lines(data + b"\n", lineno, text_records)
-            return
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            if len(data) > 2 * limit + FAST_CHUNK:  # a huge line: stream the rest through the bounded path
-                rest = io.BufferedReader(CountingReader(data, stream, "file"))
-                for rec in text_records(rest):
-                    yield _shift(rec, lineno)
-                return
-            carry = data
-            continue
-        body, carry = data[:cut], data[cut + 1:]
-        while True:
-            try:
-                text = body.decode("utf-8")
-                break
-            except UnicodeDecodeError as exc:
-                # Only the line holding the bad bytes takes the per-line path (and is quarantined);
-                # the lines before it are decoded in one go.
-                start = body.rfind(b"\n", 0, exc.start) + 1
-                end = body.find(b"\n", exc.start)
-                end = len(body) if end < 0 else end
-                if start:  # everything before the bad line decodes (the first error is after it)
-                    yield from _fast_block(body[:start - 1].decode("utf-8"), lineno, text_records)
-                    lineno += body.count(b"\n", 0, start)
-                yield from _slow_lines(body[start:end] + b"\n", lineno, text_records)
-                lineno += 1
-                if end >= len(body):
-                    text = None
-                    break
-                body = body[end + 1:]
-        if text is None:
-            continue
-        yield from _fast_block(text, lineno, text_records)
-        lineno += text.count("\n") + 1
-
-
-def _fast_block(text: str, lineno: int, text_records: TextRecords) -> Iterator[RecordBatch | RawRecord]:
-    """Lines of an already decoded block (numbered from ``lineno + 1``) as one batch; oversize lines
-    go through the per-line path. Text with undecodable bytes never reaches here."""
-    limit = text_records.limit
-    lines = text.split("\n")
-    if "\r" in text:
-        lines = [line.rstrip("\r") for line in lines]  # as the per-line path: CR before LF is EOL
-    if len(text) * 4 > limit and max(map(len, lines)) * 4 > limit:  # maybe oversize: check bytes exactly
-        big = {i for i, line in enumerate(lines) if len(line) * 4 > limit and len(line.encode()) > limit}
-    else:
-        big = set()
-    if big:
-        keep = [i for i in range(len(lines)) if i not in big]
-        yield RecordBatch([f"line:{lineno + i + 1}" for i in keep], [lines[i] for i in keep])
-        for i in sorted(big):
-            for rec in text_records._lines(io.BufferedReader(io.BytesIO(lines[i].encode() + b"\n"))):
-                yield _shift(rec, lineno + i)
-    else:
-        yield RecordBatch([f"line:{n}" for n in range(lineno + 1, lineno + len(lines) + 1)], lines)
-
-
-def _slow_lines(data: bytes, offset: int, text_records: TextRecords) -> Iterator[RawRecord]:
-    for rec in text_records._lines(io.BufferedReader(io.BytesIO(data))):
-        yield _shift(rec, offset)
-
-
-def _shift(rec: RawRecord, offset: int) -> RawRecord:
-    """Renumber a 'line:N[#k]' locator produced on a slice that starts after ``offset`` lines."""
-    if not rec.locator.startswith("line:") or not offset:
-        return rec
-    num, sep, part = rec.locator[5:].partition("#")
-    locator = f"line:{int(num) + offset}{sep}{part}"
-    return RawRecord(locator, rec.text, rec.meta, rec.reason, rec.detail, rec.raw)
-
-
 def get_path(obj: Any, dotted: str) -> tuple[bool, Any]:
     """Look up 'a.b.c' in nested dicts; (found, value)."""
     node = obj
@@ -281,7 +191,6 @@ def pop_path(obj: dict, dotted: str) -> None:
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_UNDECODED = re.compile("[\udc80-\udcff]")  # what errors="surrogateescape" leaves for undecodable bytes
 
 
 def record_from_object(locator: str, obj: Any, text_field: str, raw: bytes) -> RawRecord:
@@ -376,18 +285,7 @@ def csv_records(stream: io.BufferedReader, text_field: str, delimiter: str, limi
             yield RawRecord(f"row:{rowno}", reason="invalid_csv", detail=str(exc)[:200])
             continue
         rowno += 1
-        locator = f"row:{rowno}"
-        joined = delimiter.join(row)
-        raw = joined.encode("utf-8", "surrogateescape")
-        if _UNDECODED.search(joined):
-            yield RawRecord(locator, reason="invalid_utf8", detail="undecodable bytes in the row", raw=raw[:RAW_CAP])
-            continue
-        if len(row) <= idx:
-            yield RawRecord(locator, reason="missing_text_field", detail=f"row has {len(row)} fields",
-                            raw=raw[:RAW_CAP])
-            continue
-        meta = {h: v for i, (h, v) in enumerate(zip(header, row)) if i != idx}
-        yield RawRecord(locator, text=row[idx], meta=meta or None)
+        yield row_record(f"row:{rowno}", row, header, idx, delimiter)
 
 
 def parquet_records(path, text_field: str) -> Iterator[RawRecord]:

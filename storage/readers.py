@@ -31,8 +31,11 @@ from pathlib import Path
 from typing import Literal
 
 from storage.compression import CorruptSource, compression_of, inner_suffix, open_source
-from storage.formats import TextRecords, csv_records, fast_lines, json_records, jsonl_records, parquet_records
-from storage.records import RAW_CAP, RawRecord, RecordBatch
+from storage.fast_csv import fast_csv
+from storage.fast_jsonl import fast_jsonl
+from storage.formats import TextRecords, csv_records, json_records, jsonl_records, parquet_records
+from storage.line_blocks import fast_lines
+from storage.records import RAW_CAP, RawRecord, RecordBatch, meta_json
 
 __all__ = ["RAW_CAP", "RawRecord", "RecordBatch", "ReaderConfig", "SourceError", "SourceFile", "Discovery",
            "discover_sources", "read_records", "read_batches"]
@@ -231,15 +234,16 @@ def read_records(
 def read_batches(source: SourceFile, cfg: ReaderConfig | None = None) -> Iterator[RecordBatch | RawRecord]:
     """Like read_records, but good records come in RecordBatches (bad ones stay single RawRecords).
 
-    Text in line mode takes a vectorized path (whole chunks decoded and split at once); other formats
-    are grouped into batches of up to BATCH_ROWS records. Each record is yielded exactly once.
+    Text in line mode, JSONL and CSV/TSV take vectorized paths (storage.line_blocks, storage.fast_jsonl,
+    storage.fast_csv) that give the same records as the per-record readers; records of other formats are
+    grouped into batches of up to BATCH_ROWS. Each record is yielded exactly once, good ones in order.
     """
     pending: list[RawRecord] = []
 
     def flush() -> Iterator[RecordBatch]:
         if pending:
             yield RecordBatch([r.locator for r in pending], [r.text for r in pending],
-                              [_meta_json(r.meta) for r in pending])
+                              [meta_json(r.meta) for r in pending])
             pending.clear()
 
     for item in _read(source, cfg, None, None, batches=True):
@@ -253,12 +257,6 @@ def read_batches(source: SourceFile, cfg: ReaderConfig | None = None) -> Iterato
         else:
             yield item
     yield from flush()
-
-
-def _meta_json(meta) -> str | None:
-    import json
-
-    return json.dumps(meta, sort_keys=True, ensure_ascii=False) if meta else None
 
 
 def _read(source, cfg, txt_mode, text_field, batches: bool):
@@ -285,12 +283,13 @@ def _read(source, cfg, txt_mode, text_field, batches: bool):
                 return
             stream = opened.stream
             limit = cfg.max_document_bytes
+            delimiter = "," if source.format == "csv" else "\t"
             if source.format == "jsonl":
-                records = jsonl_records(stream, field_name, limit)
+                records = (fast_jsonl if batches else jsonl_records)(stream, field_name, limit)
             elif source.format == "json":
                 records = json_records(stream, field_name)
             elif source.format in ("csv", "tsv"):
-                records = csv_records(stream, field_name, "," if source.format == "csv" else "\t", limit)
+                records = (fast_csv if batches else csv_records)(stream, field_name, delimiter, limit)
             elif mode == "line" and batches:
                 records = fast_lines(stream, TextRecords(mode, limit, cfg.oversize, cfg.encoding_fallback))
             else:

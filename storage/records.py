@@ -40,13 +40,58 @@ def decode_strict(locator: str, data: bytes, fallback: str = "none") -> RawRecor
     return RawRecord(locator, reason="invalid_utf8", detail=detail, raw=data[:RAW_CAP])
 
 
-@dataclass
 class RecordBatch:
-    """Many good records at once (the fast path): parallel lists of locators, texts and JSON metas."""
+    """Many good records at once (the fast paths): locators, texts and JSON metas, in record order.
 
-    locators: list[str]
-    texts: list[str]
-    metas: list[str | None] | None = None  # JSON text per record, or None for a batch without meta
+    Built either from parallel Python lists (the text reader) or from a polars frame with the columns
+    ``locator, text, meta`` (the JSONL/CSV readers, which never materialise one Python object per
+    record). ``frame()`` gives the polars form, the list attributes the Python one; each converts lazily.
+    """
+
+    def __init__(self, locators: list[str] | None = None, texts: list[str] | None = None,
+                 metas: list[str | None] | None = None, *, frame=None):
+        if frame is None and (locators is None or texts is None):
+            raise ValueError("RecordBatch needs locators and texts, or a frame")
+        self._locators, self._texts, self._metas, self._frame = locators, texts, metas, frame
+
+    @property
+    def locators(self) -> list[str]:
+        if self._locators is None:
+            self._locators = self._frame["locator"].to_list()
+        return self._locators
+
+    @property
+    def texts(self) -> list[str]:
+        if self._texts is None:
+            self._texts = self._frame["text"].to_list()
+        return self._texts
+
+    @property
+    def metas(self) -> list[str | None] | None:
+        """JSON text per record, or None for a batch without any meta."""
+        if self._frame is not None and self._metas is None:
+            self._metas = self._frame["meta"].to_list()
+        return self._metas
+
+    def frame(self):
+        """The batch as a polars frame: locator, text, meta (all strings; meta may be null)."""
+        import polars as pl
+
+        if self._frame is None:
+            metas = self._metas if self._metas is not None else [None] * len(self._texts)
+            self._frame = pl.DataFrame({"locator": self._locators, "text": self._texts, "meta": metas},
+                                       schema=dict.fromkeys(BATCH_COLUMNS, pl.String))
+        return self._frame
 
     def __len__(self) -> int:
-        return len(self.texts)
+        return self._frame.height if self._frame is not None else len(self._texts)
+
+
+BATCH_COLUMNS = ("locator", "text", "meta")
+
+
+def meta_json(meta: dict[str, Any] | None) -> str | None:
+    """How a record's meta is stored: sorted keys, non-ASCII kept, None for no (or empty) meta."""
+    import json
+
+    return json.dumps(meta, sort_keys=True, ensure_ascii=False) if meta else None

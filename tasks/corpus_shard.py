@@ -99,10 +99,7 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
     for item in read_batches(source, cfg.reader):
         if isinstance(item, RecordBatch):
             records_read += len(item)
-            frames.append(pl.DataFrame(
-                {"locator": item.locators, "text": item.texts,
-                 "meta": item.metas if item.metas is not None else [None] * len(item)},
-                schema={"locator": pl.Utf8, "text": pl.Utf8, "meta": pl.Utf8}))
+            frames.append(item.frame())
         else:
             records_read += 1
             quarantine.append({"source": ref.name, "locator": item.locator, "stage": "read", "reason": item.reason,
