@@ -10,7 +10,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from models.ngram import count_sentences
-from storage.ngram_counts import DuckSettings, count_ngrams, read_counts, read_meta
+from storage.ngram_counts import (
+    DuckSettings,
+    count_ngram_tables,
+    count_ngrams,
+    orders_from_padded,
+    read_count_tables,
+    read_counts,
+    read_meta,
+)
 
 
 def write_docs(path: Path, texts: list[str]) -> Path:
@@ -106,23 +114,83 @@ def test_resource_settings_reach_duckdb(tmp_path):
     assert got["memory_limit"] == "286.1 MiB"  # 300e6 bytes / 2**20
 
 
+def padded_windows(rows: list[list[int]], n: int, pad: int) -> dict[tuple, int]:
+    """The padded windows of id sentences, counted one by one: what ngrams_padded must hold."""
+    expected: dict[tuple, int] = {}
+    for r in rows:
+        p = r + [pad] * (n - 1)
+        for i in range(len(r)):
+            expected[tuple(p[i:i + n])] = expected.get(tuple(p[i:i + n]), 0) + 1
+    return expected
+
+
 @pytest.mark.parametrize("n", [1, 3, 5])
 def test_packed_and_column_grouping_agree(n):
-    """Packing ids into one BIGINT/HUGEINT and grouping by n id columns give the same table."""
+    """Packing a window into one BIGINT/HUGEINT and grouping by n id columns give the same table."""
     import duckdb
 
-    from storage.ngram_counts import _ngram_count_sql
+    from storage.ngram_counts import _padded_count_sql
 
     con = duckdb.connect()
     rng = np.random.default_rng(n)
     rows = [[1] + rng.integers(3, 40, size=rng.integers(1, 12)).tolist() + [2] for _ in range(200)]
-    con.execute("CREATE TABLE seq AS SELECT unnest(?::INTEGER[][]) AS ids", [rows])
-    packed = sorted(con.execute(_ngram_count_sql(n, bits=6)).fetchall())  # 6 bits: BIGINT/HUGEINT paths
-    columns = sorted(con.execute(_ngram_count_sql(n, bits=30)).fetchall())  # n*30 > 127 for n = 5
-    wide = sorted(con.execute(_ngram_count_sql(n, bits=200)).fetchall())  # always the column path
-    assert packed == columns == wide
-    expected = {}
-    for r in rows:
-        for i in range(len(r) - n + 1):
-            expected[tuple(r[i:i + n])] = expected.get(tuple(r[i:i + n]), 0) + 1
-    assert packed == sorted((*k, v) for k, v in expected.items())
+    con.execute("CREATE TABLE sents_ids AS SELECT unnest(?::INTEGER[][]) AS ids", [rows])
+    # the pad id sets the bits per id: 6 (BIGINT for every n here), 21 (HUGEINT at n = 5) and 31 bits
+    # (HUGEINT at n = 3, the column path at n = 5)
+    stored = []
+    for pad in (63, 2**20, 2**30):
+        got = sorted(con.execute(_padded_count_sql(n, pad)).fetchall(), key=str)  # NULL past the </s>
+        expected = [(*(None if w == pad else w for w in g), c) for g, c in padded_windows(rows, n, pad).items()]
+        assert got == sorted(expected, key=str)
+        stored.append(got)
+    assert stored[0] == stored[1] == stored[2]
+
+
+def test_orders_from_padded_by_hand():
+    """Sentences <s> a b </s> and <s> a </s> (ids 1 3 4 2 and 1 3 2), order 3, pad 9."""
+    windows = sorted(padded_windows([[1, 3, 4, 2], [1, 3, 2]], 3, 9).items())
+    columns = [np.array([g[j] for g, _ in windows], dtype=np.int32) for j in range(3)]
+    counts = np.array([c for _, c in windows], dtype=np.int64)
+    tables, contexts = orders_from_padded(columns, counts, pad=9)
+    as_lists = [(ids.tolist(), c.tolist()) for ids, c in tables]
+    assert as_lists[0] == ([[1], [2], [3], [4]], [2, 2, 2, 1])
+    assert as_lists[1] == ([[1, 3], [3, 2], [3, 4], [4, 2]], [2, 1, 1, 1])
+    assert as_lists[2] == ([[1, 3, 2], [1, 3, 4], [3, 4, 2]], [1, 1, 1])
+    assert contexts[1].tolist() == [1, 3, 3, 4]  # order 2: the first word id
+    assert contexts[2].tolist() == [0, 0, 2]  # rows of "<s> a", "<s> a", "a b" in the bigram table
+
+
+@pytest.mark.parametrize("order", [1, 2, 4])
+def test_arrays_views_and_read_back_agree(tmp_path, order):
+    """count_ngram_tables's arrays = the reference counter = the ngrams_<n> views = read_count_tables."""
+    import duckdb
+
+    src = write_docs(tmp_path / "train.parquet", DOCS + ["the cat sat on the mat again"])
+    counted = count_ngram_tables([src], tmp_path / "c.duckdb", order)
+    sents = [p.split() for d in DOCS + ["the cat sat on the mat again"] for p in d.splitlines() if p.split()]
+    ref_words, ref_tables = count_sentences(sents, order)
+    assert counted.words == ref_words
+    for (ids, c), (ref_ids, ref_c) in zip(counted.tables, ref_tables):  # same rows, same (sorted) order
+        assert ids.tolist() == ref_ids.tolist() and c.tolist() == ref_c.tolist()
+    for n in range(2, order + 1):  # each context row holds the n-gram's first n - 1 ids
+        lower = counted.tables[n - 2][0] if n > 2 else np.arange(len(ref_words))[:, None]
+        assert (lower[counted.contexts[n - 1]] == counted.tables[n - 1][0][:, :-1]).all()
+    con = duckdb.connect(str(tmp_path / "c.duckdb"), read_only=True)
+    try:
+        for n, (ids, c) in enumerate(counted.tables, start=1):
+            names = ", ".join(f"w{j}" for j in range(1, n + 1))
+            view = con.execute(f"SELECT * FROM ngrams_{n} ORDER BY {names}").fetchall()
+            assert view == [(*row, cnt) for row, cnt in zip(ids.tolist(), c.tolist())]
+    finally:
+        con.close()
+    back = read_count_tables(tmp_path / "c.duckdb")
+    assert back.summary == counted.summary
+    assert all((a[0] == b[0]).all() and (a[1] == b[1]).all() for a, b in zip(back.tables, counted.tables))
+    assert all((a == b).all() for a, b in zip(back.contexts, counted.contexts))
+
+
+def test_empty_corpus_counts_nothing(tmp_path):
+    src = write_docs(tmp_path / "train.parquet", ["", "  \n\t"])
+    counted = count_ngram_tables([src], tmp_path / "c.duckdb", 3)
+    assert counted.summary["sentences"] == 0 and counted.summary["distinct"] == {1: 0, 2: 0, 3: 0}
+    assert counted.words == ["<unk>", "<s>", "</s>"]
