@@ -329,16 +329,21 @@ def _sorted_extend(trie: TrieIndex, prefix_idx: np.ndarray, word: np.ndarray, or
     """``trie.extend`` for queries in any order, run on sorted queries (cache-friendly searchsorted)."""
     key = prefix_idx * trie.V + word.astype(np.int64)
     if len(key) > 1 and (key[1:] < key[:-1]).any():
-        perm = np.argsort(key)
+        perm = np.argsort(key, kind="stable")  # radix/timsort: faster than quicksort on these keys
         out = np.empty(len(key), dtype=np.int64)
         out[perm] = trie.extend(prefix_idx[perm], word[perm], order)
         return out
     return trie.extend(prefix_idx, word, order)
 
 
-def _prepare(words: Sequence[str], tables: Sequence[Table]) -> _Orders:
+def _prepare(words: Sequence[str], tables: Sequence[Table], contexts: Sequence[np.ndarray] | None = None) -> _Orders:
     """Sort every order into trie (= lexicographic) order and link each row to its context (prefix)
-    and to its lower-order n-gram (suffix). All lookups are exact ``searchsorted`` on sorted keys."""
+    and to its lower-order n-gram (suffix). All lookups are exact ``searchsorted`` on sorted keys.
+
+    ``contexts`` (optional, from the counter): per order n >= 2, the row of each n-gram's context in order
+    n-1 (order 2: its first word id), with the rows already sorted. It saves the prefix searches; it is
+    checked (sorted, distinct, each context row holding the n-gram's first n-1 ids), never trusted blindly.
+    """
     V = len(words)
     trie = TrieIndex(V)
     uni = _full_unigrams(tables[0], V)
@@ -349,23 +354,20 @@ def _prepare(words: Sequence[str], tables: Sequence[Table]) -> _Orders:
     for n in range(2, len(tables) + 1):
         t_ids = np.asarray(tables[n - 1][0], dtype=np.int32)
         t_counts = np.asarray(tables[n - 1][1], dtype=np.int64)
-        if len(t_ids) > 1:  # lexicographic order (storage.ngram_counts already delivers it)
-            cols = t_ids.astype(np.int64)
-            diff = np.diff(cols, axis=0)
-            first = np.argmax(diff != 0, axis=1)
-            nonzero = diff[np.arange(len(diff)), first]
-            if (nonzero <= 0).any():
-                perm = np.lexsort(t_ids.T[::-1])
-                t_ids, t_counts = t_ids[perm], t_counts[perm]
-        pre = t_ids[:, 0].astype(np.int64)
-        for j in range(1, n - 1):  # walk down the trie: sorted queries, one searchsorted per level
-            pre = trie.extend(pre, t_ids[:, j], j + 1)
+        if contexts is not None:
+            pre = _checked_contexts(np.asarray(contexts[n - 1], dtype=np.int64), t_ids, ids[n - 2], n)
+        else:
+            t_ids, t_counts = _lexicographic(t_ids, t_counts)
+            pre = t_ids[:, 0].astype(np.int64)
+            for j in range(1, n - 1):  # walk down the trie: sorted queries, one searchsorted per level
+                pre = trie.extend(pre, t_ids[:, j], j + 1)
         if (pre < 0).any():
             bad = t_ids[np.argmax(pre < 0)].tolist()
             raise ValueError(f"order {n}: the prefix of n-gram {bad} is not an order-{n - 1} n-gram")
         key = pre * V + t_ids[:, -1].astype(np.int64)
-        if len(key) > 1 and (key[1:] == key[:-1]).any():
-            raise ValueError(f"order {n}: duplicate n-grams")
+        if len(key) > 1 and (key[1:] <= key[:-1]).any():
+            what = "duplicate n-grams" if (key[1:] == key[:-1]).any() else "rows not in lexicographic order"
+            raise ValueError(f"order {n}: {what}")
         trie.keys.append(key)
         # the suffix w2..wn = (suffix of the context w2..w(n-1), wn)
         suf = t_ids[:, 1].astype(np.int64) if n == 2 else _sorted_extend(trie, suffix[n - 2][pre], t_ids[:, -1], n - 1)
@@ -376,6 +378,28 @@ def _prepare(words: Sequence[str], tables: Sequence[Table]) -> _Orders:
         prefix.append(pre)
         suffix.append(suf)
     return _Orders(V, ids, counts, prefix, suffix, trie)
+
+
+def _lexicographic(t_ids: np.ndarray, t_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows in lexicographic order (sorted only when they are not already)."""
+    if len(t_ids) > 1:
+        diff = np.diff(t_ids.astype(np.int64), axis=0)
+        first = np.argmax(diff != 0, axis=1)
+        if (diff[np.arange(len(diff)), first] <= 0).any():
+            perm = np.lexsort(t_ids.T[::-1])
+            return t_ids[perm], t_counts[perm]
+    return t_ids, t_counts
+
+
+def _checked_contexts(pre: np.ndarray, t_ids: np.ndarray, lower_ids: np.ndarray, n: int) -> np.ndarray:
+    """Given context rows, verified against the ids (one vectorized comparison, no search)."""
+    if pre.shape != (len(t_ids),):
+        raise ValueError(f"order {n}: {len(pre)} context rows for {len(t_ids)} n-grams")
+    if len(pre) and (pre.min() < 0 or pre.max() >= len(lower_ids)):
+        raise ValueError(f"order {n}: a context row is outside order {n - 1}'s table")
+    if len(pre) and not np.array_equal(lower_ids[pre], t_ids[:, :-1]):
+        raise ValueError(f"order {n}: a context row does not hold the n-gram's first {n - 1} words")
+    return pre
 
 
 def adjusted_counts(o: _Orders) -> list[np.ndarray]:
@@ -434,15 +458,18 @@ def estimate(
     vocab_size: int | None = None,
     alpha: float = 0.4,
     discounts: dict[int, Sequence[float]] | None = None,
+    contexts: Sequence[np.ndarray] | None = None,
 ) -> BackoffModel:
     """Estimate a smoothed model from raw count tables (orders 1..N).
 
     ``discounts`` ({order: (D1, D2, D3+)}, Kneser-Ney only) replaces the discounts computed from the
     counts-of-counts for those orders (for experiments, and to reproduce another tool's choice).
+    ``contexts``: the counter's context rows per order (storage.ngram_counts.NgramTables.contexts), which
+    spare the estimator its own prefix searches; the tables must then be in lexicographic order.
     """
     if method not in METHODS:
         raise ValueError(f"method: use one of {', '.join(METHODS)}")
-    o = _prepare(words, tables)
+    o = _prepare(words, tables, contexts)
     if method in ("kneser-ney", "modified-kneser-ney"):
         return _kneser_ney(list(words), o, modified=method == "modified-kneser-ney", given=discounts or {})
     if method == "stupid-backoff":

@@ -269,3 +269,40 @@ def test_save_load_round_trip(tmp_path, method):
 def test_reserved_tokens_refused():
     with pytest.raises(ValueError, match="reserved"):
         count_sentences([["a", "</s>", "b"]], 2)
+
+
+def contexts_by_search(words, tables):
+    """Each n-gram's context row found by a plain dictionary (independent of the trie code)."""
+    out = [np.zeros(0, dtype=np.int64)]
+    for n in range(2, len(tables) + 1):
+        if n == 2:
+            out.append(tables[1][0][:, 0].astype(np.int64))
+            continue
+        row_of = {tuple(r): i for i, r in enumerate(tables[n - 2][0].tolist())}
+        out.append(np.array([row_of[tuple(r[:-1])] for r in tables[n - 1][0].tolist()], dtype=np.int64))
+    return out
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_given_contexts_give_the_same_model(method):
+    """The counter's context rows spare the prefix searches; the estimate is identical to the last bit."""
+    words, tables = count_sentences(CORPUS, 4)
+    searched = estimate(words, tables, method)
+    given = estimate(words, tables, method, contexts=contexts_by_search(words, tables))
+    for n in range(4):
+        assert np.array_equal(searched.ids[n], given.ids[n])
+        assert np.array_equal(searched.logprob[n], given.logprob[n])
+        assert np.array_equal(searched.backoff[n], given.backoff[n])
+
+
+def test_wrong_contexts_are_refused():
+    words, tables = count_sentences(CORPUS, 3)
+    contexts = contexts_by_search(words, tables)
+    shifted = [c.copy() for c in contexts]
+    shifted[2][0] = (shifted[2][0] + 1) % len(tables[1][0])  # points at another bigram
+    with pytest.raises(ValueError, match="does not hold"):
+        estimate(words, tables, contexts=shifted)
+    bigrams, counts = tables[1]
+    backwards = (bigrams[::-1].copy(), counts[::-1].copy())  # each context right, the order wrong
+    with pytest.raises(ValueError, match="lexicographic"):
+        estimate(words, [tables[0], backwards], contexts=[contexts[0], backwards[0][:, 0].astype(np.int64)])
