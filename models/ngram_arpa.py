@@ -5,58 +5,104 @@ Written the way KenLM ``lmplz`` writes them: a ``\\data\\`` header with the n-gr
 when the n-gram is no context), probabilities already interpolated. ``<s>`` has log10 probability 0
 (never predicted), the unknown-word entry is ``<unk>`` (a literal ``<unk>`` of the training text is that
 entry), and log10 0 (-inf: MLE's unseen mass) is written as -99, the ARPA convention. Floats are
-printed with 8 significant digits (KenLM stores 32-bit floats).
+printed like ``"%.8g"``: 8 significant digits (KenLM stores 32-bit floats).
+
+The writer is vectorized and streamed (models/ngram_arpa_text.py builds the lines of a block of rows
+in numpy); a second thread compresses and writes while the next block is built. A ``.gz`` file is one
+deflate stream at level 1 with a gzip header that carries no name and mtime 0, so the same model gives
+the same bytes on every run, whatever the file is called.
 """
 
 from __future__ import annotations
 
 import gzip
 import io
+import queue
+import threading
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from models.ngram import BOS, BOS_ID, EOS, EOS_ID, UNK, UNK_ID, BackoffModel
+from models.ngram_arpa_text import ARPA_ZERO, arpa_lines, word_matrix
 
-ARPA_ZERO = -99.0
+GZIP_LEVEL = 1  # ARPA text compresses about 3x at level 1; higher levels cost several times the CPU
+BLOCK_BYTES = 4 << 20  # size of one block's byte matrix: small enough to stay in cache-sized buffers
+
+__all__ = ["ARPA_ZERO", "read_arpa", "write_arpa"]
 
 
 def _open(path: str | Path, mode: str):
     path = Path(path)
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, mode + "b", compresslevel=1), encoding="utf-8", newline="\n")
+        return io.TextIOWrapper(gzip.open(path, mode + "b", compresslevel=GZIP_LEVEL), encoding="utf-8", newline="\n")
     return open(path, mode, encoding="utf-8", newline="\n")
 
 
-def _fmt(values: np.ndarray) -> list[str]:
-    v = np.where(np.isneginf(values), ARPA_ZERO, values)
-    v = np.where(v == 0.0, 0.0, v)  # no "-0"
-    return ["%.8g" % x for x in v.tolist()]
-
-
-def write_arpa(model: BackoffModel, path: str | Path) -> Path:
-    """Write ``model`` as ARPA text (gzip when the name ends in .gz)."""
+def write_arpa(model: BackoffModel, path: str | Path, block_rows: int | None = None) -> Path:
+    """Write ``model`` as ARPA text (gzip when the name ends in .gz). ``block_rows`` fixes how many
+    n-grams are formatted at once (default: about BLOCK_BYTES of line matrix); the output does not
+    depend on it."""
     if not model.is_probability:
         raise ValueError(f"{model.method} gives scores, not probabilities: an ARPA file would misrepresent it")
     path = Path(path)
-    words = np.array(model.words, dtype=object)
-    with _open(path, "w") as f:
-        f.write("\\data\\\n")
+    words = word_matrix(model.words)
+    with _BackgroundWriter(path, compress=path.suffix == ".gz") as sink:
+        sink.put(("\\data\\\n" + "".join(f"ngram {n}={len(model.ids[n - 1])}\n"
+                                         for n in range(1, model.order + 1))).encode())
         for n in range(1, model.order + 1):
-            f.write(f"ngram {n}={len(model.ids[n - 1])}\n")
-        for n in range(1, model.order + 1):
-            f.write(f"\n\\{n}-grams:\n")
+            sink.put(f"\n\\{n}-grams:\n".encode())
             ids = model.ids[n - 1]
-            cols = [words[ids[:, j]] for j in range(n)]
-            grams = cols[0] if n == 1 else [" ".join(t) for t in zip(*cols)]
-            probs = _fmt(model.logprob[n - 1])
-            if n < model.order:
-                backs = _fmt(model.backoff[n - 1])
-                f.writelines(f"{p}\t{g}\t{b}\n" for p, g, b in zip(probs, grams, backs))
-            else:
-                f.writelines(f"{p}\t{g}\n" for p, g in zip(probs, grams))
-        f.write("\n\\end\\\n")
+            rows = block_rows or max(1, BLOCK_BYTES // (40 + n * (words.shape[1] + 1)))
+            for lo in range(0, len(ids), rows):
+                hi = lo + rows
+                backoff = model.backoff[n - 1][lo:hi] if n < model.order else None
+                sink.put(arpa_lines(words, ids[lo:hi], model.logprob[n - 1][lo:hi], backoff))
+        sink.put(b"\n\\end\\\n")
     return path
+
+
+class _BackgroundWriter:
+    """Compresses (gzip, fixed header) and writes byte blocks in a thread, so that formatting the next
+    block overlaps with it (zlib and file writes release the GIL). An error on either side is raised."""
+
+    def __init__(self, path: Path, compress: bool):
+        self.path = path
+        self.compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS) if compress else None
+        self.blocks: queue.Queue = queue.Queue(maxsize=4)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="arpa-writer", daemon=True)
+
+    def __enter__(self) -> "_BackgroundWriter":
+        self.file = open(self.path, "wb")
+        self.thread.start()
+        return self
+
+    def put(self, block: bytes) -> None:
+        if self.error is not None:
+            raise self.error
+        self.blocks.put(block)
+
+    def _run(self) -> None:
+        try:
+            while (block := self.blocks.get()) is not None:
+                self.file.write(self.compressor.compress(block) if self.compressor else block)
+            if self.compressor:
+                self.file.write(self.compressor.flush())
+        except BaseException as exc:  # handed to the main thread
+            self.error = exc
+            while self.blocks.get() is not None:  # drain so that the producer never blocks
+                pass
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.blocks.put(None)
+        self.thread.join()
+        self.file.close()
+        if exc_type is None and self.error is not None:
+            raise self.error
+        if exc_type is not None or self.error is not None:
+            self.path.unlink(missing_ok=True)  # never leave a truncated ARPA behind
 
 
 def read_arpa(path: str | Path) -> BackoffModel:

@@ -75,3 +75,79 @@ def test_literal_unk_is_the_unknown_word_entry(tmp_path):
         assert m.score_sentence(s.split()) == pytest.approx(ken.score(s), abs=1e-4)
     # an OOV scores exactly as the literal <unk>
     assert m.score_sentence(["zzz", "a"]) == pytest.approx(m.score_sentence(["<unk>", "a"]))
+
+
+# ------------------------------------------------------------------ the vectorized writer vs a plain one
+def reference_arpa_text(model) -> str:
+    """The ARPA text written one n-gram at a time with Python's own '%.8g' (obviously correct, slow)."""
+    def number(x: float) -> str:
+        x = -99.0 if x == float("-inf") else x
+        return "%.8g" % (0.0 if x == 0 else x)
+
+    out = ["\\data\\\n"] + [f"ngram {n}={len(model.ids[n - 1])}\n" for n in range(1, model.order + 1)]
+    for n in range(1, model.order + 1):
+        out.append(f"\n\\{n}-grams:\n")
+        for row, ids in enumerate(model.ids[n - 1].tolist()):
+            gram = " ".join(model.words[i] for i in ids)
+            line = f"{number(model.logprob[n - 1][row])}\t{gram}"
+            out.append(line + (f"\t{number(model.backoff[n - 1][row])}\n" if n < model.order else "\n"))
+    out.append("\n\\end\\\n")
+    return "".join(out)
+
+
+HOSTILE_WORDS = [s.split() for s in ["été über ñandú 東京 x", "a looooooooooooooooooooooooong word", "é é x",
+                                     "über a x"]]
+
+
+@pytest.mark.parametrize("block_rows", [None, 1, 7])
+@pytest.mark.parametrize("method", ["modified-kneser-ney", "mle", "add-k"])
+def test_writer_equals_reference_byte_for_byte(tmp_path, method, block_rows):
+    """Blocks of any size, -inf (MLE), non-ASCII and long words: the same bytes as the plain writer."""
+    words, tables = count_sentences(CORPUS[:60] + HOSTILE_WORDS, 3)
+    model = estimate(words, tables, method, k=0.3)
+    path = write_arpa(model, tmp_path / "m.arpa", block_rows=block_rows)
+    assert path.read_bytes() == reference_arpa_text(model).encode("utf-8")
+
+
+def test_number_format_is_python_g8_exactly():
+    """Decimal conversion in integer arithmetic against Python's, on the hard cases: ties, carries into
+    a new digit, powers of ten, the switch to exponent notation, -0, -inf, nan, and random magnitudes."""
+    from models.ngram_arpa_text import FILL, format_g8
+
+    rng = np.random.default_rng(3)
+    edge = [0.0, -0.0, 1.0, -1.0, 0.5, 2.5, 0.125, 1e-4, 9.99999995e-5, 1e-5, 0.1, 0.30000000000000004,
+            99999999.5, 9.99999995, 99.999999949, 1e7, 1e8, 12345678.0, 123456785.0, 0.000123456785, 1234.5,
+            10.0, 100.0, -99.0, 1e-300, 3e22, 1e23, float("inf"), float("nan"), float("-inf"), 5e-324]
+    values = np.concatenate([
+        np.array(edge),
+        rng.standard_normal(20000) * 10.0 ** rng.integers(-9, 10, 20000),
+        rng.integers(1, 10**9, 20000) / 10.0 ** rng.integers(0, 13, 20000),  # short decimals: exact ties
+        -rng.random(20000) * 8,  # the log10 probabilities of real models
+    ])
+    matrix = format_g8(values)
+    got = [bytes(r[r != FILL]).decode() for r in matrix]
+    cleaned = np.where(np.isneginf(values), -99.0, values)
+    expected = ["%.8g" % (0.0 if x == 0 else x) for x in cleaned.tolist()]
+    assert got == expected
+
+
+def test_gzip_is_byte_identical_across_runs_and_names(tmp_path):
+    """No timestamp and no file name in the gzip header: the same model gives the same file."""
+    import gzip
+
+    words, tables = count_sentences(CORPUS, 3)
+    model = estimate(words, tables)
+    first = write_arpa(model, tmp_path / "a.arpa.gz").read_bytes()
+    second = write_arpa(model, tmp_path / "other-name.arpa.gz").read_bytes()
+    assert first == second
+    assert first[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x04\x03"  # deflate, no flags, mtime 0, unix
+    assert gzip.decompress(first) == reference_arpa_text(model).encode("utf-8")
+
+
+def test_failed_write_leaves_no_file(tmp_path):
+    words, tables = count_sentences(CORPUS, 2)
+    model = estimate(words, tables)
+    model.ids[1][5, 1] = len(words) + 10  # an id outside the vocabulary: fails in the middle of order 2
+    with pytest.raises(IndexError):
+        write_arpa(model, tmp_path / "broken.arpa.gz", block_rows=3)
+    assert not (tmp_path / "broken.arpa.gz").exists()
