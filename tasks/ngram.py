@@ -31,7 +31,7 @@ from tasks.orchestration import prefect_task
 from tasks.step import StepResult, artifact_input, log_step_outcome, run_step, slug
 
 NGRAM_STEP = "ngram"
-NGRAM_VERSION = 1
+NGRAM_VERSION = 2  # 2: counts.duckdb holds ngrams_padded + views; model.arpa.gz has a fixed gzip header
 LIBRARIES = ("duckdb", "numpy", "matplotlib")
 Smoothing = Literal["mle", "add-k", "stupid-backoff", "kneser-ney", "modified-kneser-ney"]
 
@@ -180,22 +180,25 @@ def tokenize_corpus(corpus_dir: Path, tokenizer_dir: Path, out_dir: Path, senten
 
 
 def estimate_from_corpus(corpus_dir: Path, out: Path, cfg: NgramConfig, on_progress=None):
-    """Corpus artifact -> counts.duckdb + the estimated model (in memory). Returns (model, count summary)."""
+    """Corpus artifact -> counts.duckdb + the estimated model (in memory). Returns (model, count summary,
+    count tables). The counter hands its arrays straight to the estimator (sorted, with each n-gram's
+    context row), so nothing is read back from counts.duckdb and nothing is sorted twice."""
     from models.ngram import estimate
-    from storage.ngram_counts import DuckSettings, count_ngrams, read_counts
+    from storage.ngram_counts import DuckSettings, count_ngram_tables
 
     settings = DuckSettings(memory_limit=cfg.memory_limit, temp_directory=cfg.temp_directory or str(out / ".spill"),
                             threads=cfg.threads)
-    summary = count_ngrams([corpus_dir / "train.parquet"], out / "counts.duckdb", cfg.order, cfg.sentence, settings)
-    if summary["sentences"] == 0:
+    counted = count_ngram_tables([corpus_dir / "train.parquet"], out / "counts.duckdb", cfg.order, cfg.sentence,
+                                 settings)
+    if counted.summary["sentences"] == 0:
         raise ValueError("ngram: the corpus's train split has no sentence to count")
     if on_progress:
         on_progress(1, 3)
-    words, tables = read_counts(out / "counts.duckdb")
-    model = estimate(words, tables, cfg.smoothing, k=cfg.k, vocab_size=cfg.vocab_size, alpha=cfg.alpha)
+    model = estimate(counted.words, counted.tables, cfg.smoothing, k=cfg.k, vocab_size=cfg.vocab_size,
+                     alpha=cfg.alpha, contexts=counted.contexts)
     if on_progress:
         on_progress(2, 3)
-    return model, summary, tables
+    return model, counted.summary, counted.tables
 
 
 def _build(out: Path, corpus: StepResult, cfg: NgramConfig, tokenizer_dir: Path | None = None) -> dict[str, Any]:
@@ -264,7 +267,7 @@ def _estimate_and_report(out: Path, corpus_dir: Path, cfg: NgramConfig, tokenize
     stats = {"summary": summary, "per_order": per_order, "model": {"method": model.method,
              "is_probability": model.is_probability, **model.info}, "evaluations": evaluations}
     (out / "stats.json").write_text(json.dumps(_finite(stats), indent=2, default=_json_default), encoding="utf-8")
-    _plot_zipf(tables[0][1], out / "zipf.png", f"{cfg.artifact_name}: Zipf plot")
+    _plot_zipf(tables[0], out / "zipf.png", f"{cfg.artifact_name}: Zipf plot")
     # MLflow and canonical JSON take finite numbers only: an infinite perplexity (MLE) stays out of metrics
     # and reads null in the manifest (stats.json says "inf").
     metrics = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
@@ -291,15 +294,16 @@ def _json_default(value: Any) -> Any:
         return str(value)
 
 
-def _plot_zipf(unigram_counts, path: Path, title: str) -> None:
+def _plot_zipf(unigrams, path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    counts = np.asarray(unigram_counts, dtype=np.float64).copy()
-    counts[[1]] = 0  # <s> is a marker, not a word
+    ids, counts = unigrams
+    # <s> is a marker, not a word (the table holds only the ids seen, so its row is found by id)
+    counts = np.asarray(counts, dtype=np.float64)[np.asarray(ids)[:, 0] != 1]
     freq = np.sort(counts[counts > 0])[::-1]
     fig, ax = plt.subplots(figsize=(6, 4))
     if len(freq):

@@ -174,3 +174,24 @@ def test_counting_over_a_trained_tokenizer(tmp_path):
     assert math.isclose(10 ** model.log10_prob("b", ["a"]), 2 / 3, rel_tol=1e-9)
     whitespace = build_ngram(corpus, ngram_config_from_dict({"order": 2, "smoothing": "mle", "arpa": False}), store)
     assert whitespace.id != result.id
+
+
+def test_artifact_is_byte_reproducible_and_counts_are_queryable(tmp_path, zipf):
+    """A rebuild in another store writes the same model.arpa.gz bytes (no gzip timestamp), and the
+    counts file answers SQL per order (ngrams_<n> views over the one padded table)."""
+    import duckdb
+
+    store, corpus, cfg, held_out, result = zipf
+    other_store = ArtifactStore(tmp_path / "other")
+    again = build_ngram(line_corpus(tmp_path, "\n".join(" ".join(s) for s in CORPUS) + "\n", other_store), cfg,
+                        other_store)
+    assert not again.reused
+    assert (Path(again.path) / "model.arpa.gz").read_bytes() == (Path(result.path) / "model.arpa.gz").read_bytes()
+    con = duckdb.connect(str(Path(result.path) / "counts.duckdb"), read_only=True)
+    try:
+        (bigram_total,) = con.execute("SELECT sum(count) FROM ngrams_2").fetchone()
+        (distinct_3,) = con.execute("SELECT count(*) FROM ngrams_3").fetchone()
+    finally:
+        con.close()
+    assert bigram_total == sum(len(s) + 1 for s in CORPUS)  # one bigram per word and per </s>
+    assert distinct_3 == read_manifest(Path(result.path))["metrics"]["distinct_3grams"]

@@ -2,7 +2,8 @@
 
 Reference numbers: ../shared/DATA.md (KenLM lmplz modified Kneser-Ney perplexities) and the lmplz ARPA
 ../shared/reference/ptb.o3.kenlm.arpa.gz. Counting goes through DuckDB (storage.ngram_counts), the
-estimate through models.ngram: the same path as the ngram step.
+estimate through models.ngram: the same path as the ngram step (and read_counts, the estimator's own
+prefix searches, for the lmplz-discount check).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from models.ngram import estimate, kenlm_discounts
-from storage.ngram_counts import count_ngrams, read_counts
+from storage.ngram_counts import count_ngram_tables, read_counts
 from tests.conftest import SHARED
 
 PTB = SHARED / "corpora" / "ptb"
@@ -35,9 +36,10 @@ def sentences(split: str, rename_unk: bool = False) -> list[list[str]]:
 def model_for(tmp_path, order: int, rename_unk: bool = False, discounts=None):
     train = [" ".join(s) for s in sentences("train", rename_unk)]
     pq.write_table(pa.table({"text": train}), tmp_path / "train.parquet")
-    count_ngrams([tmp_path / "train.parquet"], tmp_path / "c.duckdb", order)
-    words, tables = read_counts(tmp_path / "c.duckdb")
-    return estimate(words, tables, "modified-kneser-ney", discounts=discounts)
+    # the ngram step's own path: the counter's arrays and context rows straight into the estimator
+    counted = count_ngram_tables([tmp_path / "train.parquet"], tmp_path / "c.duckdb", order)
+    return estimate(counted.words, counted.tables, "modified-kneser-ney", discounts=discounts,
+                    contexts=counted.contexts)
 
 
 @pytest.mark.parametrize("order", [3, 5])
