@@ -23,7 +23,7 @@ from tasks.clean import CleanConfig
 from tasks.config import ConfigError, from_dict, to_dict
 from tasks.corpus_shard import SourceRef, digest_source, drop_examples
 from tasks.filters import FilterConfig
-from tasks.near_dedup import NearDedupConfig, near_duplicate_of
+from tasks.near_dedup import NearDedupConfig, near_duplicates, streamed_signatures
 from tasks.orchestration import prefect_task
 from tasks.split import SPLITS, SplitConfig
 from tasks.step import StepResult, artifact_input, log_step_outcome, run_step
@@ -32,6 +32,8 @@ from tasks.validate import ValidationConfig
 CORPUS_STEP = "corpus"
 CORPUS_VERSION = 2  # 2: optional MinHash near-dedup
 LIBRARIES = ("polars", "pyarrow", "matplotlib")
+# zstd level 1 writes ~1.7x faster than polars' default (3) for files ~8% larger
+PARQUET_ZSTD_LEVEL = 1
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,14 @@ def build_corpus(
     )
 
 
+# The merge decides what to keep from these columns; the texts are read again shard by shard when written.
+KEY_COLUMNS = ("doc_id", "source", "locator", "split", "n_chars", "n_words", "content_hash")
+
+
 def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: ArtifactStore) -> dict[str, Any]:
+    """Bounded memory: the texts of the whole corpus are never in memory at once. The dedup decisions use
+    the small key columns of every shard (plus MinHash signatures, computed shard by shard); then each
+    shard's kept rows are appended to the split files, one shard at a time."""
     import polars as pl
 
     manifests = [read_manifest(Path(s.path)) for s in shards]
@@ -134,12 +143,15 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
             raise FileNotFoundError(f"shard artifact {shard.id[:12]} vanished from {shard.path}")
         records_read.update({k: v["records_read"] for k, v in manifest["accounting"]["per_source"].items()})
 
-    def load(file: str) -> pl.DataFrame:
-        return pl.concat([pl.read_parquet(Path(s.path) / file) for s in shards], how="vertical") if shards else None
+    paths = [Path(s.path) for s in shards]
 
-    docs, quarantine, dropped = load("data.parquet"), load("quarantine.parquet"), load("dropped.parquet")
+    def load(file: str, columns=None) -> pl.DataFrame:
+        return pl.concat([pl.read_parquet(p / file, columns=columns) for p in paths], how="vertical")
+
+    docs, quarantine, dropped = load("data.parquet", list(KEY_COLUMNS)), load("quarantine.parquet"), load("dropped.parquet")
+    keep = pl.Series("keep", [True] * docs.height, dtype=pl.Boolean)
     if cfg.dedup.exact and docs.height:
-        first = pl.col("content_hash").is_first_distinct()
+        first = docs["content_hash"].is_first_distinct()
         originals = docs.filter(first).select("content_hash", pl.col("doc_id").alias("duplicate_of"))
         dups = docs.filter(~first).join(originals, on="content_hash", how="left", maintain_order="left")
         cross = dups.select(
@@ -147,24 +159,22 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
             ("duplicate_of=" + pl.col("duplicate_of") + " (across files)").alias("detail"),
         )
         dropped = pl.concat([dropped, cross], how="vertical")
-        docs = docs.filter(first)
+        keep = first
 
-    if cfg.dedup.near.enabled and docs.height > 1:
-        target = near_duplicate_of(docs["text"].to_list(), cfg.dedup.near)
-        is_near = pl.Series(target >= 0)
-        if is_near.any():
-            originals = docs["doc_id"].gather(pl.Series(target[target >= 0]))
-            near = docs.filter(is_near).with_columns(originals.alias("duplicate_of"))
+    if cfg.dedup.near.enabled and keep.sum() > 1:
+        near_rows, near_of = _near_duplicates(paths, keep, cfg.dedup.near)
+        if near_rows.len():
+            near = docs[near_rows].with_columns(docs["doc_id"].gather(near_of).alias("duplicate_of"))
             dropped = pl.concat([dropped, near.select(
                 "source", "locator", pl.lit("dedup").alias("stage"), pl.lit("near").alias("reason"),
                 ("duplicate_of=" + pl.col("duplicate_of") + " (MinHash)").alias("detail"),
             )], how="vertical")
-            docs = docs.filter(~is_near)
+            keep = keep.scatter(near_rows, False)
 
-    for split in SPLITS:
-        docs.filter(pl.col("split") == split).write_parquet(out / f"{split}.parquet", compression="zstd")
-    quarantine.write_parquet(out / "quarantine.parquet", compression="zstd")
-    dropped.write_parquet(out / "dropped.parquet", compression="zstd")
+    _write_splits(out, paths, keep)
+    docs = docs.filter(keep)
+    _write_table(quarantine, out / "quarantine.parquet")
+    _write_table(dropped, out / "dropped.parquet")
 
     accounting = accounting_from_tables(records_read, docs, quarantine, dropped)
     from tasks.report import plot_doc_lengths, plot_reasons, write_corpus_report, write_data_docs_index
@@ -187,6 +197,56 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
         "data_docs": "data_docs.html",
         "splits": {split: f"{split}.parquet" for split in SPLITS},
     }
+
+
+def _shard_slices(paths: list[Path], keep):
+    """(shard path, this shard's slice of the corpus-wide ``keep`` mask), in corpus order."""
+    import pyarrow.parquet as pq
+
+    at = 0
+    for path in paths:
+        n = pq.ParquetFile(path / "data.parquet").metadata.num_rows
+        yield path, keep.slice(at, n)
+        at += n
+
+
+def _near_duplicates(paths: list[Path], keep, cfg: NearDedupConfig):
+    """(rows that near-duplicate an earlier kept row, the row each duplicates), as corpus-wide row numbers.
+    Signatures are computed shard by shard from the kept rows' texts; only they stay in memory."""
+    import polars as pl
+
+    def texts():
+        for path, mask in _shard_slices(paths, keep):
+            yield pl.read_parquet(path / "data.parquet", columns=["text"]).filter(mask)["text"].to_list()
+
+    kept_rows = keep.arg_true()
+    target = near_duplicates(streamed_signatures(texts(), kept_rows.len(), cfg), cfg)
+    hit = pl.Series(target >= 0)
+    return kept_rows.filter(hit), kept_rows.gather(pl.Series(target[target >= 0]))
+
+
+def _write_splits(out: Path, paths: list[Path], keep) -> None:
+    """``train/valid/test.parquet``: each shard's kept rows appended in corpus order, one shard in memory."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    writers: dict[str, pq.ParquetWriter] = {}
+    try:
+        for path, mask in _shard_slices(paths, keep):
+            rows = pl.read_parquet(path / "data.parquet").filter(mask)
+            for split in SPLITS:
+                part = rows.filter(pl.col("split") == split).to_arrow()
+                if split not in writers:
+                    writers[split] = pq.ParquetWriter(out / f"{split}.parquet", part.schema, compression="zstd")
+                if part.num_rows:
+                    writers[split].write_table(part)
+    finally:
+        for writer in writers.values():
+            writer.close()
+
+
+def _write_table(frame, path: Path) -> None:
+    frame.write_parquet(path, compression="zstd", compression_level=PARQUET_ZSTD_LEVEL)
 
 
 @prefect_task(name="discover_sources", retries=2, retry_delay_seconds=1)

@@ -34,6 +34,7 @@ SHARD_VERSION = 4  # 4: cleaning ops and quality filters; 3: md5 hashes, control
 EXAMPLES_PER_REASON = 5
 DROPPED_SCHEMA = ["source", "locator", "stage", "reason", "detail"]
 LIBRARIES = ("polars", "pyarrow", "great_expectations", "xxhash")
+PARQUET_ZSTD_LEVEL = 1  # ~1.7x faster to write than polars' default level (3), files ~8% larger
 
 
 @dataclass(frozen=True)
@@ -151,9 +152,8 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
             df = df.join(failures, on="doc_id", how="anti", maintain_order="left")
 
     d = pl.concat(dropped).with_columns(pl.lit(ref.name).alias("source")).select(DROPPED_SCHEMA)
-    df.write_parquet(out / "data.parquet", compression="zstd")
-    q.write_parquet(out / "quarantine.parquet", compression="zstd")
-    d.write_parquet(out / "dropped.parquet", compression="zstd")
+    for frame, file in ((df, "data.parquet"), (q, "quarantine.parquet"), (d, "dropped.parquet")):
+        frame.write_parquet(out / file, compression="zstd", compression_level=PARQUET_ZSTD_LEVEL)
     (out / "validation.json").write_text(json.dumps(validation, indent=2) + "\n", encoding="utf-8")
 
     accounting = accounting_from_tables({ref.name: records_read}, df, q, d)

@@ -280,8 +280,12 @@ def apply_filters(df, cfg: FilterConfig, text_col: str = "text"):
         if not checks:
             continue
         rows = reason.is_null().arg_true()
-        stats = document_stats(df[text_col].gather(rows), quality=cfg.gopher_quality and not repetition,
-                               repetition=repetition)
+        texts = df[text_col] if rows.len() == df.height else df[text_col].gather(rows)
+        # only the statistics some check reads: with the default config that is one regex pass, not three
+        used = {name for keep, detail in (out for _, out in checks) for name in
+                (*keep.meta.root_names(), *detail.meta.root_names())}
+        stats = document_stats(texts, quality=cfg.gopher_quality and not repetition, repetition=repetition,
+                               base=used)
         failed = stats.select(
             pl.coalesce([pl.when(keep.not_()).then(pl.lit(code)) for code, (keep, _) in checks]).alias("reason"),
             pl.coalesce([pl.when(keep.not_()).then(text) for _, (keep, text) in checks]).alias("detail"),
@@ -297,17 +301,22 @@ def apply_filters(df, cfg: FilterConfig, text_col: str = "text"):
     return kept, dropped
 
 
-def document_stats(texts, *, quality: bool = True, repetition: bool = True):
-    """Per-document statistics behind the filters, one row per text (columns prefixed with '_')."""
+BASE_STATS = ("_has_text", "_chars", "_words")
+
+
+def document_stats(texts, *, quality: bool = True, repetition: bool = True, base=BASE_STATS):
+    """Per-document statistics behind the filters, one row per text (columns prefixed with '_'). Of the
+    base statistics only those named in ``base`` are computed, plus what the quality and repetition
+    statistics are built on (characters and words)."""
     import polars as pl
 
     t = pl.col("t")
     words = pl.col("_words")
     per_word = lambda e: pl.when(words > 0).then(e / words)  # noqa: E731 - undefined without words -> null
     frame = pl.DataFrame({"t": texts.fill_null("")})
-    cols = [t.str.contains(r"\S").alias("_has_text"), t.str.len_chars().alias("_chars"),
-            t.str.count_matches(r"\S+").alias("_words")]
-    frame = frame.with_columns(cols)
+    wanted = set(base) | ({"_chars", "_words"} if quality or repetition else set())
+    cols = {"_has_text": t.str.contains(r"\S"), "_chars": t.str.len_chars(), "_words": t.str.count_matches(r"\S+")}
+    frame = frame.with_columns(expr.alias(name) for name, expr in cols.items() if name in wanted)
     if quality:
         lines = t.str.count_matches("\n") + 1
         frame = frame.with_columns(

@@ -42,7 +42,9 @@ def add_identity(df, source_name: str, source_digest: str, split: SplitConfig):
     prefix = f"{source_name}{SEP}{source_digest}{SEP}"
     con = duckdb.connect()
     try:
-        con.register("docs", df.select("locator", "text"))
+        # Arrow string views: polars hands them over without copying the texts (its default export to
+        # large_string copies every byte, which cost as much as the hashing itself)
+        con.register("docs", df.select("locator", "text").to_arrow(compat_level=pl.CompatLevel.newest()))
         # DuckDB keeps insertion order for plain projections (preserve_insertion_order is on by default).
         ids = pl.from_arrow(con.sql(
             "WITH a AS (SELECT substr(sha256($prefix || locator), 1, 20) AS doc_id, md5(text) AS content_hash"

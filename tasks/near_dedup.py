@@ -7,13 +7,20 @@ order, so the first occurrence is always kept.
 
 Shingles are word n-grams (``shingle_size`` words; a document shorter than that is one shingle).
 Building the shingle sets is a per-document Python loop: rensa takes token sets, and no vectorized
-expression builds word n-grams. We chose rensa over datasketch because it computes the signatures
-in Rust for whole batches (``digest_matrix_from_token_sets``), which measured far faster here.
+expression builds word n-grams (a polars explode/shift/group-by version measured 1.6x slower, most of
+it in handing the lists back to Python). We chose rensa over datasketch because it computes the
+signatures in Rust for whole batches (``digest_matrix_from_token_sets``), which measured far faster here.
+
+Memory: a document's signature depends on nothing but its text, so signatures are computed in batches
+of ``SIGNATURE_BATCH`` documents (:func:`streamed_signatures`) into one ``(n, num_perm)`` uint32 matrix:
+only the current batch's shingle lists exist at any time (the whole corpus' lists took ~5 GB for a
+50 MB corpus), and the LSH banding then works on the signatures alone.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,6 +68,9 @@ def shingles(text: str, k: int) -> list[str]:
     return [" ".join(words[i:i + k]) for i in range(len(words) - k + 1)]
 
 
+SIGNATURE_BATCH = 8192
+
+
 def signatures(texts: list[str], cfg: NearDedupConfig) -> np.ndarray:
     """(n_docs, num_perm) uint32 MinHash signatures."""
     from rensa import RMinHash
@@ -69,13 +79,32 @@ def signatures(texts: list[str], cfg: NearDedupConfig) -> np.ndarray:
         return np.zeros((0, cfg.num_perm), dtype=np.uint32)
     sets = [shingles(t, cfg.shingle_size) for t in texts]
     matrix = RMinHash.digest_matrix_from_token_sets(sets, cfg.num_perm, cfg.seed)
-    return np.asarray(matrix.to_rows(), dtype=np.uint32).reshape(len(texts), cfg.num_perm)
+    # np.array with a dtype converts the nested lists ~20x faster than np.asarray without one
+    return np.array(matrix.to_rows(), dtype=np.uint32).reshape(len(texts), cfg.num_perm)
+
+
+def streamed_signatures(batches: Iterable[list[str]], n_docs: int, cfg: NearDedupConfig) -> np.ndarray:
+    """Signatures of ``n_docs`` documents that arrive in batches of texts, in corpus order."""
+    sig = np.empty((n_docs, cfg.num_perm), dtype=np.uint32)
+    at = 0
+    for texts in batches:
+        for start in range(0, len(texts), SIGNATURE_BATCH):
+            part = signatures(texts[start:start + SIGNATURE_BATCH], cfg)
+            sig[at:at + len(part)] = part
+            at += len(part)
+    if at != n_docs:
+        raise ValueError(f"expected {n_docs} documents for near-dedup, got {at}")
+    return sig
 
 
 def near_duplicate_of(texts: list[str], cfg: NearDedupConfig) -> np.ndarray:
     """For each document, the index of the earliest earlier document it near-duplicates, or -1."""
-    sig = signatures(texts, cfg)
-    n = len(texts)
+    return near_duplicates(streamed_signatures([texts], len(texts), cfg), cfg)
+
+
+def near_duplicates(sig: np.ndarray, cfg: NearDedupConfig) -> np.ndarray:
+    """:func:`near_duplicate_of` on signatures already computed (one row per document, corpus order)."""
+    n = len(sig)
     result = np.full(n, -1, dtype=np.int64)
     if n < 2:
         return result

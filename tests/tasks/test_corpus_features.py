@@ -157,3 +157,49 @@ def test_filters_and_cleaning_presets_run_in_the_shard_step(tmp_path):
     assert texts == ["hello world visit", "line long"]  # "keep" is on the Glasgow stop list too
     dropped = pl.read_parquet(Path(merged.path) / "dropped.parquet")
     assert dropped.filter(pl.col("reason") == "too_short")["locator"].to_list() == ["line:1"]
+
+
+def test_streamed_signatures_give_the_same_duplicates_as_one_batch(monkeypatch):
+    """Signatures computed a few documents at a time (as the merge streams them shard by shard) must give
+    exactly the duplicate_of of the whole corpus computed at once."""
+    import tasks.near_dedup as near_dedup
+
+    base = [sentence(80) for _ in range(40)]
+    texts = []
+    for i in range(200):
+        words = random.choice(base).split()
+        for _ in range(random.randrange(0, 5)):  # 0..4 of 80 words changed: some pass 0.8, some do not
+            words[random.randrange(len(words))] = f"edit{random.randrange(10**6)}"
+        texts.append(" ".join(words))
+    cfg = NearDedupConfig(enabled=True)
+    at_once = near_dedup.near_duplicates(near_dedup.signatures(texts, cfg), cfg)
+    monkeypatch.setattr(near_dedup, "SIGNATURE_BATCH", 7)
+    chunks = [texts[i:i + 23] for i in range(0, len(texts), 23)]
+    streamed = near_dedup.near_duplicates(near_dedup.streamed_signatures(iter(chunks), len(texts), cfg), cfg)
+    assert streamed.tolist() == at_once.tolist()
+    assert 20 < (at_once >= 0).sum() < 190  # the corpus really has near duplicates, and non-duplicates
+
+
+def test_merge_near_dedup_across_many_shards_matches_the_whole_corpus_at_once(tmp_path):
+    base = [sentence(60) for _ in range(10)]
+    lines = []
+    for i in range(120):
+        words = random.choice(base).split()
+        words[random.randrange(len(words))] = f"edit{i}"
+        lines.append(" ".join(words))
+    for part in range(4):  # four shards, in name order
+        write(tmp_path / "d" / f"{part}.txt", "\n".join(lines[part * 30:(part + 1) * 30]) + "\n")
+    merged, manifest, _ = build(tmp_path, {"sources": [str(tmp_path / "d")], "dedup": {"near": {"enabled": True}},
+                                            "split": {"valid": 0.0, "test": 0.0}})
+    target = near_duplicate_of(lines, NearDedupConfig(enabled=True))  # lines are distinct: no exact dups
+    expected = {f"d/{i // 30}.txt:line:{i % 30 + 1}": f"d/{t // 30}.txt:line:{t % 30 + 1}"
+                for i, t in enumerate(target.tolist()) if t >= 0}
+    docs = kept(merged.path)
+    dropped = pl.read_parquet(Path(merged.path) / "dropped.parquet").filter(pl.col("reason") == "near")
+    assert docs.height + dropped.height == 120 and dropped.height == len(expected) > 0
+    ids = {}  # doc_id -> source:locator, over every document (kept and dropped) of every shard
+    for shard in (tmp_path / "store" / "corpus_shard").iterdir():
+        for row in pl.read_parquet(shard / "data.parquet").iter_rows(named=True):
+            ids[row["doc_id"]] = f"{row['source']}:{row['locator']}"
+    got = {f"{r['source']}:{r['locator']}": ids[r["detail"].split("=")[1].split()[0]] for r in dropped.iter_rows(named=True)}
+    assert got == expected

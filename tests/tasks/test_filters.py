@@ -305,3 +305,11 @@ def test_empty_frame_and_all_filters_on():
     kept, dropped = apply_filters(pl.DataFrame({"locator": [], "text": []}, schema=schema), cfg)
     assert kept.height == 0 and kept.columns == ["locator", "text"]
     assert dropped.height == 0 and dropped.columns == ["locator", "reason", "detail"]
+
+
+def test_document_stats_computes_only_the_statistics_asked_for():
+    # the default filters read only _has_text: one regex pass over the texts, not three
+    stats = document_stats(pl.Series(["a b", " "]), quality=False, repetition=False, base={"_has_text"})
+    assert stats.columns == ["_has_text"] and stats["_has_text"].to_list() == [True, False]
+    full = document_stats(pl.Series(["a b"]), quality=True, repetition=False, base={"_has_text"})
+    assert {"_chars", "_words", "_mean_word_len"} <= set(full.columns)  # what the quality rules build on
