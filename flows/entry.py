@@ -27,13 +27,11 @@ from pathlib import Path
 
 # Variables that libraries read when they are imported (the server has imported them already), so a
 # command whose value differs from the server's must run in its own process. Everything else in the
-# environment is applied to the child before the command runs.
-IMPORT_TIME_PREFIXES = ("PREFECT_", "MLFLOW_", "CORPUSFORGE_", "GX_", "OMP_", "MKL_", "OPENBLAS_", "POLARS_",
-                        "RAYON_", "TOKENIZERS_", "CUDA_", "PYTORCH_", "TORCH", "HF_", "PYTHON", "DO_NOT_TRACK",
-                        "LD_", "MPLBACKEND", "MPLCONFIGDIR")
-# Settings of the local server itself, which do not change what a command computes.
-SERVER_SETTINGS = ("CORPUSFORGE_LOCAL_SERVER", "CORPUSFORGE_LOCAL_SERVER_IDLE", "CORPUSFORGE_PREFECT_PORT",
-                   "CORPUSFORGE_SERVER_RUSAGE")
+# environment, corpusforge's own CORPUSFORGE_* settings included (read when a command runs), is applied to
+# the child before the command runs.
+IMPORT_TIME_PREFIXES = ("PREFECT_", "MLFLOW_", "GX_", "OMP_", "MKL_", "OPENBLAS_", "POLARS_", "RAYON_",
+                        "TOKENIZERS_", "CUDA_", "PYTORCH_", "TORCH", "HF_", "PYTHON", "DO_NOT_TRACK", "LD_",
+                        "MPLBACKEND", "MPLCONFIGDIR")
 NOT_DELEGATED = ("server", "ui", "schedule")
 # What configure_environment() adds (flows/settings.py): offline and quiet, Prefect's state in the store.
 QUIET_DEFAULTS = {
@@ -90,8 +88,7 @@ def effective_environ(environ, store_root: Path) -> dict[str, str]:
 
 
 def env_fingerprint(environ) -> str:
-    items = sorted((k, v) for k, v in environ.items()
-                   if k.startswith(IMPORT_TIME_PREFIXES) and k not in SERVER_SETTINGS)
+    items = sorted((k, v) for k, v in environ.items() if k.startswith(IMPORT_TIME_PREFIXES))
     return hashlib.sha256(json.dumps(items).encode()).hexdigest()[:16]
 
 
@@ -137,7 +134,11 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a zombie (exited, not yet reaped: an orphan whose init does not reap) is not alive
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def send_message(sock: socket.socket, payload: dict, fds: list[int] | None = None) -> None:

@@ -53,6 +53,7 @@ from flows.entry import (
 
 IDLE_SECONDS = 1200
 READY_TIMEOUT_S = 180
+KILL_GRACE_S = 10.0  # after SIGTERM to a command whose client went away, then SIGKILL
 PREFERRED_PREFECT_PORT = 4200
 # Imported once by the server so that commands do not pay for them: everything a stage may need.
 WARM_MODULES = (
@@ -122,7 +123,8 @@ class LocalServer:
     def __init__(self, store_root: Path, idle_seconds: float):
         self.store_root = store_root
         self.idle_seconds = idle_seconds
-        self.env_fp = env_fingerprint(effective_environ(os.environ, store_root))
+        self.environ = dict(os.environ)  # as started: the warm-up's imports may add variables of their own
+        self.env_fp = env_fingerprint(effective_environ(self.environ, store_root))
         self.code_fp = code_fingerprint()
         self.prefect: subprocess.Popen | None = None
         self.prefect_url = ""
@@ -130,6 +132,7 @@ class LocalServer:
         self.children: dict[int, socket.socket | None] = {}  # child pid -> the client's connection
         self.keepalive: set[socket.socket] = set()
         self.stopping = False
+        self.kill_after: dict[int, float] = {}
         self.reload = False
         self.last_active = time.monotonic()
         self.selector = selectors.DefaultSelector()
@@ -170,6 +173,8 @@ class LocalServer:
         logs = self.store_root / "logs"
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not prefect_healthy(self.prefect_url):
+            if self.stopping:
+                raise SystemExit(0)
             if self.prefect.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the Prefect server did not start; see {logs / 'prefect-server.log'}")
             time.sleep(0.2)
@@ -254,8 +259,6 @@ class LocalServer:
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.signal(signal.SIGTERM, self._on_stop_signal)
-        signal.signal(signal.SIGINT, self._on_stop_signal)
         self.selector.register(wake_r, selectors.EVENT_READ, "wake")
         while True:
             for key, _ in self.selector.select(timeout=1.0):
@@ -267,6 +270,7 @@ class LocalServer:
                 else:  # a client connection became readable: it went away (or sent garbage)
                     self.client_gone(key.data, key.fileobj)
             self.reap()
+            self.escalate()
             if self.children or self.keepalive:
                 self.last_active = time.monotonic()
             elif self.stopping or self.reload:
@@ -348,6 +352,20 @@ class LocalServer:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGTERM)
             self.children[pid] = None
+            self.kill_after[pid] = time.monotonic() + KILL_GRACE_S
+
+    def escalate(self) -> None:
+        """A command whose client went away got SIGTERM; if it (or what it started) is still there after the
+        grace period, SIGKILL its process group."""
+        now = time.monotonic()
+        for pid, deadline in list(self.kill_after.items()):
+            if pid not in self.children:
+                del self.kill_after[pid]
+            elif now > deadline:
+                _log(f"child {pid} did not stop within {KILL_GRACE_S:.0f} s of SIGTERM: killing it")
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                del self.kill_after[pid]
 
     def reap(self) -> None:
         """Report finished commands to their clients (only our command children: the Prefect server is
@@ -435,6 +453,9 @@ class LocalServer:
             return 0
         self.socket_path = ""
         self.external_api = os.environ.get("PREFECT_API_URL", "")
+        # Stop cleanly on SIGTERM/SIGINT at any point of the life (state file removed, Prefect stopped).
+        signal.signal(signal.SIGTERM, self._on_stop_signal)
+        signal.signal(signal.SIGINT, self._on_stop_signal)
         try:
             if self.external_api:  # a team server: use it, start none
                 self.prefect_url = self.external_api.rstrip("/").removesuffix("/api")
@@ -445,11 +466,15 @@ class LocalServer:
             self.write_state("warming")
             self.warm_up()  # while the Prefect server starts in its own process
             self.wait_prefect_ready()
+            if self.stopping:
+                raise SystemExit(0)
             self.listen()
             self.write_state("ready")
             _log(f"serving commands for {self.store_root} on {self.socket_path} (idle stop after "
                  f"{self.idle_seconds:.0f} s)")
             self.serve()
+        except SystemExit:
+            self.stopping = True
         except Exception:  # noqa: BLE001 - logged; the clients fall back to running commands themselves
             _log("the local server failed:\n" + traceback.format_exc())
             self.stopping = True
@@ -462,9 +487,7 @@ class LocalServer:
                 self.write_state("reloading")
                 lock.close()  # released across exec; the new image takes it again
                 _log("re-executing with the new code")
-                env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # ours, not the user's
-                if self.external_api:
-                    env["PREFECT_API_URL"] = self.external_api
+                env = self.environ  # the environment it was started with (PREFECT_API_URL is the user's, if any)
                 os.execve(sys.executable, [sys.executable, "-m", __spec__.name, "serve", "--store",
                                            str(self.store_root), "--idle", str(self.idle_seconds)], env)
             self.stop_prefect()
@@ -576,6 +599,34 @@ def ensure_prefect_api(store_root: Path, console=None) -> str | None:
     os.environ["PREFECT_API_URL"] = url + "/api"
     refresh_prefect_settings()
     return os.environ["PREFECT_API_URL"]
+
+
+def hold_local_server(store_root: Path, console=None, prefect_port: int | None = None):
+    """The store's local server's Prefect API (started if needed) and a connection that keeps the server from
+    stopping while a long-lived command (`ui`, `schedule`) runs; (None, None) when the local server is turned
+    off or cannot start."""
+    if not server_enabled():
+        return None, None
+    url = running_prefect_url(store_root)
+    if url is None:
+        if prefect_port:
+            os.environ.setdefault("CORPUSFORGE_PREFECT_PORT", str(prefect_port))
+        if console is not None:
+            console.print("starting the store's local server (Prefect API + warm imports) ...")
+        state = wait_for(store_root, ("ready",), start_in_background(store_root))
+        url = state.get("prefect_url") if state else None
+        if url is None:
+            return None, None
+    state = wait_for(store_root, ("ready",), None, timeout=READY_TIMEOUT_S) or {}
+    hold = None
+    if state.get("socket"):
+        try:
+            hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            hold.connect(state["socket"])
+            send_message(hold, {"keepalive": True})
+        except OSError:
+            hold = None
+    return url, hold
 
 
 def stop(store_root: Path, timeout: float = 60) -> bool:

@@ -13,19 +13,31 @@ from pathlib import Path
 from prefect import flow
 
 START_HINT = (
-    "start one with `corpusforge ui` (or `prefect server start --host 127.0.0.1`) in another terminal, then\n"
-    "    export PREFECT_API_URL=http://127.0.0.1:4200/api\n"
-    "and run this command again."
+    "unset PREFECT_API_URL to use the store's local server, or start one with `prefect server start --host "
+    "127.0.0.1` and point PREFECT_API_URL at it."
 )
 
 
 @flow(name="corpusforge-scheduled-pipeline")
 def scheduled_pipeline(config_path: str, overrides: list[str], store: str) -> dict:
-    """Load the YAML at run time and run the pipeline flow (as a subflow) against the store."""
+    """Load the YAML at run time; when a source is new or changed, run the pipeline flow (as a subflow) against
+    the store. When every step is already published the run stops here: this flow run is the only trace (no
+    subflow, no MLflow run), so a frequent schedule over unchanged data does not pile up empty runs."""
+    from prefect import get_run_logger
+
     from flows.pipeline import run_pipeline
+    from flows.pipeline_config import pipeline_config_from_dict
+    from flows.plan import answer_from_store, plan_pipeline
+    from storage.store import resolve_store_root
     from tasks.config import apply_overrides, load_yaml
 
     data = apply_overrides(load_yaml(config_path), overrides)
+    root = resolve_store_root(store)
+    cfg = pipeline_config_from_dict(data)
+    summary = answer_from_store(cfg, root, plan_pipeline(cfg, root, Path(config_path).parent))
+    if summary is not None:
+        get_run_logger().info("nothing new: all %d steps are already published, nothing to run", len(summary["steps"]))
+        return summary
     return run_pipeline(data, store=store, base_dir=Path(config_path).parent)
 
 
@@ -46,18 +58,11 @@ def serve_schedule(config: Path, cron: str, name: str | None, overrides: list[st
         data = apply_overrides(load_yaml(config), overrides)
     except ConfigError as exc:
         fail(str(exc), 2)
-    api = os.environ.get("PREFECT_API_URL")
-    if not api:
-        fail("PREFECT_API_URL is not set, so there is no Prefect server to register the schedule with;\n" + START_HINT, 1)
-    if not prefect_api_healthy(api):
-        fail(f"no Prefect server answers at {api};\n" + START_HINT, 1)
-    configure_environment(store_root)
-
     from prefect.client.schemas.schedules import CronSchedule
 
-    from flows.pipeline import pipeline_config_from_dict
+    from flows.pipeline_config import pipeline_config_from_dict
 
-    try:
+    try:  # bad input is answered before any server starts
         cfg = pipeline_config_from_dict(data)
         CronSchedule(cron=cron)
     except ConfigError as exc:
@@ -65,6 +70,24 @@ def serve_schedule(config: Path, cron: str, name: str | None, overrides: list[st
     except ValueError as exc:
         fail(f"--cron {cron!r} is not a valid cron expression (five fields: minute hour day month weekday): "
              f"{str(exc).splitlines()[0]}", 2)
+    configure_environment(store_root)
+    api = os.environ.get("PREFECT_API_URL")
+    keepalive = None  # held while serving, so the local server does not stop as idle
+    if not api:  # the store's local server (started if needed) holds the deployment and its runs
+        from flows.entry import server_enabled
+        from flows.local_server import hold_local_server, refresh_prefect_settings
+
+        url, keepalive = hold_local_server(store_root, console)
+        if url is None:
+            why = ("is turned off (CORPUSFORGE_LOCAL_SERVER=off)" if not server_enabled()
+                   else f"did not start (see {store_root / 'logs' / 'local-server.log'})")
+            fail(f"no Prefect server to register the schedule with: the store's local server {why}. Unset "
+                 "CORPUSFORGE_LOCAL_SERVER, or start a server (`prefect server start --host 127.0.0.1`) and set "
+                 "PREFECT_API_URL to its API (http://127.0.0.1:4200/api)", 1)
+        api = os.environ["PREFECT_API_URL"] = url + "/api"
+        refresh_prefect_settings()
+    if not prefect_api_healthy(api):
+        fail(f"no Prefect server answers at {api};\n" + START_HINT, 1)
     deployment = name or cfg.name
     console.print(f"serving deployment [bold]{deployment}[/] on cron '{cron}' against {api} (Ctrl-C stops serving)")
     scheduled_pipeline.serve(
@@ -73,3 +96,5 @@ def serve_schedule(config: Path, cron: str, name: str | None, overrides: list[st
         parameters={"config_path": str(config.resolve()), "overrides": list(overrides), "store": str(store_root)},
         tags=["corpusforge"],
     )
+    if keepalive is not None:
+        keepalive.close()

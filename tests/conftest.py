@@ -19,6 +19,10 @@ for key, value in {
     "PREFECT_LOGGING_LEVEL": "WARNING",
     # torch's OpenMP threads spin while waiting; on a busy 2-core machine that makes CPU training 5-20x slower
     "OMP_WAIT_POLICY": "PASSIVE",
+    # Commands run in their own processes against the session's Prefect harness: no test starts a store's
+    # background local server by accident (tests/flows/test_local_server.py turns it on where it is tested).
+    "CORPUSFORGE_LOCAL_SERVER": "off",
+    "PYTHONIOENCODING": "utf-8",
 }.items():
     os.environ[key] = value
 for key in ("PREFECT_API_URL", "CORPUSFORGE_STORE", "CORPUSFORGE_TRACKING_URI", "MLFLOW_TRACKING_URI"):
