@@ -130,7 +130,7 @@ class HFTokenizer(Tokenizer):
         return self.hf.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [e.ids for e in self.hf.encode_batch_fast(list(texts), add_special_tokens=False)]
+        return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
 
     def tokenize(self, text: str) -> list[str]:
         return self.hf.encode(text, add_special_tokens=False).tokens
