@@ -58,7 +58,22 @@ def _fail(message: str, code: int) -> None:
 def _store(store: Optional[Path]) -> Path:
     from storage.store import resolve_store_root
 
-    return resolve_store_root(store)
+    root = resolve_store_root(store)
+    if root.exists() and not root.is_dir():
+        _fail(f"the store {root} is a file, not a directory (--store or $CORPUSFORGE_STORE)", 2)
+    return root
+
+
+def _writable_store(root: Path) -> None:
+    """A command that writes needs a store it can create or write into: say so before any work starts."""
+    probe = root
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        _fail(f"the store {root} cannot be created: {probe} is a file, not a directory", 2)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        what = "store" if probe == root else f"store's parent directory {probe}"
+        _fail(f"the {what} is not writable by this user, so the store {root} cannot be written", 2)
 
 
 def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> dict:
@@ -66,6 +81,7 @@ def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> 
     against the store's Prefect API. Known errors become clean exits."""
     from flows.settings import configure_environment
 
+    _writable_store(store_root)
     configure_environment(store_root)
     from flows.pipeline_config import pipeline_config_from_dict
     from flows.plan import answer_from_store, plan_pipeline

@@ -38,4 +38,44 @@ def start_ephemeral_prefect(timeout: int = 120) -> None:
     from storage.locks import file_lock
 
     with file_lock(Path(PREFECT_HOME.value()) / ".corpusforge-ephemeral.lock"):
-        SubprocessASGIServer().start(timeout=timeout)
+        server = SubprocessASGIServer()
+        spawn = getattr(server, "_run_uvicorn_command", None)
+        if spawn is not None and not server.running:  # tie each server process as soon as it exists
+
+            def spawn_tied():
+                proc = spawn()
+                _stop_with_this_process(proc.pid)
+                return proc
+
+            server._run_uvicorn_command = spawn_tied
+        server.start(timeout=timeout)
+
+
+# A watchdog process that Linux signals when this process dies (even by kill -9); it then stops the ephemeral
+# Prefect API, which Prefect starts without such a tie (it would keep its port and database forever).
+_WATCHDOG = """
+import os, signal, sys
+pid, parent = int(sys.argv[1]), int(sys.argv[2])
+def stop(*_):
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        pass
+    os._exit(0)
+signal.signal(signal.SIGTERM, stop)
+if os.getppid() != parent:  # the parent died before the tie was made
+    stop()
+while True:
+    signal.pause()
+"""
+
+
+def _stop_with_this_process(pid: int) -> None:
+    import subprocess
+    import sys
+
+    from flows.local_server import _die_with_parent
+
+    subprocess.Popen([sys.executable, "-S", "-c", _WATCHDOG, str(pid), str(os.getpid())],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     preexec_fn=_die_with_parent, close_fds=True, start_new_session=True)

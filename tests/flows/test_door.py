@@ -1,0 +1,88 @@
+"""Bad input at the door and kills (issue 14): the real `corpusforge` command in its own process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, write
+
+CLI = str(Path(sys.executable).parent / "corpusforge")
+
+
+def cold_env() -> dict[str, str]:
+    """No Prefect API configured and the local server off: the command starts Prefect's ephemeral API."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL",)}
+    env["CORPUSFORGE_LOCAL_SERVER"] = "off"
+    return env
+
+
+def test_a_store_that_is_a_file_is_refused_in_one_line(tmp_path):
+    source = write(tmp_path / "a.txt", "one line\n")
+    blocker = write(tmp_path / "not-a-dir", "x")
+    for store, words in ((blocker, "is a file, not a directory"), (blocker / "sub", "cannot be created")):
+        for args in (["corpus", str(source), "--name", "a"], ["artifacts", "find"]):
+            res = subprocess.run([CLI, *args, "--store", str(store)], capture_output=True, text=True,
+                                 env=cold_env(), timeout=120)
+            if args[0] == "artifacts" and store != blocker:
+                assert res.returncode == 0  # reading a store that does not exist: nothing found
+                continue
+            assert res.returncode == 2, res.stderr
+            assert words in " ".join(res.stderr.split()) and "Traceback" not in res.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into a read-only directory")
+def test_a_read_only_store_is_refused_in_one_line(tmp_path):
+    source = write(tmp_path / "a.txt", "one line\n")
+    store = tmp_path / "ro"
+    store.mkdir()
+    store.chmod(0o555)
+    try:
+        res = subprocess.run([CLI, "corpus", str(source), "--name", "a", "--store", str(store)],
+                             capture_output=True, text=True, env=cold_env(), timeout=120)
+    finally:
+        store.chmod(0o755)
+    assert res.returncode == 2 and "not writable" in res.stderr and "Traceback" not in res.stderr
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_cold_command_takes_its_ephemeral_prefect_api_along(tmp_path):
+    sample = REPO / "data" / "sample" / "tinyshakespeare.txt"
+    client = subprocess.Popen([CLI, "lm", "train", str(sample), "--preset", "shakespeare-char-cpu", "--store",
+                               str(tmp_path / "store"), "--set", "train.max_iters=1000000"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cold_env())
+    server = None
+    deadline = time.monotonic() + 120
+    while server is None and time.monotonic() < deadline and client.poll() is None:
+        for pid in _children(client.pid):
+            if "uvicorn" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
+                server = pid
+        time.sleep(0.2)
+    assert server is not None, "the command did not start an ephemeral Prefect API"
+    os.kill(client.pid, signal.SIGKILL)
+    client.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while _alive(server) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    alive = _alive(server)
+    if alive:
+        os.kill(server, signal.SIGKILL)
+    assert not alive, "the ephemeral Prefect API outlived its command"
