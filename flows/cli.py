@@ -231,8 +231,8 @@ def artifacts_show(
     catalog = Catalog(ArtifactStore(_store(store)))
     try:
         found = catalog.get(artifact_id)
-    except LookupError as exc:
-        _fail(str(exc.args[0]), 1)
+    except LookupError as exc:  # an unknown or ambiguous id is bad usage
+        _fail(str(exc.args[0]), 2)
     if as_json:
         print(json.dumps(found.manifest, ensure_ascii=False))
         return
@@ -252,8 +252,8 @@ def artifacts_verify(
 
     try:
         report = Catalog(ArtifactStore(_store(store))).verify(artifact_id)
-    except LookupError as exc:
-        _fail(str(exc.args[0]), 1)
+    except LookupError as exc:  # an unknown or ambiguous id is bad usage
+        _fail(str(exc.args[0]), 2)
     if report.ok:
         out.print(f"[green]OK[/] {report.id} ({report.files_checked} files verified)")
         return

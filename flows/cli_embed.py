@@ -99,8 +99,8 @@ def _find_embeddings(artifact_id: str, store: Optional[Path]):
     catalog = Catalog(ArtifactStore(_store(store)))
     try:
         found = catalog.get(artifact_id)
-    except LookupError as exc:
-        _fail(str(exc.args[0]), 1)
+    except LookupError as exc:  # an unknown or ambiguous id is bad usage
+        _fail(str(exc.args[0]), 2)
     if found.manifest.get("step") != "embeddings":
         _fail(f"{artifact_id}: artifact is a {found.manifest.get('step')!r}, not an 'embeddings' artifact "
               "(TF-IDF matrices have no word vectors)", 2)
@@ -114,7 +114,7 @@ def eval_(
     similarity: Annotated[Optional[list[Path]], typer.Option("--similarity", help="Word-pair file (repeatable).")] = None,
     neighbors: Annotated[Optional[list[str]], typer.Option("--neighbors", help="Word to list neighbours of (repeatable).")] = None,
     query: Annotated[Optional[list[str]], typer.Option("--query", help="e.g. 'king - man + woman' (repeatable).")] = None,
-    top: Annotated[int, typer.Option("--top", help="Neighbours / answers per word or query.")] = 10,
+    top: Annotated[int, typer.Option("--top", min=1, help="Neighbours / answers per word or query.")] = 10,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -167,7 +167,7 @@ def eval_(
 def neighbors(
     artifact_id: Annotated[str, typer.Argument(metavar="ID", help="Embeddings artifact id (or unique prefix).")],
     word: Annotated[str, typer.Argument(help="A word, or a query such as 'king - man + woman'.")],
-    top: Annotated[int, typer.Option("--top", help="How many neighbours.")] = 10,
+    top: Annotated[int, typer.Option("--top", min=1, help="How many neighbours.")] = 10,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -14,6 +14,13 @@ from typing import Annotated, Optional
 
 import typer
 
+
+def _above_zero(value):
+    """Option callback: a number that must be > 0 (None: not given)."""
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"{value} is not > 0")
+    return value
+
 app = typer.Typer(help="Neural language models: train (NPLM, RNN/LSTM/GRU, GPT), generate, inspect.",
                   no_args_is_help=True)
 
@@ -97,8 +104,8 @@ def _find_lm(artifact_id: str, store: Optional[Path]) -> Path:
 
     try:
         found = Catalog(ArtifactStore(_store(store))).get(artifact_id)
-    except LookupError as exc:
-        _fail(str(exc.args[0]), 1)
+    except LookupError as exc:  # an unknown or ambiguous id is bad usage
+        _fail(str(exc.args[0]), 2)
     if found.manifest.get("step") != "lm":
         _fail(f"{artifact_id}: is a {found.manifest.get('step')!r} artifact, not an lm", 2)
     return found.path
@@ -108,11 +115,11 @@ def _find_lm(artifact_id: str, store: Optional[Path]) -> Path:
 def generate(
     artifact_id: Annotated[str, typer.Argument(metavar="ID", help="lm artifact id or a unique prefix.")],
     prompt: Annotated[str, typer.Option("--prompt", help="Text to continue.")] = "\n",
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", help="Tokens to generate.")] = 200,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=1, help="Tokens to generate.")] = 200,
     greedy: Annotated[bool, typer.Option("--greedy", help="Always take the most likely token.")] = False,
-    temperature: Annotated[float, typer.Option("--temperature", help="Softmax temperature (> 0).")] = 0.8,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", help="Sample among the k most likely tokens.")] = None,
-    top_p: Annotated[Optional[float], typer.Option("--top-p", help="Nucleus sampling mass in (0, 1].")] = None,
+    temperature: Annotated[float, typer.Option("--temperature", callback=_above_zero, help="Softmax temperature (> 0).")] = 0.8,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", min=1, help="Sample among the k most likely tokens.")] = None,
+    top_p: Annotated[Optional[float], typer.Option("--top-p", max=1.0, callback=_above_zero, help="Nucleus sampling mass in (0, 1].")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Sampling seed (same seed, same text).")] = 1337,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
@@ -136,7 +143,7 @@ def generate(
 def inspect(
     artifact_id: Annotated[str, typer.Argument(metavar="ID", help="lm artifact id or a unique prefix.")],
     prompt: Annotated[str, typer.Option("--prompt", help="Text to look at.")],
-    top_k: Annotated[int, typer.Option("--top-k", help="Rows of the next-token table.")] = 10,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, help="Rows of the next-token table.")] = 10,
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where the heatmap PNGs go (default ./lm-inspect-ID).")] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,

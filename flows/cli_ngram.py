@@ -14,6 +14,13 @@ import typer
 
 from flows.cli import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, out
 
+
+def _above_zero(value):
+    """Option callback: a number that must be > 0 (None: not given)."""
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"{value} is not > 0")
+    return value
+
 app = typer.Typer(help="N-gram language models counted in DuckDB: estimate, query, evaluate.", no_args_is_help=True)
 
 SMOOTHINGS = ("mle", "add-k", "stupid-backoff", "kneser-ney", "modified-kneser-ney")
@@ -23,10 +30,10 @@ SMOOTHINGS = ("mle", "add-k", "stupid-backoff", "kneser-ney", "modified-kneser-n
 def estimate(
     sources: Annotated[list[Path], typer.Argument(metavar="TRAIN_SOURCES...",
                                                   help="Training text files or directories: one sentence per line.")],
-    order: Annotated[int, typer.Option("--order", help="Highest n-gram order N.")] = 3,
+    order: Annotated[int, typer.Option("--order", min=1, help="Highest n-gram order N.")] = 3,
     smoothing: Annotated[str, typer.Option("--smoothing", help="mle, add-k, stupid-backoff, kneser-ney, "
                                                                "modified-kneser-ney.")] = "modified-kneser-ney",
-    k: Annotated[float, typer.Option("--k", help="add-k: the pseudo-count (Laplace: 1).")] = 1.0,
+    k: Annotated[float, typer.Option("--k", callback=_above_zero, help="add-k: the pseudo-count (Laplace: 1).")] = 1.0,
     eval_files: Annotated[Optional[list[Path]], typer.Option("--eval", help="Evaluation text file (repeatable).")] = None,
     arpa: Annotated[Optional[Path], typer.Option("--arpa", help="Write the model as ARPA here (.gz: gzipped).")] = None,
     set_: SetOpt = None,
@@ -137,7 +144,7 @@ def query(
     model_ref: Annotated[str, typer.Argument(metavar="ID", help="ngram artifact id (prefix) or an ARPA file.")],
     context: Annotated[str, typer.Option("--context", help="The history, e.g. \"the cat\"; start it with <s> "
                                                            "for a sentence start.")] = "",
-    top: Annotated[int, typer.Option("--top", help="How many next words to list.")] = 5,
+    top: Annotated[int, typer.Option("--top", min=1, help="How many next words to list.")] = 5,
     word: Annotated[Optional[str], typer.Option("--word", help="Also give P(word | context).")] = None,
     sentence: Annotated[Optional[list[str]], typer.Option("--sentence", help="Score a sentence (repeatable).")] = None,
     store: StoreOpt = None,

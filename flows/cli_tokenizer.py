@@ -52,8 +52,8 @@ def train_config(sources: list[str], kind: str, vocab_size: int | None, merges: 
 def train(
     sources: Annotated[list[Path], typer.Argument(help="Text files or directories to train on.")],
     kind: Annotated[str, typer.Option("--kind", help=f"One of: {', '.join(KINDS)}.")],
-    vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", help="Target vocabulary size.")] = None,
-    merges: Annotated[Optional[int], typer.Option("--merges", help="classic-bpe: number of merges.")] = None,
+    vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", min=1, help="Target vocabulary size.")] = None,
+    merges: Annotated[Optional[int], typer.Option("--merges", min=0, help="classic-bpe: number of merges.")] = None,
     trace: Annotated[bool, typer.Option("--trace", help="classic-bpe: print every merge and token table.")] = False,
     set_: SetOpt = None,
     store: StoreOpt = None,
@@ -103,8 +103,8 @@ def _load(artifact_id: str, store: Optional[Path]):
 
     try:
         found = Catalog(ArtifactStore(_store(store))).get(artifact_id)
-    except LookupError as exc:
-        _fail(str(exc.args[0]), 1)
+    except LookupError as exc:  # an unknown or ambiguous id is bad usage
+        _fail(str(exc.args[0]), 2)
     if found.manifest["step"] != "tokenizer":
         _fail(f"{artifact_id} is a {found.manifest['step']} artifact, not a tokenizer", 2)
     return found, load_tokenizer(found.path)
@@ -154,8 +154,8 @@ def compare(
 
         try:
             found = Catalog(ArtifactStore(_store(store))).get(corpus)
-        except LookupError as exc:
-            _fail(str(exc.args[0]), 1)
+        except LookupError as exc:  # an unknown or ambiguous id is bad usage
+            _fail(str(exc.args[0]), 2)
         texts = read_split_texts(found.path, "valid") or read_split_texts(found.path, "train")
     for aid in artifact_ids:
         found, tok = _load(aid, store)

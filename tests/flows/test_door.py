@@ -86,3 +86,33 @@ def test_kill_9_of_a_cold_command_takes_its_ephemeral_prefect_api_along(tmp_path
     if alive:
         os.kill(server, signal.SIGKILL)
     assert not alive, "the ephemeral Prefect API outlived its command"
+
+
+UNKNOWN_ID_COMMANDS = [["artifacts", "show", "ffff0000"], ["artifacts", "verify", "ffff0000"],
+                       ["ngram", "query", "ffff0000", "--context", "a"], ["lm", "generate", "ffff0000", "--prompt", "a"],
+                       ["lm", "inspect", "ffff0000", "--prompt", "a"], ["tokenizer", "encode", "ffff0000", "a"],
+                       ["embed", "neighbors", "ffff0000", "a"], ["embed", "eval", "ffff0000"]]
+
+
+@pytest.mark.parametrize("args", UNKNOWN_ID_COMMANDS, ids=lambda a: " ".join(a[:2]))
+def test_an_unknown_id_is_bad_usage_everywhere(tmp_path, args):
+    res = subprocess.run([CLI, *args, "--store", str(tmp_path)], capture_output=True, text=True, env=cold_env(),
+                         timeout=120)
+    assert res.returncode == 2, res.stderr  # README: 2 = bad usage or config
+    assert "no artifact with id 'ffff0000'" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("args", [["lm", "generate", "ffff", "--prompt", "a", "--top-p", "1.5"],
+                                  ["lm", "generate", "ffff", "--prompt", "a", "--top-p", "0"],
+                                  ["lm", "generate", "ffff", "--prompt", "a", "--temperature", "0"],
+                                  ["lm", "generate", "ffff", "--prompt", "a", "--top-k", "0"],
+                                  ["ngram", "estimate", "x.txt", "--order", "0"],
+                                  ["ngram", "estimate", "x.txt", "--smoothing", "add-k", "--k", "-1"],
+                                  ["embed", "neighbors", "ffff", "a", "--top", "0"]],
+                         ids=lambda a: " ".join(a[-2:]))
+def test_flag_ranges_are_checked_before_any_work(tmp_path, args):
+    res = subprocess.run([CLI, *args, "--store", str(tmp_path)], capture_output=True, text=True, env=cold_env(),
+                         timeout=120)
+    assert res.returncode == 2, res.stderr
+    flag = args[-2]
+    assert flag in res.stderr and "no artifact" not in res.stderr and "Traceback" not in res.stderr
