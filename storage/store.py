@@ -58,6 +58,12 @@ class PublishResult:
     reused: bool
 
 
+# Manifest fields written by the store itself; a step's build() may not return them (a step's own "files"
+# once replaced the sha256 table, so its artifacts could not be verified).
+RESERVED_FIELDS = frozenset({"schema", "id", "step", "name", "version", "config", "inputs", "files", "timings",
+                             "created_at", "environment"})
+
+
 def resolve_store_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     """``--store`` first, then ``CORPUSFORGE_STORE``, then ``./.corpusforge``."""
     root = explicit or os.environ.get("CORPUSFORGE_STORE") or ".corpusforge"
@@ -158,6 +164,9 @@ class ArtifactStore:
                 started, t0 = _now(), time.perf_counter()
                 fields = dict(build(tmp) or {})
                 seconds = time.perf_counter() - t0
+                clash = sorted(RESERVED_FIELDS & set(fields))
+                if clash:  # the file table, identity and timings belong to the store alone
+                    raise StoreError(f"step {step!r} returned manifest fields the store owns: {', '.join(clash)}")
                 manifest = {
                     "schema": MANIFEST_SCHEMA,
                     "id": aid,

@@ -31,7 +31,8 @@ from tasks.orchestration import prefect_task
 from tasks.step import StepResult, artifact_input, log_step_outcome, run_step, slug
 
 NGRAM_STEP = "ngram"
-NGRAM_VERSION = 2  # 2: counts.duckdb holds ngrams_padded + views; model.arpa.gz has a fixed gzip header
+NGRAM_VERSION = 3  # 2: counts.duckdb holds ngrams_padded + views; model.arpa.gz has a fixed gzip header
+# 3: the manifest keeps the store's file table (sha256 per file); the role -> file map is `outputs`
 LIBRARIES = ("duckdb", "numpy", "matplotlib")
 Smoothing = Literal["mle", "add-k", "stupid-backoff", "kneser-ney", "modified-kneser-ney"]
 
@@ -271,7 +272,7 @@ def _estimate_and_report(out: Path, corpus_dir: Path, cfg: NgramConfig, tokenize
     # MLflow and canonical JSON take finite numbers only: an infinite perplexity (MLE) stays out of metrics
     # and reads null in the manifest (stats.json says "inf").
     metrics = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
-    return {"metrics": metrics, "files": files, "scores_are_probabilities": model.is_probability,
+    return {"metrics": metrics, "outputs": files, "scores_are_probabilities": model.is_probability,
             "evaluations": _finite({k: {"source": v["source"], "perplexity": v["perplexity"], "oov": v["oov"],
                                         "sentences": v["sentences"]} for k, v in evaluations.items()}, None)}
 
