@@ -91,6 +91,8 @@ def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> 
 
     try:
         cfg = pipeline_config_from_dict(config)  # fail fast, before any server starts
+        if cfg.runner.verify_inputs:  # read by the store before each reuse (threads and worker processes alike)
+            os.environ["CORPUSFORGE_VERIFY_INPUTS"] = "1"
         summary = answer_from_store(cfg, store_root, plan_pipeline(cfg, store_root, base_dir))
         if summary is not None:
             return summary
@@ -130,6 +132,9 @@ def run(
     set_: SetOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
+    verify_inputs: Annotated[bool, typer.Option(
+        "--verify-inputs", help="Re-hash every file of a published artifact before reusing it (default: sizes and "
+                                "recorded file stats; files whose stats changed are re-hashed).")] = False,
 ) -> None:
     """Run the whole pipeline: every stage present in CONFIG. Finished steps are reused, not recomputed.
 
@@ -138,7 +143,8 @@ def run(
     from tasks.config import ConfigError, apply_overrides, load_yaml
 
     try:
-        data = apply_overrides(load_yaml(config), set_ or [])
+        data = apply_overrides(load_yaml(config), [*(set_ or []), *(["runner.verify_inputs=true"] if verify_inputs
+                                                                     else [])])
     except ConfigError as exc:
         _fail(str(exc), 2)
     store_root = _store(store)

@@ -29,6 +29,9 @@ class RunnerConfig:
         default="threads", metadata={"doc": "Prefect task runner: thread pool, process pool, prefect-dask or prefect-ray."}
     )
     workers: int = field(default=0, metadata={"doc": "Parallel workers; 0 means one per CPU core."})
+    verify_inputs: bool = field(default=False, metadata={
+        "doc": "Re-hash every file of a published artifact before reusing it (default: check sizes and the file "
+               "stats recorded when the files were last hashed; re-hash only files whose stats changed)."})
 
     def __post_init__(self) -> None:
         if self.workers < 0:

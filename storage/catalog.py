@@ -158,6 +158,9 @@ class Catalog:
         for rel, meta in sorted(listed.items()):
             path = found.path / rel
             report.files_checked += 1
+            if path.is_symlink():
+                report.problems.append(f"symlink refused: {rel}")
+                continue
             if not path.is_file():
                 report.problems.append(f"missing file: {rel}")
                 continue
@@ -169,6 +172,8 @@ class Catalog:
                 report.problems.append(f"content changed: {rel} (sha256 differs)")
         for path in sorted(found.path.rglob("*")):
             rel = path.relative_to(found.path).as_posix()
-            if path.is_file() and rel != MANIFEST and rel not in listed:
+            if path.is_symlink() and rel not in listed:
+                report.problems.append(f"symlink refused: {rel}")
+            elif path.is_file() and rel != MANIFEST and rel not in listed:
                 report.problems.append(f"unlisted file: {rel}")
         return report

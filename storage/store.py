@@ -41,6 +41,16 @@ class StoreError(RuntimeError):
     """A store operation that cannot succeed (bad name, corrupt manifest, unwritable root)."""
 
 
+class TamperedArtifact(StoreError):
+    """A published artifact's files no longer match its manifest: it must not be reused."""
+
+
+def verify_inputs_fully() -> bool:
+    """``CORPUSFORGE_VERIFY_INPUTS=1`` (set by ``--verify-inputs`` / ``runner.verify_inputs``): re-hash every
+    file of every artifact before it is reused, instead of the cheap check."""
+    return os.environ.get("CORPUSFORGE_VERIFY_INPUTS", "").lower() in ("1", "true", "yes", "on")
+
+
 def check_name(kind: str, value: str) -> str:
     """Step and artifact names become path components, so they are restricted to a safe alphabet."""
     if not isinstance(value, str) or not _NAME_RE.match(value) or value in {".", ".."}:
@@ -150,12 +160,14 @@ class ArtifactStore:
         final = self.artifact_dir(step, name, aid)
         existing = self.lookup(step, name, aid)
         if existing is not None:
+            self.check_intact(final, existing)
             return PublishResult(final, existing, reused=True)
 
         final.parent.mkdir(parents=True, exist_ok=True)
         with self._lock(aid):
             existing = self.lookup(step, name, aid)  # someone may have published while we waited
             if existing is not None:
+                self.check_intact(final, existing)
                 return PublishResult(final, existing, reused=True)
             self._remove_stale_temps(final.parent, aid)
             tmp = final.parent / f"{_TMP_PREFIX}{aid[:12]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -202,10 +214,65 @@ class ArtifactStore:
                         raise StoreError(f"{final} exists but holds no complete manifest") from exc
                     return PublishResult(final, winner, reused=True)
                 _fsync_path(final.parent, directory=True)
+                self._record_stats(final, manifest)
                 return PublishResult(final, manifest, reused=False)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
+
+    # --- reuse checks --------------------------------------------------------------------------------------
+    # A published artifact is checked before every reuse. The cheap check: every listed file exists, is no
+    # symlink, has its recorded size, and has the (size, mtime, inode) it had when it was last hashed, which
+    # <root>/.verified/<id>.json records (written at publish). A file whose stat differs (edited, or the store
+    # was copied) is re-hashed against the manifest's sha256, and the record is renewed when it matches. With
+    # verify_inputs_fully() every file is re-hashed. A mismatch raises TamperedArtifact naming the file.
+    def _stats_path(self, aid: str) -> Path:
+        return self.root / ".verified" / f"{aid}.json"
+
+    def _record_stats(self, final: Path, manifest: Mapping[str, Any]) -> None:
+        stats = {}
+        for rel in manifest.get("files", {}):
+            st = os.lstat(final / rel)
+            stats[rel] = [st.st_size, st.st_mtime_ns, st.st_ino]
+        path = self._stats_path(str(manifest["id"]))
+        try:
+            path.parent.mkdir(exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:6]}.tmp")
+            tmp.write_text(json.dumps(stats), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only store: the next reuse re-hashes instead
+
+    def check_intact(self, final: Path, manifest: Mapping[str, Any], full: bool | None = None) -> None:
+        full = verify_inputs_fully() if full is None else full
+        aid = str(manifest["id"])
+        try:
+            recorded = {} if full else json.loads(self._stats_path(aid).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            recorded = {}
+        where = f"artifact {aid[:12]} ({manifest.get('step')} {manifest.get('name')}, {final})"
+        hint = (f"; `corpusforge artifacts verify {aid[:12]}` lists every difference, and removing {final} "
+                "makes the next run rebuild it")
+        rehashed = False
+        for rel, meta in manifest.get("files", {}).items():
+            path = final / rel
+            try:
+                st = os.lstat(path)
+            except OSError:
+                raise TamperedArtifact(f"{where}: file {rel} is missing{hint}") from None
+            if path.is_symlink() or not path.is_file():
+                raise TamperedArtifact(f"{where}: {rel} is not a regular file (symlinks are refused){hint}")
+            if st.st_size != meta.get("size"):
+                raise TamperedArtifact(f"{where}: {rel} changed size ({meta.get('size')} -> {st.st_size} bytes)"
+                                       f" since it was published{hint}")
+            if recorded.get(rel) == [st.st_size, st.st_mtime_ns, st.st_ino]:
+                continue
+            if sha256_file(path) != meta.get("sha256"):
+                raise TamperedArtifact(f"{where}: {rel} changed (sha256 differs from the manifest) since it was "
+                                       f"published{hint}")
+            rehashed = True
+        if rehashed or (not recorded and not full):
+            self._record_stats(final, manifest)
 
     def _remove_stale_temps(self, step_dir: Path, aid: str) -> None:
         """Remove temp dirs of writers that died mid-publish.

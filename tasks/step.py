@@ -115,8 +115,10 @@ def run_step(
     """Publish the step's artifact, or reuse it when its id is already in the store."""
     if _LOOKUP_ONLY.get():
         aid = artifact_id(step, version, config, [str(i["id"]) for i in inputs])
-        if store.lookup(step, name, aid) is None:
+        manifest = store.lookup(step, name, aid)
+        if manifest is None:
             raise NotPublished(step, name, aid)
+        store.check_intact(store.artifact_dir(step, name, aid), manifest)
         return StepResult(id=aid, step=step, name=name, path=str(store.artifact_dir(step, name, aid)), reused=True,
                           seconds=0.0)
     published = store.publish(

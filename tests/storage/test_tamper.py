@@ -1,0 +1,107 @@
+"""A published artifact is checked before it is reused (issue 14, item 7): tampering fails the reuse, naming the
+file; `artifacts verify` refuses symlinks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from storage.catalog import Catalog
+from storage.store import ArtifactStore, TamperedArtifact
+from tests.conftest import write
+
+CLI = str(Path(sys.executable).parent / "corpusforge")
+
+
+def publish(store: ArtifactStore, built: list | None = None):
+    def build(out: Path):
+        if built is not None:
+            built.append(out)
+        (out / "data.bin").write_bytes(bytes(range(256)) * 40)
+        (out / "sub").mkdir()
+        (out / "sub" / "note.txt").write_text("hello\n")
+        return {"metrics": {"n": 1}}
+
+    return store.publish(step="demo", name="d", version=1, config={"k": 1}, inputs=[], build=build)
+
+
+def overwrite_same_size(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[100:110] = b"X" * 10
+    path.write_bytes(bytes(data))
+
+
+def test_reuse_after_an_edit_of_the_same_size_fails_naming_the_file(store_root):
+    store = ArtifactStore(store_root)
+    first = publish(store)
+    assert publish(store).reused  # untouched: reused
+    overwrite_same_size(first.path / "data.bin")
+    with pytest.raises(TamperedArtifact, match=r"data\.bin changed \(sha256"):
+        publish(store)
+
+
+def test_a_size_change_a_missing_file_and_a_symlink_are_caught(store_root, tmp_path):
+    store = ArtifactStore(store_root)
+    first = publish(store)
+    note = first.path / "sub" / "note.txt"
+    note.write_text("hello, changed\n")
+    with pytest.raises(TamperedArtifact, match=r"sub/note\.txt changed size"):
+        publish(store)
+    note.write_text("hello\n")
+    publish(store)  # same bytes again: re-hashed once, accepted
+    outside = write(tmp_path / "outside.txt", "hello\n")
+    note.unlink()
+    note.symlink_to(outside)
+    with pytest.raises(TamperedArtifact, match="symlinks are refused"):
+        publish(store)
+    report = Catalog(store).verify(first.manifest["id"])
+    assert not report.ok and any("symlink refused: sub/note.txt" in p for p in report.problems)
+    note.unlink()
+    with pytest.raises(TamperedArtifact, match="is missing"):
+        publish(store)
+
+
+def test_an_edit_that_keeps_size_and_mtime_needs_the_full_check(store_root, monkeypatch):
+    store = ArtifactStore(store_root)
+    first = publish(store)
+    target = first.path / "data.bin"
+    st = target.stat()
+    overwrite_same_size(target)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # a deliberate cover-up; the inode is unchanged
+    assert publish(store).reused  # the cheap check cannot see it (documented)
+    monkeypatch.setenv("CORPUSFORGE_VERIFY_INPUTS", "1")
+    with pytest.raises(TamperedArtifact, match=r"data\.bin"):
+        publish(store)
+
+
+def test_a_copied_store_is_rehashed_once_and_then_trusted(store_root, tmp_path):
+    built: list = []
+    publish(ArtifactStore(store_root), built)
+    copy = tmp_path / "copy"
+    shutil.copytree(store_root, copy, ignore=shutil.ignore_patterns(".verified"))
+    store = ArtifactStore(copy)
+    assert publish(store, built).reused and len(built) == 1
+    assert (copy / ".verified").is_dir()
+
+
+@pytest.mark.slow
+def test_a_tampered_corpus_stops_the_next_run_with_the_file_named(prefect_harness, tmp_path):
+    write(tmp_path / "docs" / "a.txt", "".join(f"line number {i} of the corpus\n" for i in range(200)))
+    config = write(tmp_path / "p.yaml", "name: t\ncorpus: {name: c, sources: [docs], reader: {txt_mode: line}}\n"
+                                        "ngram: {order: 2, eval_splits: []}\n")
+    store = tmp_path / "store"
+    env = {**os.environ, "PREFECT_API_URL": prefect_harness, "CORPUSFORGE_LOCAL_SERVER": "off"}
+    first = subprocess.run([CLI, "run", str(config), "--store", str(store)], capture_output=True, text=True, env=env,
+                           timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    (train,) = (store / "corpus").glob("c-*/train.parquet")
+    overwrite_same_size(train)
+    again = subprocess.run([CLI, "run", str(config), "--store", str(store)], capture_output=True, text=True, env=env,
+                           timeout=600)
+    assert again.returncode == 1
+    assert "train.parquet changed" in " ".join(again.stderr.split()) and "Traceback" not in again.stderr
