@@ -17,7 +17,7 @@ from prefect.utilities.annotations import unmapped
 from flows.pipeline_config import PipelineConfig, RunnerConfig, TrackingConfig, pipeline_config_from_dict  # noqa: F401
 from flows.plan import pipeline_summary
 from flows.stages import load
-from storage.store import resolve_store_root
+from storage.store import ArtifactStore, resolve_store_root
 from storage.tracking import open_tracker
 from tasks.config import ConfigError, to_dict
 from tasks.corpus import corpus_task, discover_sources_task
@@ -85,7 +85,11 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
     resolved = to_dict(cfg)
     store_root = resolve_store_root(store)
     logger = get_run_logger()
+    for stale in ArtifactStore(store_root).sweep_stale_temps():
+        logger.info("removed %s: the temp dir of a writer that died mid-publish", stale)
     tracker = open_tracker(store_root, cfg.name, enabled=cfg.tracking.enabled)
+    for run_id in getattr(tracker, "killed_orphans", ()):
+        logger.info("MLflow run %s was left RUNNING by a process that died: marked KILLED", run_id)
     parent = tracker.start_pipeline_run(
         run_name=str(flow_run.get_name() or cfg.name),
         config=resolved,

@@ -274,6 +274,24 @@ class ArtifactStore:
         if rehashed or (not recorded and not full):
             self._record_stats(final, manifest)
 
+    def sweep_stale_temps(self) -> list[str]:
+        """Remove the temp dirs of writers that died mid-publish (any id; a killed shard's ``.tmp-*`` would
+        otherwise stay forever). A temp dir's name carries its writer's pid: only dirs whose writer is gone are
+        removed, so a live writer (a long training run) keeps its own. Returns the removed paths."""
+        removed: list[str] = []
+        if not self.root.is_dir():
+            return removed
+        for step_dir in self.root.iterdir():
+            if step_dir.name.startswith(".") or not step_dir.is_dir():
+                continue
+            for stale in step_dir.glob(f"{_TMP_PREFIX}*"):
+                parts = stale.name.split("-")
+                if len(parts) < 4 or not parts[2].isdigit() or _pid_alive(parts[2]):
+                    continue
+                shutil.rmtree(stale, ignore_errors=True)
+                removed.append(str(stale))
+        return removed
+
     def _remove_stale_temps(self, step_dir: Path, aid: str) -> None:
         """Remove temp dirs of writers that died mid-publish.
 
@@ -304,7 +322,10 @@ def _pid_alive(pid_text: str) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a zombie (exited, not reaped yet) is dead
+        return Path(f"/proc/{int(pid_text)}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _describe_files(directory: Path) -> dict[str, dict[str, Any]]:

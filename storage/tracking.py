@@ -13,9 +13,11 @@ Everything goes through an explicit ``MlflowClient`` and run ids, never the thre
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import socket
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -138,6 +140,29 @@ class Tracker:
         with file_lock(self.store_root / ".locks" / "mlflow-init.lock"):
             self.client = MlflowClient(tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri)
             self.experiment_id = self._experiment_id(experiment)
+        self.killed_orphans = self._mark_orphans_killed()
+
+    def _mark_orphans_killed(self) -> list[str]:
+        """Runs left RUNNING by a process of this machine that no longer exists (kill -9, power loss) are
+        marked KILLED, so the MLflow UI does not show them running forever. Runs of live processes, and of
+        other machines, are left alone."""
+        try:
+            running = self.client.search_runs([self.experiment_id], "attributes.status = 'RUNNING'", max_results=500)
+        except Exception:  # noqa: BLE001 - a tracking server that cannot filter: nothing to sweep
+            return []
+        killed = []
+        for run in running:
+            tags = run.data.tags
+            if tags.get("corpusforge.host") != socket.gethostname() or "corpusforge.pid" not in tags:
+                continue
+            if _process_alive(tags["corpusforge.pid"], tags.get("corpusforge.pid_start", "")):
+                continue
+            with contextlib.suppress(Exception):
+                self.client.set_tag(run.info.run_id, "corpusforge.ended_by", "its process died: marked KILLED by "
+                                    f"the next run (pid {os.getpid()})")
+                self.client.set_terminated(run.info.run_id, "KILLED")
+                killed.append(run.info.run_id)
+        return killed
 
     def _experiment_id(self, experiment: str, attempts: int = 5) -> str:
         """Get or create the experiment. Two runs starting at once on a fresh sqlite file may race on
@@ -159,7 +184,7 @@ class Tracker:
         run = self.client.create_run(
             self.experiment_id,
             run_name=run_name,
-            tags={"corpusforge.config_hash": config_hash(config), **tags},
+            tags={"corpusforge.config_hash": config_hash(config), **owner_tags(), **tags},
         )
         run_id = run.info.run_id
         self._log_params(run_id, flatten("", config, {}))
@@ -265,7 +290,8 @@ class Tracker:
         """A nested run opened while a step is still computing, so its metrics can be logged as they come
         (:meth:`log_live_metrics`); :meth:`log_step` with ``run_id`` completes it, :meth:`end_run` fails it."""
         run = self.client.create_run(self.experiment_id, run_name=f"{step}:{name}",
-                                     tags={"mlflow.parentRunId": parent_run_id, "corpusforge.step": step})
+                                     tags={"mlflow.parentRunId": parent_run_id, "corpusforge.step": step,
+                                           **owner_tags()})
         return run.info.run_id
 
     def log_live_metrics(self, run_id: str, step: int, metrics: Mapping[str, Any]) -> None:
@@ -371,6 +397,39 @@ def _numeric_metrics(manifest: Mapping[str, Any]) -> dict[str, float]:
     if seconds is not None:
         out["seconds"] = float(seconds)
     return out
+
+
+def _start_time(pid: int | str) -> str:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat): with the pid, it names
+    one process even after the pid is reused."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def owner_tags() -> dict[str, str]:
+    """Which process runs an MLflow run (so a later run can tell whether it died)."""
+    return {"corpusforge.host": socket.gethostname(), "corpusforge.pid": str(os.getpid()),
+            "corpusforge.pid_start": _start_time(os.getpid())}
+
+
+def _process_alive(pid: str, start: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        pass
+    now = _start_time(pid)
+    if not now:
+        return True  # no /proc: trust the pid
+    try:
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    except (OSError, IndexError):
+        pass
+    return not start or now == start
 
 
 def open_tracker(store_root: Path, experiment: str, enabled: bool = True) -> Tracker | NullTracker:
