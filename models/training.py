@@ -259,7 +259,12 @@ def train(
     else:
         device = pick_device(cfg.device)
     master = rank == 0
-    emit = on_metrics if (on_metrics and master) else (lambda step, m: None)
+    report = on_metrics if (on_metrics and master) else (lambda step, m: None)
+    emitted: list[dict[str, Any]] = []  # every report, kept in the checkpoint so a resumed run has the whole curve
+
+    def emit(at: int, m: dict[str, float]) -> None:
+        emitted.append({"step": at, **m})
+        report(at, m)
 
     # precision: autocast only on CUDA; fp16 needs loss scaling, bf16 does not
     if device.type == "cuda":
@@ -288,6 +293,8 @@ def train(
         tensors, meta = read_checkpoint(Path(resume_from))
         carried, best_weights, rng = restore_checkpoint(tensors, meta, raw_model, optimizer, device)
         step, best_val, bad_evals, history = meta["step"], meta["best_val"], meta["bad_evals"], meta["history"]
+        for past in meta.get("emitted", []):  # replay what the earlier process reported, up to its checkpoint
+            emit(int(past["step"]), {k: v for k, v in past.items() if k != "step"})
         torch.set_rng_state(rng["torch"])
         data_gen.set_state(rng["data"])
         if "cuda" in rng and device.type == "cuda":
@@ -312,7 +319,7 @@ def train(
         if device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(device)
         meta = {"step": at, "best_val": best_val, "bad_evals": bad_evals, "history": history,
-                "train_config": asdict(cfg)}
+                "emitted": [e for e in emitted if e["step"] <= at], "train_config": asdict(cfg)}
         path = save_checkpoint(Path(checkpoint_path), raw_model, optimizer, meta, rng, carried, best_weights)
         if on_checkpoint:
             on_checkpoint(path)

@@ -89,6 +89,12 @@ def test_killed_run_resumes_from_its_checkpoint_to_the_same_weights(tmp_path):
     a = load_file(str(Path(clean.path) / "model.safetensors"))
     b = load_file(str(Path(resumed.path) / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # the whole curve, not only the steps after the resume (issue 14, item 11)
+    h_clean = json.loads((Path(clean.path) / "metrics.json").read_text())["history"]
+    h_resumed = json.loads((Path(resumed.path) / "metrics.json").read_text())["history"]
+    assert [h["step"] for h in h_resumed] == [h["step"] for h in h_clean] and h_clean[0]["step"] < 20
+    for key in ("train_loss", "val_loss"):
+        assert [h.get(key) for h in h_resumed] == [h.get(key) for h in h_clean]
 
 
 def test_config_errors_name_the_field():
