@@ -103,6 +103,9 @@ def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> 
             raise typer.Exit(code)
         ensure_prefect_api(store_root, console=err)
         from flows.pipeline import run_pipeline
+        from flows.settings import quiet_user_errors
+
+        quiet_user_errors()
 
         return run_pipeline(config, store=store_root, base_dir=base_dir)
     except (ConfigError, SourceError) as exc:

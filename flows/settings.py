@@ -79,3 +79,37 @@ def _stop_with_this_process(pid: int) -> None:
     subprocess.Popen([sys.executable, "-S", "-c", _WATCHDOG, str(pid), str(os.getpid())],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      preexec_fn=_die_with_parent, close_fds=True, start_new_session=True)
+
+
+# Errors that are the user's to fix (a bad config, a source that cannot be used, a tampered artifact, data that
+# fails validation): the CLI ends with one line saying what is wrong, so Prefect's console log shows their
+# message without a traceback. Anything else keeps its traceback.
+USER_ERRORS = frozenset({"ConfigError", "SourceError", "DatasetValidationError", "TamperedArtifact"})
+
+
+def _is_user_error(exc: BaseException | None) -> bool:
+    return exc is not None and type(exc).__name__ in USER_ERRORS and \
+        type(exc).__module__.split(".")[0] in ("tasks", "storage", "flows", "models", "corpusforge")
+
+
+def quiet_user_errors() -> None:
+    """Drop the traceback of user errors from Prefect's console log records (their message stays)."""
+    import logging
+
+    try:
+        from prefect.logging.handlers import PrefectConsoleHandler
+    except ImportError:  # pragma: no cover - prefect is a dependency
+        return
+
+    class UserErrorFilter(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            if record.exc_info and _is_user_error(record.exc_info[1]):
+                record.exc_info, record.exc_text = None, None
+            return True
+
+    loggers = [logging.getLogger(), *(logging.getLogger(name) for name in list(logging.root.manager.loggerDict))]
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", ()):
+            if isinstance(handler, PrefectConsoleHandler) and not any(
+                    type(f).__name__ == "UserErrorFilter" for f in handler.filters):
+                handler.addFilter(UserErrorFilter())

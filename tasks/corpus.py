@@ -58,6 +58,8 @@ class CorpusConfig:
     dedup: DedupConfig = field(default_factory=DedupConfig, metadata={"doc": "Duplicate removal."})
     split: SplitConfig = field(default_factory=SplitConfig, metadata={"doc": "Held-out fractions."})
     validate: ValidationConfig = field(default_factory=ValidationConfig, metadata={"doc": "GX suite bounds."})
+    allow_empty: bool = field(default=False, metadata={
+        "doc": "Publish a corpus even when its sources yield no document (by default that is an error)."})
 
     def __post_init__(self) -> None:
         from storage.store import check_name
@@ -111,6 +113,8 @@ def build_corpus(
 ) -> StepResult:
     """Pure core of the merge step. Entries skipped by discovery (hidden or excluded by a glob) are recorded in its config,
     so the manifest always says what was not read (and a new hidden file is visible as a new id)."""
+    if not cfg.allow_empty:
+        _refuse_empty(shards, cfg)
     config = {"name": cfg.name, "dedup": to_dict(cfg.dedup), "split": to_dict(cfg.split)}
     if skipped:
         config["skipped"] = sorted(skipped)
@@ -124,6 +128,27 @@ def build_corpus(
         build=lambda out: _merge(out, shards, cfg, store),
         libraries=LIBRARIES,
     )
+
+
+def _refuse_empty(shards: list[StepResult], cfg: CorpusConfig) -> None:
+    """Sources that yield no document at all (a PNG alone, only broken records) are an error, not an empty
+    corpus published with exit 0: the user most likely pointed at the wrong files."""
+    from storage.readers import SourceError
+
+    read = kept = 0
+    reasons: dict[str, int] = {}
+    for s in shards:
+        acc = (read_manifest(Path(s.path)) or {}).get("accounting") or {}
+        read, kept = read + int(acc.get("records_read", 0)), kept + int(acc.get("kept", 0))
+        for outcome in ("quarantined", "filtered", "deduplicated"):
+            for reason, n in (acc.get(outcome) or {}).items():
+                reasons[f"{outcome} {reason}"] = reasons.get(f"{outcome} {reason}", 0) + int(n)
+    if kept > 0:
+        return
+    why = f"{read:,} record(s) read" + "".join(f", {n:,} {r}" for r, n in sorted(reasons.items()))
+    raise SourceError(f"corpus {cfg.name!r}: its sources yielded no document ({len(shards)} source file(s): {why}); "
+                      f"`corpusforge artifacts show <shard id>` says why each record was not kept. Set "
+                      f"corpus.allow_empty: true to publish an empty corpus anyway")
 
 
 # The merge decides what to keep from these columns; the texts are read again shard by shard when written.
