@@ -74,6 +74,30 @@ def _writable_store(root: Path) -> None:
     if not os.access(probe, os.W_OK | os.X_OK):
         what = "store" if probe == root else f"store's parent directory {probe}"
         _fail(f"the {what} is not writable by this user, so the store {root} cannot be written", 2)
+    import shutil
+
+    need_mb = float(os.environ.get("CORPUSFORGE_MIN_FREE_MB", "100"))
+    free_mb = shutil.disk_usage(probe).free / 2**20
+    if free_mb < need_mb:
+        _fail(f"no space left on device: {probe} has {free_mb:.1f} MiB free; a run needs at least {need_mb:g} MiB "
+              "to start (CORPUSFORGE_MIN_FREE_MB). Nothing was written.", 1)
+
+
+def _no_space(exc: BaseException, store_root: Path) -> str | None:
+    """The path a full disk refused, if ``exc`` (or what caused it) is one; None otherwise."""
+    import errno
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return str(exc.filename or store_root)
+        if "No space left on device" in str(exc):  # wrapped by a library (polars, DuckDB, pyarrow)
+            return str(store_root)
+        if "database or disk is full" in str(exc):
+            return f"{store_root / 'mlflow.db'} (or the Prefect database)"
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> dict:
@@ -115,6 +139,10 @@ def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> 
     except typer.Exit:
         raise
     except Exception as exc:  # noqa: BLE001 - the flow already logged the traceback
+        full = _no_space(exc, store_root)
+        if full:
+            _fail(f"no space left on device: {full}. The store is intact (nothing half-written is visible); "
+                  "free some space and run the command again", 1)
         _fail(f"{type(exc).__name__}: {exc}", 1)
     raise AssertionError("unreachable")
 

@@ -88,6 +88,10 @@ USER_ERRORS = frozenset({"ConfigError", "SourceError", "DatasetValidationError",
 
 
 def _is_user_error(exc: BaseException | None) -> bool:
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC or "No space left on device" in str(exc):
+        return True  # a full disk (also wrapped by polars/DuckDB/pyarrow): the CLI says so once
     return exc is not None and type(exc).__name__ in USER_ERRORS and \
         type(exc).__module__.split(".")[0] in ("tasks", "storage", "flows", "models", "corpusforge")
 

@@ -133,3 +133,44 @@ def test_sources_that_yield_no_document_fail_unless_allowed(prefect_harness, tmp
                              timeout=600)
     assert allowed.returncode == 0, allowed.stderr[-2000:]
     assert json.loads(allowed.stdout.strip().splitlines()[-1])["accounting"]["kept"] == 0
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 3 MiB tmpfs (needs the right to mount: root in a container that allows it; skipped otherwise)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True)
+    if res.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here: " + res.stderr.decode(errors="replace").strip())
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_said_once_and_leaves_the_store_usable(prefect_harness, tiny_disk, tmp_path):
+    lines = "".join(f"line {i} " + " ".join(f"w{(i * 7 + j) % 5003}" for j in range(12)) + "\n" for i in range(60000))
+    big = write(tmp_path / "big" / "big.txt", lines)  # 4+ MB of text: its shard cannot fit on the disk
+    store = tiny_disk / "store"
+    env = {**os.environ, "PREFECT_API_URL": prefect_harness, "CORPUSFORGE_LOCAL_SERVER": "off"}
+
+    # before any work: the free space is checked
+    res = subprocess.run([CLI, "corpus", str(big), "--name", "big", "--store", str(store)], capture_output=True,
+                         text=True, env=env, timeout=300)
+    said = " ".join(res.stderr.split())
+    assert res.returncode == 1 and "no space left on device" in said and "Nothing was written" in said
+    # during the work: the disk fills while the shard is written
+    env["CORPUSFORGE_MIN_FREE_MB"] = "0"
+    res = subprocess.run([CLI, "corpus", str(big), "--name", "big", "--store", str(store)], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert res.returncode == 1, res.stderr[-2000:]
+    said = " ".join(res.stderr.split())
+    assert said.count("error: no space left on device") == 1 and "Traceback" not in said
+    assert not list(store.glob("*/.tmp-*")) and not list(store.glob("corpus*/*/manifest.json"))
+    # the store is usable: a corpus that fits is built in it
+    small = write(tmp_path / "small.txt", "a small corpus\nthat fits\n")
+    res = subprocess.run([CLI, "corpus", str(small), "--name", "small", "--store", str(store)], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
