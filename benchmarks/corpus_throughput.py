@@ -1,236 +1,339 @@
-"""Corpus-stage throughput: corpusforge's shard + merge steps next to a straightforward per-document
-Python implementation of the same work, in one run.
+"""Corpus stage vs datatrove's equivalent pipeline: whole process and inner loop, interleaved, at several sizes.
 
-    .venv/bin/python benchmarks/corpus_throughput.py [--mb 200] [--minhash-mb 20] [--workdir DIR]
+    .venv/bin/python benchmarks/corpus_throughput.py [--formats txt,jsonl,csv] [--sizes 5,20,50]
+        [--minhash-sizes 5,20] [--repeats 3] [--workdir DIR]
 
-The corpus is built from ../shared (PTB, Tiny Shakespeare): .txt, .jsonl, .csv and .txt.gz files with
-injected exact duplicates (~10%), near duplicates (~5%) and noise (invalid UTF-8 lines, control
-characters, blank lines). Work measured, both sides: ingest + `lm` cleaning (NFC, whitespace) +
-empty filter + exact dedup + length validation + Parquet output; then the same with MinHash LSH
-near-dedup (datasketch for the baseline). MB/s per core = input MB / CPU seconds (user + sys of all
-threads, via getrusage), so multi-threaded libraries get no free ride; wall-clock MB/s is shown too.
+Work on both sides, 2 workers: read every file (.txt: one document per line; .jsonl / .csv: a ``text``
+field) -> `lm` normalisation (control characters removed, NFC, whitespace runs -> one space, stripped) ->
+drop empty documents -> exact dedup (first occurrence kept) -> zstd Parquet. The MinHash variant adds
+near-dedup with 5-word shingles, 128 permutations in 9 bands x 13 rows (threshold 0.8).
+
+- corpusforge, whole process: the real ``corpusforge corpus`` console script, cold, with
+  ``CORPUSFORGE_LOCAL_SERVER=off`` so that every CPU second is in the measured process tree (the command
+  runs its Prefect flow in-process with 2 thread workers), tracking off, no held-out splits, a fresh store
+  every run. corpusforge does more than the anchor here and that is counted against it: doc ids,
+  word counts, quarantine/drop tables, per-shard GX validation, manifests with sha256 of every file, the
+  merge step's re-read of the shards.
+- datatrove, whole process: ``benchmarks/datatrove_pipeline.py`` (datatrove 0.10's LocalPipelineExecutor,
+  one task per input file; its exact dedup is signatures -> find duplicates -> filter, which re-reads and
+  re-normalises the input as datatrove's own examples do; the MinHash dedup is its four stages).
+- Inner loop: each side in a fresh process with every import done first, timing the pipeline alone:
+  corpusforge's Python path (``build_corpus_shard`` per file on 2 threads + ``build_corpus``, no Prefect),
+  datatrove's executor (``--inner``).
+
+CPU seconds are user + system of the whole process tree (getrusage), so threads and worker processes
+get no free ride. MB = bytes of text in the corpus (1e6). Marginal MB/s per core between two sizes A < B
+is (B - A) / (CPU_B - CPU_A), which removes the fixed start-up cost. Peak memory is the largest resident
+set of any one process of the tree (ru_maxrss), compared with the corpus size for the MinHash target.
+
+Exits 0 with a message when ../shared (the PTB and Tiny Shakespeare text) or datatrove is missing.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import hashlib
+import gzip  # noqa: F401  (kept for corpora someone builds with .txt.gz by hand)
 import json
 import os
-import platform
 import random
-import re
-import resource
 import shutil
+import statistics
 import sys
 import time
-import unicodedata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (REPO, SHARED, ProcessRun, Series, emit, header, interleave, loadavg, quiet_env,  # noqa: E402
+                    row, run_process, venv_bin)
+
+FILE_MB = 2.5  # one input file (= one corpusforge shard = one datatrove task) per 2.5 MB of text
+TARGET_MARGINAL = {"txt": 20.0, "jsonl": 10.0, "csv": 10.0}
+TARGET_MINHASH = 5.0
+TARGET_MINHASH_MEM = 3.0  # peak RSS / corpus size
 
 
-def cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+# ---------------------------------------------------------------------------------------------- corpora
 
-
-def build_corpus(workdir: Path, target_mb: float, seed: int = 0) -> tuple[Path, int]:
-    rng = random.Random(seed)
-    base = []
+def _base_lines() -> list[str]:
+    base: list[str] = []
     for rel in ("corpora/ptb/ptb.train.txt", "corpora/tinyshakespeare/input.txt"):
         base += [line for line in (SHARED / rel).read_text(encoding="utf-8").split("\n") if line.strip()]
-    src = workdir / "corpus"
-    shutil.rmtree(src, ignore_errors=True)
-    src.mkdir(parents=True)
-    target = int(target_mb * 1e6)
+    return base
+
+
+def build_corpus(out: Path, fmt: str, target_mb: float, base: list[str], seed: int = 0) -> float:
+    """``target_mb`` MB of documents in ``FILE_MB`` files of one format: ~10% exact duplicates, ~5% near
+    duplicates (one word changed), BEL control characters, doubled spaces, a few blank documents and,
+    in .txt, one Latin-1 line per file. Returns the MB of document text written."""
+    rng = random.Random(seed)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    target, per_file = int(target_mb * 1e6), int(FILE_MB * 1e6)
     written, part = 0, 0
     seen: list[str] = []
     while written < target:
         part += 1
-        lines = []
-        for _ in range(50_000):
+        lines: list[str] = []
+        size = 0
+        while size < min(per_file, target - written):
             r = rng.random()
             if r < 0.10 and seen:
-                line = rng.choice(seen)  # exact duplicate
+                line = rng.choice(seen)
             elif r < 0.15 and seen:
                 words = rng.choice(seen).split()
-                words[rng.randrange(len(words))] = "perturbed"  # near duplicate
+                words[rng.randrange(len(words))] = "perturbed"
                 line = " ".join(words)
             else:
                 words = rng.choice(base).split()
                 rng.shuffle(words)
-                line = " ".join(words + rng.sample(base, 1)[0].split()[:8])
+                line = " ".join(words + rng.choice(base).split()[:8])
                 if len(seen) < 20_000:
                     seen.append(line)
-            if rng.random() < 0.002:
-                line = line + " \x07bell"
+            x = rng.random()
+            if x < 0.002:
+                line += " \x07bell"
+            elif x < 0.004:
+                line = line.replace(" ", "  ", 3)
+            elif x < 0.005:
+                line = "   "
             lines.append(line)
-        kind = ("txt", "jsonl", "csv", "txt.gz")[part % 4]
-        path = src / f"part{part:04d}.{kind}"
-        if kind == "txt":
-            data = ("\n".join(lines) + "\n\n").encode() + b"caf\xe9 latin-1 noise\n"
-        elif kind == "jsonl":
+            size += len(line.encode()) + 1
+        path = out / f"part{part:04d}.{fmt}"
+        if fmt == "txt":
+            data = ("\n".join(lines) + "\n").encode() + b"caf\xe9 latin-1 noise\n"
+        elif fmt == "jsonl":
             data = "".join(json.dumps({"text": t, "part": part}) + "\n" for t in lines).encode()
-        elif kind == "csv":
+        elif fmt == "csv":
             data = ("text,part\n" + "".join('"' + t.replace('"', '""') + f'",{part}\n' for t in lines)).encode()
         else:
-            data = gzip.compress(("\n".join(lines) + "\n").encode(), compresslevel=1)
+            raise ValueError(fmt)
         path.write_bytes(data)
-        written += len(("\n".join(lines)).encode())
-    return src, written
+        written += size
+    return written / 1e6
 
 
-def run_corpusforge(src: Path, store: Path, near: bool) -> dict:
-    from storage.store import ArtifactStore
-    from tasks.corpus import build_corpus as merge, corpus_config_from_dict, resolve_sources
-    from tasks.corpus_shard import build_corpus_shard
+# ----------------------------------------------------------------------------------------------- sides
 
-    shutil.rmtree(store, ignore_errors=True)
-    cfg = corpus_config_from_dict({
-        "name": "bench", "sources": [str(src)], "reader": {"txt_mode": "line"},
-        "validate": {"min_chars": 1, "max_chars": 100_000, "data_docs": False},
-        "dedup": {"exact": True, "near": {"enabled": near}}, "split": {"valid": 0.0, "test": 0.0},
-    })
-    st = ArtifactStore(store)
-    c0, w0 = cpu_seconds(), time.perf_counter()
-    shards = [build_corpus_shard(r, cfg, st) for r in resolve_sources(cfg)]
-    result = merge(shards, cfg, st)
-    cpu, wall = cpu_seconds() - c0, time.perf_counter() - w0
-    manifest = json.loads((Path(result.path) / "manifest.json").read_text())
-    return {"cpu": cpu, "wall": wall, "kept": manifest["accounting"]["kept"],
-            "read": manifest["accounting"]["records_read"], "dedup": manifest["accounting"]["deduplicated"]}
+def cf_args(src: Path, store: Path, minhash: bool) -> list[str]:
+    return [str(src), "--name", "bench", "--store", str(store), "--json",
+            "--set", "runner.workers=2", "--set", "tracking.enabled=false",
+            "--set", "split.valid=0", "--set", "split.test=0",
+            "--set", "validate.min_chars=1", "--set", "validate.max_chars=100000",
+            "--set", f"dedup.near.enabled={'true' if minhash else 'false'}"]
 
 
-WS = re.compile(r"[^\S\n]+")
+INNER_CF = r"""
+import json, os, resource, sys, time
+from concurrent.futures import ThreadPoolExecutor
+sys.path.insert(0, os.getcwd())
+src, store, near = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+from storage.store import ArtifactStore
+from tasks.corpus import build_corpus, corpus_config_from_dict, resolve_sources
+from tasks.corpus_shard import build_corpus_shard
+import great_expectations, polars, pyarrow.parquet, duckdb, rensa  # noqa: F401 - imports outside the timing
+def cpu():
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+cfg = corpus_config_from_dict({"name": "bench", "sources": [src], "reader": {"txt_mode": "line"},
+    "validate": {"min_chars": 1, "max_chars": 100000}, "split": {"valid": 0.0, "test": 0.0},
+    "dedup": {"exact": True, "near": {"enabled": near}}})
+st = ArtifactStore(store)
+c0, w0 = cpu(), time.perf_counter()
+refs = resolve_sources(cfg)
+with ThreadPoolExecutor(2) as pool:
+    shards = list(pool.map(lambda r: build_corpus_shard(r, cfg, st), refs))
+res = build_corpus(shards, cfg, st)
+cpu_s, wall = cpu() - c0, time.perf_counter() - w0
+acc = json.load(open(os.path.join(res.path, "manifest.json")))["accounting"]
+print("INNER_JSON " + json.dumps({"cpu": cpu_s, "wall": wall, "kept": acc["kept"]}), flush=True)
+"""
 
 
-def run_baseline(src: Path, out: Path, near: bool) -> dict:
-    """The same steps, one document at a time, the way a first script would do it."""
-    import csv
-    import io
+# Runs one command as the child of a small launcher that is a child subreaper (Linux): descendants that
+# outlive their parent are re-parented to the launcher and waited for there, so its RUSAGE_CHILDREN covers
+# the whole tree. Without it the CPU of orphans is lost: datatrove's pool workers are children of a
+# forkserver that its main process never waits for (RUSAGE_CHILDREN alone counted ~1 of ~5 CPU seconds).
+# The launcher also gives a per-run peak RSS: ru_maxrss of RUSAGE_CHILDREN is a running maximum over every
+# child this benchmark ever waited for, so measured in the benchmark itself it never goes down.
+LAUNCHER = r"""
+import ctypes, json, os, resource, subprocess, sys, time
+ok = ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
+t0 = time.perf_counter()
+rc = subprocess.call(sys.argv[1:])
+wall = time.perf_counter() - t0
+left = 0
+while True:
+    try:
+        pid, _ = os.waitpid(-1, 0)
+    except ChildProcessError:
+        break
+    left += 1
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("TREE_JSON " + json.dumps({"cpu": r.ru_utime + r.ru_stime, "wall": wall, "rss_mb": r.ru_maxrss / 1024,
+      "subreaper": ok, "orphans_reaped": left}), file=sys.stderr, flush=True)
+sys.exit(rc)
+"""
 
-    import pyarrow as pa
+
+def run_tree(cmd: list[str], **kw) -> ProcessRun:
+    """Run ``cmd`` under the launcher: CPU of the whole tree, orphans included, and this run's peak RSS."""
+    run = run_process([sys.executable, "-c", LAUNCHER, *cmd], **kw)
+    tree = json.loads(run.stderr.rsplit("TREE_JSON ", 1)[1])
+    if not tree["subreaper"]:
+        print("   warning: not a child subreaper: CPU of orphaned descendants is not counted")
+    run.cpu, run.wall, run.peak_rss_mb = tree["cpu"], tree["wall"], tree["rss_mb"]
+    return run
+
+
+def kept_rows(parquet_dir: Path) -> int:
     import pyarrow.parquet as pq
 
-    c0, w0 = cpu_seconds(), time.perf_counter()
-    docs, seen, read, kept = [], set(), 0, 0
-    rows: dict[str, list] = {k: [] for k in ("doc_id", "source", "locator", "split", "n_chars", "n_words", "hash")}
-    quarantine: list[tuple[str, str, str]] = []
-    for path in sorted(src.iterdir()):
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        raw = gzip.open(path, "rb").read() if path.suffix == ".gz" else path.read_bytes()
-        if path.suffix == ".csv":
-            cells = [r[0] for r in list(csv.reader(io.StringIO(raw.decode("utf-8", "replace"))))[1:]]
-            items = [c.encode() for c in cells]
-        else:
-            items = raw.split(b"\n")
-            if items and items[-1] == b"":
-                items.pop()
-        for lineno, item in enumerate(items, start=1):
-            read += 1
-            locator = f"line:{lineno}"
-            try:
-                text = item.decode("utf-8")
-            except UnicodeDecodeError:
-                quarantine.append((path.name, locator, "invalid_utf8"))
-                continue
-            if path.suffix == ".jsonl":
-                try:
-                    text = json.loads(text)["text"]
-                except (ValueError, KeyError):
-                    quarantine.append((path.name, locator, "invalid_json"))
-                    continue
-            text = unicodedata.normalize("NFC", text)
-            text = "".join(ch for ch in text if ch in "\t\n\r" or ord(ch) >= 32)
-            text = WS.sub(" ", text).strip()
-            if not text or len(text) > 100_000:
-                continue
-            h = hashlib.md5(text.encode()).hexdigest()
-            if h in seen:
-                continue
-            seen.add(h)
-            doc_id = hashlib.sha256(f"{path.name}\x1f{digest}\x1f{locator}".encode()).hexdigest()[:20]
-            u = int(hashlib.md5(f"0:{doc_id}".encode()).hexdigest()[:8], 16) / 2**32
-            for key, value in (("doc_id", doc_id), ("source", path.name), ("locator", locator),
-                               ("split", "valid" if u < 0.05 else "test" if u < 0.1 else "train"),
-                               ("n_chars", len(text)), ("n_words", len(text.split())), ("hash", h)):
-                rows[key].append(value)
-            docs.append(text)
-    if near:
-        from datasketch import MinHash, MinHashLSH
-
-        lsh = MinHashLSH(threshold=0.8, num_perm=128)
-        keep = []
-        for i, text in enumerate(docs):
-            words = text.split()
-            m = MinHash(num_perm=128)
-            for j in range(max(1, len(words) - 4)):
-                m.update(" ".join(words[j:j + 5]).encode())
-            if not lsh.query(m):
-                lsh.insert(str(i), m)
-                keep.append(i)
-        docs = [docs[i] for i in keep]
-        rows = {k: [v[i] for i in keep] for k, v in rows.items()}
-    kept = len(docs)
-    pq.write_table(pa.table({**rows, "text": docs}), out / "baseline.parquet", compression="zstd")
-    pq.write_table(pa.table({"source": [q[0] for q in quarantine], "locator": [q[1] for q in quarantine],
-                             "reason": [q[2] for q in quarantine]}), out / "baseline_quarantine.parquet")
-    return {"cpu": cpu_seconds() - c0, "wall": time.perf_counter() - w0, "kept": kept, "read": read}
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in parquet_dir.rglob("*.parquet"))
 
 
-def minhash_libraries(n_docs: int = 20_000) -> None:
-    """Signature throughput of the two MinHash libraries the issue names, on the same shingle sets."""
-    from datasketch import MinHash
-    from rensa import RMinHash
+class Bench:
+    def __init__(self, workdir: Path, code: Path = REPO):
+        self.workdir, self.code = workdir, code
+        self.env = quiet_env(CORPUSFORGE_LOCAL_SERVER="off", PYTHONHASHSEED="0", DATATROVE_COLORIZE_LOGS="0")
+        # corpusforge's code from ``code`` (a clean export of a commit while others edit the checkout):
+        # PYTHONPATH comes before the editable install's path entry, for the console script too
+        self.cf_env = dict(self.env, PYTHONPATH=str(code)) if code != REPO else self.env
+        self.kept: dict[str, set[int]] = {}
 
-    from tasks.near_dedup import shingles
+    def _fresh(self, name: str) -> Path:
+        path = self.workdir / name
+        shutil.rmtree(path, ignore_errors=True)
+        return path
 
-    rng = random.Random(1)
-    base = (SHARED / "corpora/ptb/ptb.train.txt").read_text().split("\n")
-    texts = [" ".join(rng.choice(base).split() + rng.choice(base).split()) for _ in range(n_docs)]
-    sets = [shingles(t, 5) for t in texts]
-    c0 = cpu_seconds()
-    for tokens in sets:
-        m = MinHash(num_perm=128, seed=1)
-        m.update_batch([t.encode() for t in tokens])
-    datasketch_cpu = cpu_seconds() - c0
-    c0 = cpu_seconds()
-    RMinHash.digest_matrix_from_token_sets(sets, 128, 1)
-    rensa_cpu = cpu_seconds() - c0
-    print(f"\n== MinHash signatures, {n_docs:,} docs, 128 permutations (CPU seconds)")
-    print(f"  datasketch (update_batch per doc) {datasketch_cpu:6.2f}s   rensa (batch matrix) {rensa_cpu:6.2f}s   "
-          f"ratio {datasketch_cpu / rensa_cpu:.1f}x")
+    def corpusforge(self, src: Path, minhash: bool, inner: bool):
+        def go() -> dict[str, float]:
+            store = self._fresh("cf-store")
+            if inner:
+                run = run_tree([sys.executable, "-c", INNER_CF, str(src), str(store), "1" if minhash else "0"],
+                                  env=self.cf_env, cwd=self.code)
+                res = json.loads(run.stdout.split("INNER_JSON ", 1)[1])
+                kept = res["kept"]
+                out = {"cpu": res["cpu"], "wall": res["wall"], "rss": run.peak_rss_mb}
+            else:
+                run = run_tree([venv_bin("corpusforge"), "corpus", *cf_args(src, store, minhash)],
+                                  env=self.cf_env, cwd=self.workdir)
+                kept = json.loads(run.stdout.strip().splitlines()[-1])["accounting"]["kept"]
+                out = {"cpu": run.cpu, "wall": run.wall, "rss": run.peak_rss_mb}
+            self.kept.setdefault("corpusforge", set()).add(kept)
+            return out
+        return go
+
+    def datatrove(self, src: Path, minhash: bool, inner: bool):
+        def go() -> dict[str, float]:
+            work = self._fresh("dt-work")
+            cmd = [sys.executable, str(REPO / "benchmarks" / "datatrove_pipeline.py"), str(src), str(work),
+                   "--workers", "2", *(["--minhash"] if minhash else []), *(["--inner"] if inner else [])]
+            run = run_tree(cmd, env=self.env, cwd=self.workdir)
+            self.kept.setdefault("datatrove", set()).add(kept_rows(work / "out"))
+            if inner:
+                res = json.loads(run.stdout.split("INNER_JSON ", 1)[1])
+                return {"cpu": res["cpu"], "wall": res["wall"], "rss": run.peak_rss_mb}
+            return {"cpu": run.cpu, "wall": run.wall, "rss": run.peak_rss_mb}
+        return go
 
 
-def main() -> None:
+def marginal(mb: list[float], cpu: list[float]) -> float | None:
+    """MB/s per core from the least-squares slope of CPU seconds over MB (two sizes: the plain difference)."""
+    if len(mb) < 2:
+        return None
+    mx, my = statistics.fmean(mb), statistics.fmean(cpu)
+    slope = sum((x - mx) * (y - my) for x, y in zip(mb, cpu)) / sum((x - mx) ** 2 for x in mb)
+    return 1.0 / slope if slope > 0 else float("inf")
+
+
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mb", type=float, default=200.0, help="corpus size (MB of text)")
-    ap.add_argument("--minhash-mb", type=float, default=20.0, help="corpus size for the MinHash comparison")
+    ap.add_argument("--formats", default="txt,jsonl,csv")
+    ap.add_argument("--sizes", default="5,20,50", help="corpus sizes in MB (exact dedup)")
+    ap.add_argument("--minhash-sizes", default="5,20", help="corpus sizes in MB (MinHash); empty: skip")
+    ap.add_argument("--minhash-format", default="txt")
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs per side (after one warm-up round)")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed rounds per side before the timed ones")
+    ap.add_argument("--no-inner", action="store_true", help="skip the inner-loop measurements")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/corpusforge-bench"))
+    ap.add_argument("--code", type=Path, default=REPO,
+                    help="corpusforge code to measure, e.g. a `git archive HEAD` export (default: this checkout)")
     args = ap.parse_args()
-    if not SHARED.is_dir():
-        sys.exit(f"needs ../shared next to the repository ({SHARED})")
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations  # noqa: F401  - import once, outside the timings
 
+    if not (SHARED / "corpora/ptb/ptb.train.txt").is_file():
+        print(f"skipped: needs ../shared with corpora/ptb and corpora/tinyshakespeare next to the repository ({SHARED})")
+        return 0
+    try:
+        import datatrove  # noqa: F401
+    except ImportError:
+        print("skipped: datatrove is not installed (pip install -e '.[bench]')")
+        return 0
+
+    header("corpus stage vs datatrove (read -> lm normalisation -> empty filter -> dedup -> Parquet, 2 workers)")
+    print(f"   CPU = user+sys of the whole process tree; {args.repeats} interleaved repeats after {args.warmup} warm-up(s); "
+          f"{FILE_MB} MB per input file; corpusforge CLI with CORPUSFORGE_LOCAL_SERVER=off")
     args.workdir.mkdir(parents=True, exist_ok=True)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    for label, mb, near in (("exact dedup", args.mb, False), ("with MinHash", args.minhash_mb, True)):
-        src, nbytes = build_corpus(args.workdir / label.replace(" ", "_"), mb)
-        size = nbytes / 1e6
-        ours = run_corpusforge(src, args.workdir / "store", near)
-        base = run_baseline(src, args.workdir, near)
-        print(f"\n== {label}: {size:.0f} MB, {ours['read']:,} records")
-        for name, r in (("corpusforge", ours), ("per-document Python", base)):
-            print(f"  {name:20s} {size / r['cpu']:6.1f} MB/s per core   {size / r['wall']:6.1f} MB/s wall   "
-                  f"cpu {r['cpu']:6.1f}s  wall {r['wall']:6.1f}s  kept {r['kept']:,}")
-        print(f"  ratio (per core): {base['cpu'] / ours['cpu']:.1f}x   dedup: {ours['dedup']}")
-    minhash_libraries()
+    base = _base_lines()
+    bench = Bench(args.workdir, args.code.resolve())
+    print(f"   corpusforge code: {bench.code}")
+    rows: list[dict] = []
+    results: dict = {}
+    plan = [(fmt, False, [float(s) for s in args.sizes.split(",") if s]) for fmt in args.formats.split(",") if fmt]
+    if args.minhash_sizes:
+        plan.append((args.minhash_format, True, [float(s) for s in args.minhash_sizes.split(",") if s]))
+    modes = ["whole"] + ([] if args.no_inner else ["inner"])
+
+    for fmt, minhash, sizes in plan:
+        variant = f"{fmt}{' +minhash' if minhash else ''}"
+        per_size: dict[str, dict[str, list[float]]] = {m: {"mb": [], "cf": [], "dt": []} for m in modes}
+        for size in sizes:
+            src = args.workdir / f"src-{fmt}-{size:g}"
+            mb = build_corpus(src, fmt, size, base)
+            n_files = len(list(src.iterdir()))
+            for mode in modes:
+                inner = mode == "inner"
+                bench.kept = {}
+                res = interleave({"corpusforge": bench.corpusforge(src, minhash, inner),
+                                  "datatrove": bench.datatrove(src, minhash, inner)}, args.repeats, args.warmup)
+                cf, dt = res["corpusforge"], res["datatrove"]
+                per_size[mode]["mb"].append(mb)
+                per_size[mode]["cf"].append(cf["cpu"].median)
+                per_size[mode]["dt"].append(dt["cpu"].median)
+                results[f"{variant} {mb:.1f}MB {mode}"] = {
+                    side: {k: v.values for k, v in s.items()} for side, s in res.items()}
+                print(f"\n-- {variant}, {mb:.1f} MB in {n_files} files, {mode} ({'pipeline only, imports outside' if inner else 'cold process'}), "
+                      f"load average {loadavg()}")
+                for side, s in res.items():
+                    print(f"   {side:12s} cpu {s['cpu']}  wall {s['wall']}  peak RSS MB {s['rss'].median:.0f}  "
+                          f"-> {mb / s['cpu'].median:5.1f} MB/s/core (median)  kept {sorted(bench.kept.get(side, []))}")
+                ratio = cf["cpu"].median / dt["cpu"].median
+                wall_ratio = cf["wall"].median / dt["wall"].median
+                print(f"   corpusforge / datatrove: CPU {ratio:.2f}, wall {wall_ratio:.2f}")
+                faster = cf["cpu"].median < dt["cpu"].median and cf["wall"].median < dt["wall"].median
+                rows.append(row("corpus", f"{variant} {mb:.0f}MB {mode}", "cpu_s", cf["cpu"].median,
+                                dt["cpu"].median, "faster than datatrove (whole process, >= 5 MB)" if not inner else "",
+                                faster if not inner and mb >= 5 else None,
+                                f"wall {cf['wall'].median:.2f}s vs {dt['wall'].median:.2f}s; min cpu "
+                                f"{cf['cpu'].min:.2f} vs {dt['cpu'].min:.2f}"))
+                if minhash and not inner:
+                    mem_ratio = cf["rss"].median / mb
+                    rows.append(row("corpus", f"{variant} {mb:.0f}MB", "peak_rss_mb", cf["rss"].median,
+                                    dt["rss"].median, f"<= {TARGET_MINHASH_MEM:g}x corpus ({TARGET_MINHASH_MEM * mb:.0f} MB)",
+                                    mem_ratio <= TARGET_MINHASH_MEM, f"{mem_ratio:.1f}x the corpus"))
+        for mode in modes:
+            m = per_size[mode]
+            cf_marg, dt_marg = marginal(m["mb"], m["cf"]), marginal(m["mb"], m["dt"])
+            if cf_marg is None:
+                continue
+            target = TARGET_MINHASH if minhash else TARGET_MARGINAL[fmt]
+            print(f"\n== {variant} {mode}: marginal MB/s per core over {', '.join(f'{x:.1f}' for x in m['mb'])} MB: "
+                  f"corpusforge {cf_marg:.1f}, datatrove {dt_marg:.1f} (target >= {target:g} for corpusforge)")
+            rows.append(row("corpus", f"{variant} marginal {mode}", "MB/s/core", cf_marg, dt_marg,
+                            f">= {target:g}" if mode == "whole" else "", cf_marg >= target if mode == "whole" else None,
+                            "higher is better; ratio = ours/anchor"))
+    emit("corpus", rows, results=results, repeats=args.repeats, file_mb=FILE_MB)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
