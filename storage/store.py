@@ -74,6 +74,33 @@ RESERVED_FIELDS = frozenset({"schema", "id", "step", "name", "version", "config"
                              "created_at", "environment"})
 
 
+def store_relative(path: str | os.PathLike[str], store_root: Path) -> str:
+    """How an artifact records a path inside its store: relative to the store root (``tokenizer/<dir>``), so
+    the same inputs give the same bytes in any store, and a copied or moved store resolves its own files."""
+    resolved = Path(path).resolve()
+    try:
+        return resolved.relative_to(Path(store_root).resolve()).as_posix()
+    except ValueError:
+        return str(resolved)  # outside the store (a user's file): kept as it is
+
+
+def resolve_recorded(recorded: str | os.PathLike[str], artifact_dir: Path) -> Path:
+    """A path recorded by the artifact in ``artifact_dir``: store-relative (resolved against that artifact's
+    own store, never outside it) or absolute (older artifacts; when the store was moved or copied, the same
+    ``<step>/<dir>`` in this artifact's store is used)."""
+    root = Path(artifact_dir).resolve().parent.parent
+    path = Path(recorded)
+    if not path.is_absolute():
+        full = (root / path).resolve()
+        if not full.is_relative_to(root):
+            raise StoreError(f"{artifact_dir}: recorded path {recorded!r} leaves the store")
+        return full
+    if path.exists():
+        return path
+    here = root / path.parent.name / path.name
+    return here if here.exists() else path
+
+
 def resolve_store_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     """``--store`` first, then ``CORPUSFORGE_STORE``, then ``./.corpusforge``."""
     root = explicit or os.environ.get("CORPUSFORGE_STORE") or ".corpusforge"
@@ -179,6 +206,12 @@ class ArtifactStore:
                 clash = sorted(RESERVED_FIELDS & set(fields))
                 if clash:  # the file table, identity and timings belong to the store alone
                     raise StoreError(f"step {step!r} returned manifest fields the store owns: {', '.join(clash)}")
+                files = _describe_files(tmp)
+                # Files a step declares not byte-reproducible (with why); every other file is the same bytes
+                # whenever the same inputs and config are built again (tests/flows/test_reproducible.py).
+                unknown = sorted(set(fields.get("nondeterministic") or {}) - set(files))
+                if unknown:
+                    raise StoreError(f"step {step!r} declared nondeterministic files it did not write: {unknown}")
                 manifest = {
                     "schema": MANIFEST_SCHEMA,
                     "id": aid,
@@ -187,7 +220,7 @@ class ArtifactStore:
                     "version": version,
                     "config": dict(config),
                     "inputs": [dict(i) for i in inputs],
-                    "files": _describe_files(tmp),
+                    "files": files,
                     **fields,
                     "timings": {"started_at": started, "finished_at": _now(), "seconds": round(seconds, 4)},
                     "created_at": _now(),

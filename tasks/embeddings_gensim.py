@@ -18,7 +18,7 @@ from tasks.embeddings import COMMON_FIELDS, FIELDS_BY_KIND, EmbeddingsConfig, tr
 from tasks.step import StepResult, artifact_input, run_step
 
 EMBEDDINGS_STEP = "embeddings"
-EMBEDDINGS_VERSION = 1
+EMBEDDINGS_VERSION = 2  # 2: gensim model saved without lifecycle events (dates); nondeterministic files declared
 LIBRARIES = ("gensim", "numpy", "polars")
 
 
@@ -74,9 +74,18 @@ def _train(out: Path, corpus: StepResult, cfg: EmbeddingsConfig) -> dict[str, An
         save_facebook_model(model, str(out / "fasttext.bin"))
         files["fasttext_binary"] = "fasttext.bin"
     (out / "gensim").mkdir()
+    model.lifecycle_events = None  # gensim's event log records dates and hosts: not part of the model
+    model.total_train_time = 0.0  # a duration (in the manifest's metrics), not part of the model
     model.save(str(out / "gensim" / f"{cfg.kind}.model"))  # pickle: export for gensim users only
     files["gensim_native"] = f"gensim/{cfg.kind}.model"
     info = {"kind": cfg.kind, "dim": cfg.dim, "vocab_size": len(model.wv), "files": files, "tokens": "whitespace",
             "lowercase": cfg.lowercase}
     (out / "embeddings.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    return {"metrics": {**metrics, "dim": cfg.dim}, "embeddings": info, "vectors_path": "vectors.txt"}
+    result = {"metrics": {**metrics, "dim": cfg.dim}, "embeddings": info, "vectors_path": "vectors.txt"}
+    workers = cfg.resolved_workers()
+    if workers > 1:  # gensim's documentation: multi-threaded training is not reproducible
+        why = (f"trained by {workers} gensim worker threads, whose interleaving changes the vectors from run to "
+               "run (embeddings.workers: 1 gives byte-identical files)")
+        result["nondeterministic"] = {p.relative_to(out).as_posix(): why for p in sorted(out.rglob("*"))
+                                      if p.is_file() and p.name not in ("vocab.parquet", "embeddings.json")}
+    return result

@@ -21,12 +21,12 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from storage.store import ArtifactStore
+from storage.store import ArtifactStore, store_relative
 from tasks.split import SPLITS
 from tasks.step import StepResult, artifact_input, run_step
 
 ENCODE_STEP = "encode"
-ENCODE_VERSION = 1
+ENCODE_VERSION = 2  # 2: meta.json records the tokenizer path relative to the store (same bytes in any store)
 BATCH_DOCS = 2000
 _WORKER_TOKENIZER = None
 
@@ -108,7 +108,8 @@ def _build(out: Path, corpus: StepResult, tokenizer: StepResult, fmt: str, worke
                           "ids": pl.Series("ids", encoded, dtype=list_type)}).write_parquet(out / f"{split}.parquet")
     seconds = time.perf_counter() - start
     meta = {"dtype": dtype, "vocab_size": tok.vocab_size, "eot_id": eot, "tokenizer_id": tokenizer.id,
-            "tokenizer_path": tokenizer.path, "corpus_id": corpus.id, "format": fmt, "tokens": tokens,
+            "tokenizer_path": store_relative(tokenizer.path, Path(out).resolve().parent.parent),
+            "corpus_id": corpus.id, "format": fmt, "tokens": tokens,
             "documents": documents}
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     metrics = {f"tokens_{s}": n for s, n in tokens.items()}

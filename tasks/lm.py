@@ -26,12 +26,13 @@ from typing import Any, Literal
 
 
 from storage.hashing import config_hash
-from storage.store import ArtifactStore
+from storage.store import ArtifactStore, resolve_recorded, store_relative
 from tasks.config import ConfigError, from_dict, to_dict
 from tasks.orchestration import prefect_task
 from tasks.step import StepResult, artifact_input, log_step_outcome, run_step
 
-LM_VERSION = 1
+TIMING_KEYS = frozenset({"train_seconds", "tokens_per_s", "mfu", "seconds"})
+LM_VERSION = 2  # 2: config.json records the tokenizer store-relative; metrics.json holds no timings
 SPLITS = ("train", "valid", "test")
 
 
@@ -147,6 +148,7 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
     from models.zoo import build_model, save_lm
 
     meta, splits = read_shards(encoded_dir)
+    tokenizer_dir = resolve_recorded(meta["tokenizer_path"], encoded_dir) if meta.get("tokenizer_path") else None
     if splits["train"] is None:
         raise ValueError("the encoded train split is empty: nothing to train on")
     valid = splits["valid"] if splits["valid"] is not None else splits["test"]
@@ -185,24 +187,29 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
     model = model.cpu().eval()
     save_lm(model, out)
     spec = json.loads((out / "config.json").read_text(encoding="utf-8"))
-    spec["tokenizer"] = {"path": meta.get("tokenizer_path"), "id": meta.get("tokenizer_id"),
+    spec["tokenizer"] = {"path": store_relative(tokenizer_dir, Path(out).resolve().parent.parent)
+                         if tokenizer_dir else None, "id": meta.get("tokenizer_id"),
                          "vocab_size": meta["vocab_size"], "eot_id": meta.get("eot_id")}
     spec["train"] = dataclasses.asdict(tcfg)
     spec["device"] = str(device)
     (out / "config.json").write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
-    sample = _write_sample(out, model, meta, cfg.sample)
-    (out / "metrics.json").write_text(json.dumps({"final": metrics, "history": history, "sample": sample},
+    sample = _write_sample(out, model, meta, cfg.sample, tokenizer_dir)
+    # metrics.json holds what training computed, the same bytes on every rebuild; speeds and durations vary
+    # run to run, so they go to the manifest's metrics and MLflow only.
+    kept = {k: v for k, v in metrics.items() if k not in TIMING_KEYS}
+    points = [{k: v for k, v in point.items() if k not in TIMING_KEYS} for point in history]
+    (out / "metrics.json").write_text(json.dumps({"final": kept, "history": points, "sample": sample},
                                                  indent=2) + "\n", encoding="utf-8")
     plot_loss_curve(history, out / "loss_curve.png", title=f"{cfg.family} {cfg.name}")
     return {"metrics": metrics, "device": str(device), "warnings": warnings}
 
 
-def _write_sample(out: Path, model, meta: dict[str, Any], sc: SampleConfig) -> str | None:
+def _write_sample(out: Path, model, meta: dict[str, Any], sc: SampleConfig, tokenizer_dir: Path | None) -> str | None:
     """Decode a sample with the tokenizer (skipped, not failed, when it cannot be loaded)."""
-    if sc.max_new_tokens == 0 or not meta.get("tokenizer_path") or getattr(model, "objective", "causal") != "causal":
+    if sc.max_new_tokens == 0 or tokenizer_dir is None or getattr(model, "objective", "causal") != "causal":
         return None  # nothing asked, no tokenizer, or an encoder (which cannot generate)
     try:
-        tok = load_tokenizer(meta["tokenizer_path"])
+        tok = load_tokenizer(tokenizer_dir)
         text = generate_text(model, tok, sc.prompt, sc.max_new_tokens, temperature=sc.temperature, top_k=sc.top_k,
                              top_p=sc.top_p, seed=sc.seed, eot_id=meta.get("eot_id"))
     except Exception:  # noqa: BLE001 - a sample is a nicety (the prompt may not encode); the model is the artifact

@@ -22,7 +22,10 @@ def load_trained(lm_dir: str | Path, device: str = "cpu", tokenizer_dir: str | P
 
     lm_dir = Path(lm_dir)
     spec = json.loads((lm_dir / "config.json").read_text(encoding="utf-8"))
-    tok_path = str(tokenizer_dir) if tokenizer_dir else (spec.get("tokenizer") or {}).get("path")
+    from storage.store import resolve_recorded
+
+    recorded = (spec.get("tokenizer") or {}).get("path")
+    tok_path = str(tokenizer_dir) if tokenizer_dir else (str(resolve_recorded(recorded, lm_dir)) if recorded else None)
     if not tok_path or not Path(tok_path).exists():
         raise ValueError(f"{lm_dir}: its tokenizer ({tok_path}) is not in this store any more")
     return load_lm(lm_dir, device=device), load_tokenizer(tok_path), spec

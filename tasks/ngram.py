@@ -272,7 +272,9 @@ def _estimate_and_report(out: Path, corpus_dir: Path, cfg: NgramConfig, tokenize
     # MLflow and canonical JSON take finite numbers only: an infinite perplexity (MLE) stays out of metrics
     # and reads null in the manifest (stats.json says "inf").
     metrics = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
-    return {"metrics": metrics, "outputs": files, "scores_are_probabilities": model.is_probability,
+    return {"nondeterministic": {"counts.duckdb": "a DuckDB database file: its block layout depends on thread "
+                                                  "timing (the counts in it are the same)"},
+            "metrics": metrics, "outputs": files, "scores_are_probabilities": model.is_probability,
             "evaluations": _finite({k: {"source": v["source"], "perplexity": v["perplexity"], "oov": v["oov"],
                                         "sentences": v["sentences"]} for k, v in evaluations.items()}, None)}
 

@@ -145,7 +145,10 @@ def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) ->
     from tasks.lm_pyfunc import DEFAULT_PARAMS
 
     spec = json.loads((lm_dir / "config.json").read_text(encoding="utf-8"))
-    tokenizer_dir = (spec.get("tokenizer") or {}).get("path")
+    from storage.store import resolve_recorded
+
+    recorded = (spec.get("tokenizer") or {}).get("path")
+    tokenizer_dir = resolve_recorded(recorded, lm_dir) if recorded else None
     if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
         raise ValueError(f"{lm_dir}: its tokenizer ({tokenizer_dir}) is missing, so the model cannot be registered")
     requirements = []

@@ -98,7 +98,7 @@ def test_cli_train_classic_bpe_textbook_then_encode_and_compare(prefect_harness,
 
 def test_cli_encode_unknown_id_and_bad_kind(tmp_path):
     res = runner.invoke(app, ["tokenizer", "encode", "abcd", "x", "--store", str(tmp_path)])
-    assert res.exit_code == 1
+    assert res.exit_code == 2 and "no artifact" in res.stderr  # an unknown id is bad usage
     res = runner.invoke(app, ["tokenizer", "train", str(tmp_path), "--kind", "bytes", "--store", str(tmp_path)])
     assert res.exit_code == 2 and "--kind" in res.stderr
 

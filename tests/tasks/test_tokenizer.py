@@ -66,7 +66,11 @@ def test_tokenizer_and_encode_shards(corpus, kind):
     hf = Tokenizer.from_file(str(Path(tok.path) / "tokenizer.json"))
     eot = hf.token_to_id("<|endoftext|>")
     assert emeta["eot_id"] == eot and emeta["dtype"] == "uint16" and emeta["tokenizer_id"] == tok.id
-    assert emeta["tokenizer_path"] == tok.path
+    # recorded relative to the store (the same bytes in any store), resolving to the tokenizer artifact
+    from storage.store import resolve_recorded
+
+    assert not Path(emeta["tokenizer_path"]).is_absolute()
+    assert resolve_recorded(emeta["tokenizer_path"], Path(enc.path)) == Path(tok.path).resolve()
     for split in ("train", "valid", "test"):
         texts = split_texts(result.path, split)
         expected = [i for t in texts for i in (*hf.encode(t, add_special_tokens=False).ids, eot)]
