@@ -187,7 +187,12 @@ def write_data_docs(validation_result, out_dir: Path) -> str:
     from great_expectations.render.renderer import ValidationResultsPageRenderer
     from great_expectations.render.view import DefaultJinjaPageView
 
-    page = DefaultJinjaPageView().render(ValidationResultsPageRenderer().render(validation_result))
+    # One page view per thread: a view owns a jinja Environment, which compiles GX's templates on first use
+    # and caches them; a new view per shard recompiled them every time (~0.045 of ~0.06 CPU-s per page).
+    view = getattr(_PER_THREAD, "page_view", None)
+    if view is None:
+        view = _PER_THREAD.page_view = DefaultJinjaPageView()
+    page = view.render(ValidationResultsPageRenderer().render(validation_result))
     index = out_dir / DATA_DOCS_SUBDIR / "index.html"
     index.parent.mkdir(parents=True, exist_ok=True)
     index.write_text(page, encoding="utf-8")
