@@ -170,6 +170,10 @@ class Catalog:
                 continue
             if sha256_file(path) != meta.get("sha256"):
                 report.problems.append(f"content changed: {rel} (sha256 differs)")
+        if m.get("step") == "lm":  # its MLflow copies are checked too: MLflow would load (and import) them
+            from storage.tracking import check_registered_copy
+
+            report.problems.extend(check_registered_copy(self.store.root, m))
         for path in sorted(found.path.rglob("*")):
             rel = path.relative_to(found.path).as_posix()
             if path.is_symlink() and rel not in listed:

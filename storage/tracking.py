@@ -81,7 +81,7 @@ class RegistryLedger:
         location = entry.get("location", "")
         if location.startswith("file://") and not Path(location[len("file://"):]).exists():
             return None  # the registered copy is gone (a cleaned or moved MLflow store)
-        return {k: v for k, v in entry.items() if k != "location"}
+        return {k: v for k, v in entry.items() if k not in ("location", "files")}
 
     def put(self, tracking_uri: str, artifact_id: str, info: Mapping[str, str], location: str = "") -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,6 +91,95 @@ class RegistryLedger:
             tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
             os.replace(tmp, self.path)
+
+
+# Where MLflow's sqlite database keeps absolute paths into the store (artifact roots, model sources, our
+# corpusforge.uri tags). A moved or copied store rewrites them to its own root, so it never reads (or lets
+# MLflow load models from) the original store's files.
+PATH_COLUMNS = (("experiments", "artifact_location"), ("runs", "artifact_uri"), ("model_versions", "source"),
+                ("model_versions", "storage_location"), ("logged_models", "artifact_location"), ("tags", "value"),
+                ("model_version_tags", "value"), ("logged_model_tags", "tag_value"), ("logged_model_tags", "value"))
+
+
+def rebase_moved_store(store_root: Path) -> str | None:
+    """If the store's embedded MLflow database was written under another root (the store was moved or copied),
+    rewrite its paths to this root, and the registry ledger's too. Returns the old root, or None."""
+    import sqlite3
+
+    db = Path(store_root) / "mlflow.db"
+    if not db.is_file():
+        return None
+    current = str(Path(store_root).resolve())
+    with contextlib.closing(sqlite3.connect(db, timeout=30)) as con:
+        try:
+            rows = con.execute("SELECT artifact_location FROM experiments WHERE artifact_location LIKE "
+                               "'file://%/mlartifacts'").fetchall()
+        except sqlite3.DatabaseError:
+            return None  # not MLflow's schema (yet): nothing to rebase
+        olds = {r[0][len("file://"):-len("/mlartifacts")] for r in rows} - {current}
+        if not olds:
+            return None
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        with con:
+            for old in olds:
+                for table, column in PATH_COLUMNS:
+                    if table in tables and column in {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}:
+                        con.execute(f'UPDATE "{table}" SET "{column}" = replace("{column}", ?, ?) '
+                                    f'WHERE "{column}" LIKE ?', (old + "/", current + "/", f"%{old}/%"))
+    ledger = RegistryLedger(store_root).path
+    if ledger.is_file():
+        text = ledger.read_text(encoding="utf-8")
+        for old in olds:
+            text = text.replace(old + "/", current + "/")
+        ledger.write_text(text, encoding="utf-8")
+    return ", ".join(sorted(olds))
+
+
+def registered_copy_digests(location: str) -> dict[str, str]:
+    """sha256 of every file of a registered model copy (a file:// location), recorded when it is registered."""
+    from storage.hashing import sha256_file
+
+    root = Path(location[len("file://"):]) if location.startswith("file://") else Path(location)
+    return {p.relative_to(root).as_posix(): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def check_registered_copy(store_root: Path, manifest: Mapping[str, Any]) -> list[str]:
+    """Problems with the MLflow copies of a registered lm (empty when it has none or they are intact): every
+    file as recorded at registration, no file added (a ``code/`` folder), MLmodel loading our loader only,
+    and the copied model files equal to the lm artifact's own."""
+    problems: list[str] = []
+    for tracking_uri, entries in RegistryLedger(store_root)._read().items():
+        entry = entries.get(str(manifest["id"]))
+        if not isinstance(entry, dict) or not str(entry.get("location", "")).startswith("file://"):
+            continue
+        where = f"registered copy {entry.get('uri', entry.get('name'))} ({entry['location']})"
+        root = Path(entry["location"][len("file://"):])
+        if not root.resolve().is_relative_to(Path(store_root).resolve()):
+            problems.append(f"{where}: outside this store")
+            continue
+        if not root.is_dir():
+            problems.append(f"{where}: missing")
+            continue
+        recorded = entry.get("files") or {}
+        actual = registered_copy_digests(entry["location"])
+        for rel in sorted(set(actual) - set(recorded)) if recorded else ():
+            problems.append(f"{where}: unexpected file {rel}")
+        for rel, digest in sorted(recorded.items()):
+            if rel not in actual:
+                problems.append(f"{where}: missing file {rel}")
+            elif actual[rel] != digest:
+                problems.append(f"{where}: {rel} changed since it was registered")
+        mlmodel = (root / "MLmodel").read_text(encoding="utf-8") if (root / "MLmodel").is_file() else ""
+        loaders = re.findall(r"^\s*loader_module:\s*(\S+)", mlmodel, flags=re.M)
+        if loaders != ["tasks.lm_pyfunc"]:
+            problems.append(f"{where}: MLmodel loads {loaders or 'nothing'}, not tasks.lm_pyfunc")
+        if re.search(r"^\s*code:\s*(?!null\b)\S", mlmodel, flags=re.M) or (root / "code").exists():
+            problems.append(f"{where}: has a code/ folder, which MLflow would import")
+        for rel, meta in (manifest.get("files") or {}).items():
+            copy = root / "data" / "data" / "lm" / rel
+            if copy.is_file() and actual.get(f"data/data/lm/{rel}") != meta.get("sha256"):
+                problems.append(f"{where}: data/data/lm/{rel} differs from the lm artifact's {rel}")
+    return problems
 
 
 class NullTracker:
@@ -138,6 +227,8 @@ class Tracker:
         # Two runs starting at once on a fresh sqlite file would both run MLflow's migrations (the client
         # constructor runs them) and one fails ("index ... already exists"): serialise the first contact.
         with file_lock(self.store_root / ".locks" / "mlflow-init.lock"):
+            if self.tracking_uri == f"sqlite:///{self.store_root / 'mlflow.db'}":
+                self.rebased_from = rebase_moved_store(self.store_root)
             self.client = MlflowClient(tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri)
             self.experiment_id = self._experiment_id(experiment)
         self.killed_orphans = self._mark_orphans_killed()

@@ -118,7 +118,16 @@ def _try_register(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path,
         info = dict(info or register_lm(tracker, run_id, manifest, lm_dir))
         # remembered in the store, so a later run whose every step is published answers without MLflow
         location = info.pop("source", "")
-        RegistryLedger(tracker.store_root).put(tracker.tracking_uri, manifest["id"], info, location)
+        recorded = dict(info)
+        ledger = RegistryLedger(tracker.store_root)
+        previous = ledger._read().get(tracker.tracking_uri, {}).get(manifest["id"], {})
+        if if_missing and previous.get("files") and previous.get("location") == location:
+            recorded["files"] = previous["files"]  # found again: keep the digests taken when it was registered
+        elif location.startswith("file://"):  # what `artifacts verify` checks the registered copy against
+            from storage.tracking import registered_copy_digests
+
+            recorded["files"] = registered_copy_digests(location)
+        ledger.put(tracker.tracking_uri, manifest["id"], recorded, location)
         return info
     except Exception as exc:  # noqa: BLE001 - reported, not swallowed
         import logging
