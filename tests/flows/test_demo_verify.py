@@ -1,5 +1,6 @@
-"""Every kind of artifact the demo makes passes `artifacts verify` (issue 14, item 6), and a build step cannot
-take over the manifest fields the store owns."""
+"""Every kind of artifact the demo makes passes `artifacts verify` (issue 14, item 6), a build step cannot take
+over the manifest fields the store owns, and the demo built twice gives byte-identical files (item 17) except
+those a manifest declares nondeterministic, with the reason."""
 
 from __future__ import annotations
 
@@ -21,14 +22,41 @@ SMALL = ["--set", "lm.train.max_iters=20", "--set", "lm.train.eval_interval=10",
          "--set", "lm.sample.max_new_tokens=10", "--set", "embeddings.epochs=1"]
 
 
-@pytest.fixture(scope="module")
-def demo_store(prefect_harness, tmp_path_factory) -> Path:
-    store = tmp_path_factory.mktemp("demo") / "store"
+def build_demo(prefect_harness: str, store: Path) -> Path:
     env = {**os.environ, "PREFECT_API_URL": prefect_harness, "CORPUSFORGE_LOCAL_SERVER": "off"}
     res = subprocess.run([CLI, "run", str(REPO / "configs" / "demo.yaml"), "--store", str(store), "--json", *SMALL],
                          capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     return store
+
+
+@pytest.fixture(scope="module")
+def demo_store(prefect_harness, tmp_path_factory) -> Path:
+    return build_demo(prefect_harness, tmp_path_factory.mktemp("demo") / "store")
+
+
+def file_table(store: Path) -> tuple[dict, dict]:
+    digests, declared = {}, {}
+    for path in store.glob("*/*/manifest.json"):
+        m = json.loads(path.read_text())
+        for rel, entry in m["files"].items():
+            digests[(m["step"], m["id"], rel)] = entry["sha256"]
+        for rel, why in (m.get("nondeterministic") or {}).items():
+            assert rel in m["files"] and why, (m["step"], rel)
+            declared[(m["step"], m["id"], rel)] = why
+    return digests, declared
+
+
+def test_the_demo_built_twice_gives_byte_identical_files(prefect_harness, demo_store, tmp_path):
+    again = build_demo(prefect_harness, tmp_path / "again")
+    first, declared = file_table(demo_store)
+    second, declared_again = file_table(again)
+    assert set(first) == set(second)  # the same artifact ids and the same files in each
+    assert declared == declared_again
+    differ = sorted(k for k in first if first[k] != second[k] and k not in declared)
+    assert differ == [], differ
+    # what may differ is said plainly, and it is only side files: the DuckDB counts file and the Data Docs pages
+    assert {rel.split("/")[0] for (_, _, rel) in declared} <= {"counts.duckdb", "gx", "data_docs.html"}, declared
 
 
 def test_every_artifact_of_the_demo_verifies(demo_store):
@@ -61,3 +89,39 @@ def test_a_step_cannot_return_the_fields_the_store_owns(store_root):
     with pytest.raises(StoreError, match="files"):
         ArtifactStore(store_root).publish(step="demo", name="d", version=1, config={}, inputs=[], build=build)
     assert not (store_root / "demo").exists() or not any((store_root / "demo").iterdir())
+
+
+def test_a_copied_store_uses_its_own_registered_model_and_tampering_with_it_is_caught(demo_store, tmp_path):
+    import shutil
+
+    from mlflow import MlflowClient
+
+    from storage.catalog import Catalog
+    from storage.store import ArtifactStore
+    from storage.tracking import Tracker, check_registered_copy
+
+    copy = tmp_path / "copied-store"
+    shutil.copytree(demo_store, copy, symlinks=True)
+    (lm_dir,) = copy.glob("lm/*")
+    manifest = json.loads((lm_dir / "manifest.json").read_text())
+    # before the copy has been opened, its registry still names the original's files: refused, not followed
+    assert any("outside this store" in p for p in check_registered_copy(copy, manifest))
+
+    Tracker(copy, "demo")  # the first tracked use of a moved or copied store rebases its MLflow paths
+    client = MlflowClient(tracking_uri=f"sqlite:///{copy / 'mlflow.db'}")
+    (version,) = client.search_model_versions("name = 'sample-gpt'")
+    assert version.source.startswith(f"file://{copy.resolve()}/")
+    assert check_registered_copy(copy, manifest) == []
+    assert Catalog(ArtifactStore(copy)).verify(manifest["id"]).ok
+
+    registered = Path(version.source[len("file://"):])
+    mlmodel = registered / "MLmodel"
+    mlmodel.write_text(mlmodel.read_text().replace("loader_module: tasks.lm_pyfunc", "loader_module: evil"))
+    (registered / "code").mkdir()
+    (registered / "code" / "evil.py").write_text("import os\n")
+    report = Catalog(ArtifactStore(copy)).verify(manifest["id"])
+    said = "\n".join(report.problems)
+    assert not report.ok
+    assert "MLmodel loads ['evil']" in said and "code/ folder" in said and "unexpected file code/evil.py" in said
+    assert "MLmodel changed since it was registered" in said
+    assert Catalog(ArtifactStore(demo_store)).verify(manifest["id"]).ok  # the original is untouched
