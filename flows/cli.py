@@ -32,8 +32,17 @@ artifacts_app = typer.Typer(help="Find, show and verify published artifacts (rea
                             no_args_is_help=True)
 app.add_typer(artifacts_app, name="artifacts")
 
-out = Console()
-err = Console(stderr=True)
+def _console(stderr: bool = False) -> Console:
+    """On a terminal, Rich's usual layout; piped or redirected, no wrapping at 80 columns (a printed command
+    or path stays on one line for the script or file that reads it), tables as wide as they need."""
+    console = Console(stderr=stderr)
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return console
+    return Console(stderr=stderr, soft_wrap=True, width=240)
+
+
+out = _console()
+err = _console(stderr=True)
 
 StoreOpt = Annotated[
     Optional[Path],

@@ -174,3 +174,12 @@ def test_a_full_disk_is_said_once_and_leaves_the_store_usable(prefect_harness, t
     res = subprocess.run([CLI, "corpus", str(small), "--name", "small", "--store", str(store)], capture_output=True,
                          text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_piped_output_is_not_wrapped_at_80_columns(tmp_path):
+    deep = tmp_path / ("a-rather-long-directory-name-" * 4) / "store"
+    env = {k: v for k, v in cold_env().items() if k != "COLUMNS"}
+    res = subprocess.run([CLI, "artifacts", "show", "ffff0000", "--store", str(deep)], capture_output=True,
+                         text=True, env=env, timeout=120)
+    line = f"error: no artifact with id 'ffff0000' in {deep}"
+    assert len(line) > 80 and line in res.stderr.splitlines(), res.stderr
