@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+import re
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,21 @@ def gensim_params(
     return kw
 
 
-def write_sentences(documents: Sequence[str], path: Path, lowercase: bool = True) -> int:
-    """Write one whitespace-tokenized document per line (LineSentence format); return the token count."""
+WORDS = re.compile(r"\w+")  # letters, digits, underscore (Unicode): tasks/embeddings_sparse.WORDS_RE in Python
+
+
+def tokenize(text: str, tokens: str = "whitespace", lowercase: bool = True) -> list[str]:
+    """``words``: runs of letters/digits/underscore (punctuation dropped); ``whitespace``: ``str.split()``."""
+    text = text.lower() if lowercase else text
+    return WORDS.findall(text) if tokens == "words" else text.split()
+
+
+def write_sentences(documents: Sequence[str], path: Path, lowercase: bool = True, tokens: str = "whitespace") -> int:
+    """Write one tokenized document per line (LineSentence format); return the token count."""
     n = 0
     with open(path, "w", encoding="utf-8") as fh:
         for text in documents:
-            toks = (text.lower() if lowercase else text).split()
+            toks = tokenize(text, tokens, lowercase)
             if not toks:
                 continue
             n += len(toks)

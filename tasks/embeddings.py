@@ -13,7 +13,8 @@ Spearman, neighbours, ``king - man + woman`` queries, a PCA plot); evaluation ha
 changing the evaluation never retrains. The stage returns its steps with the trained artifact last
 (its main output).
 
-Tokens for the dense kinds are the whitespace-split corpus text, lowercased if ``lowercase``.
+Tokens (every kind) are ``tokens: words`` (runs of letters, digits and underscores: punctuation is dropped,
+so "king," and "king" are one word) or ``whitespace`` (split on spaces), lowercased if ``lowercase``.
 """
 
 from __future__ import annotations
@@ -33,15 +34,15 @@ Kind = Literal["tfidf", "word2vec", "fasttext", "glove"]
 DENSE_KINDS = ("word2vec", "fasttext", "glove")
 
 # Which config fields change the output of each kind (and so enter its artifact id).
-COMMON_FIELDS = ("kind", "lowercase")
+COMMON_FIELDS = ("kind", "lowercase", "tokens")
 W2V_FIELDS = ("sg", "dim", "window", "negative", "min_count", "epochs", "sample", "workers", "seed", "learning_rate")
 FIELDS_BY_KIND: dict[str, tuple[str, ...]] = {
-    "tfidf": ("tokens", "tf", "idf", "log_base", "norm", "min_df", "max_df", "max_features"),
+    "tfidf": ("tf", "idf", "log_base", "norm", "min_df", "max_df", "max_features"),
     "word2vec": W2V_FIELDS,
     "fasttext": (*W2V_FIELDS, "min_n", "max_n", "bucket"),
     "glove": ("dim", "window", "min_count", "epochs", "seed", "learning_rate", "x_max", "glove_alpha", "batch_size"),
 }
-COOCCURRENCE_FIELDS = ("lowercase", "window", "min_count")
+COOCCURRENCE_FIELDS = ("lowercase", "tokens", "window", "min_count")
 EVAL_FIELDS = ("analogies", "similarity", "neighbors", "queries", "plot_groups", "top", "restrict_vocab")
 
 
@@ -75,9 +76,10 @@ class EmbeddingsConfig:
     glove_alpha: float = field(default=0.75, metadata={"doc": "GloVe: exponent of the weighting f(x)."})
     batch_size: int = field(default=32768, metadata={"doc": "GloVe: co-occurrence entries per AdaGrad step."})
     device: str = field(default="auto", metadata={"doc": "GloVe: auto (GPU when present), cpu or cuda."})
-    # TF-IDF
     tokens: Literal["words", "whitespace"] = field(
-        default="words", metadata={"doc": "tfidf: 'words' = runs of letters/digits, 'whitespace' = split on spaces."})
+        default="words", metadata={"doc": "Every kind: 'words' = runs of letters/digits/underscore (punctuation "
+                                          "dropped: 'king,' is 'king'), 'whitespace' = split on spaces."})
+    # TF-IDF
     tf: Literal["relative", "raw", "log", "binary"] = field(
         default="relative", metadata={"doc": "tfidf: count/len(d) (teaching texts), raw count, 1+log, binary."})
     idf: Literal["log", "smooth", "none"] = field(

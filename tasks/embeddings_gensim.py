@@ -58,7 +58,7 @@ def _train(out: Path, corpus: StepResult, cfg: EmbeddingsConfig) -> dict[str, An
     fasttext = cfg.kind == "fasttext"
     with tempfile.TemporaryDirectory(prefix="corpusforge-w2v-") as tmp:
         sentences = Path(tmp) / "sentences.txt"
-        tokens = write_sentences(texts, sentences, lowercase=cfg.lowercase)
+        tokens = write_sentences(texts, sentences, lowercase=cfg.lowercase, tokens=cfg.tokens)
         if tokens == 0:
             raise ValueError(f"corpus {corpus.id[:12]}: the train split has no tokens to train on")
         model, metrics = train_gensim(sentences, gensim_params_for(cfg), fasttext=fasttext)
@@ -78,7 +78,7 @@ def _train(out: Path, corpus: StepResult, cfg: EmbeddingsConfig) -> dict[str, An
     model.total_train_time = 0.0  # a duration (in the manifest's metrics), not part of the model
     model.save(str(out / "gensim" / f"{cfg.kind}.model"))  # pickle: export for gensim users only
     files["gensim_native"] = f"gensim/{cfg.kind}.model"
-    info = {"kind": cfg.kind, "dim": cfg.dim, "vocab_size": len(model.wv), "files": files, "tokens": "whitespace",
+    info = {"kind": cfg.kind, "dim": cfg.dim, "vocab_size": len(model.wv), "files": files, "tokens": cfg.tokens,
             "lowercase": cfg.lowercase}
     (out / "embeddings.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     result = {"metrics": {**metrics, "dim": cfg.dim}, "embeddings": info, "vectors_path": "vectors.txt"}

@@ -25,12 +25,13 @@ COOCCURRENCE_STEP = "cooccurrence"
 COOCCURRENCE_VERSION = 1
 GLOVE_STEP = "embeddings"
 GLOVE_VERSION = 1
-# Python's str.split() whitespace (as the word2vec kinds tokenize), in RE2 syntax.
+WORDS_RE = r"[\p{L}\p{N}_]+"  # tokens: words (as tasks/embeddings_sparse and models/word2vec.tokenize)
+# Python's str.split() whitespace (tokens: whitespace), in RE2 syntax.
 WHITESPACE_RE = r"[\s\p{Z}\x{1c}-\x{1f}\x{85}]+"
 
 
 def count_cooccurrences(train_parquet: Path, out: Path, window: int, min_count: int, lowercase: bool,
-                        threads: int = 0) -> dict[str, Any]:
+                        threads: int = 0, tokens: str = "whitespace") -> dict[str, Any]:
     """Write vocab.parquet and cooccurrence.parquet into ``out``; return counts for the manifest."""
     import duckdb
 
@@ -39,10 +40,12 @@ def count_cooccurrences(train_parquet: Path, out: Path, window: int, min_count: 
         if threads:
             con.execute(f"SET threads = {int(threads)}")
         text = "lower(text)" if lowercase else "text"
+        split = (f"regexp_extract_all({text}, '{WORDS_RE}')" if tokens == "words"
+                 else f"string_split_regex({text}, '{WHITESPACE_RE}')")
         con.execute(
             f"""CREATE TEMP TABLE tok AS
                 WITH docs AS (SELECT row_number() OVER () AS doc,
-                                     string_split_regex({text}, '{WHITESPACE_RE}') AS toks
+                                     {split} AS toks
                               FROM read_parquet(?))
                 SELECT doc, unnest(toks) AS word, generate_subscripts(toks, 1) AS pos FROM docs""",
             [str(train_parquet)],
@@ -85,7 +88,7 @@ def build_cooccurrence(corpus: StepResult, cfg: EmbeddingsConfig, store: Artifac
     train = train_split_path(corpus)
 
     def build(out: Path) -> dict[str, Any]:
-        metrics = count_cooccurrences(train, out, cfg.window, cfg.min_count, cfg.lowercase)
+        metrics = count_cooccurrences(train, out, cfg.window, cfg.min_count, cfg.lowercase, tokens=cfg.tokens)
         return {"metrics": metrics, "files_written": ["vocab.parquet", "cooccurrence.parquet"]}
 
     return run_step(
@@ -131,7 +134,7 @@ def _fit(out: Path, cooc: StepResult, cfg: EmbeddingsConfig, on_progress) -> dic
     files = save_vectors(keyed_vectors(vocab["word"].to_list(), vectors), out)
     vocab.select("word", "count").write_parquet(out / "vocab.parquet")
     (out / "training.json").write_text(json.dumps({"device": str(device), "epochs": history}, indent=2) + "\n")
-    info = {"kind": "glove", "dim": cfg.dim, "vocab_size": vocab.height, "files": files, "tokens": "whitespace",
+    info = {"kind": "glove", "dim": cfg.dim, "vocab_size": vocab.height, "files": files, "tokens": cfg.tokens,
             "lowercase": cfg.lowercase, "embedding": "word + context vectors"}
     (out / "embeddings.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     seconds = [h["epoch_seconds"] for h in history]

@@ -23,12 +23,11 @@ from typing import Any
 
 from storage.store import ArtifactStore
 from tasks.embeddings import COMMON_FIELDS, FIELDS_BY_KIND, EmbeddingsConfig
-from tasks.embeddings_glove import WHITESPACE_RE
+from tasks.embeddings_glove import WHITESPACE_RE, WORDS_RE
 from tasks.step import StepResult, artifact_input, run_step
 
 SPARSE_STEP = "sparse_vectors"
 SPARSE_VERSION = 1
-WORDS_RE = r"[\p{L}\p{N}_]+"
 
 
 def _tokens_sql(tokens: str, lowercase: bool) -> str:
