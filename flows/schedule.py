@@ -68,8 +68,9 @@ def serve_schedule(config: Path, cron: str, name: str | None, overrides: list[st
     except ConfigError as exc:
         fail(str(exc), 2)
     except ValueError as exc:
-        fail(f"--cron {cron!r} is not a valid cron expression (five fields: minute hour day month weekday): "
-             f"{str(exc).splitlines()[0]}", 2)
+        errors = exc.errors() if hasattr(exc, "errors") else []  # pydantic: say what is wrong, not its class name
+        why = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in errors) or str(exc).splitlines()[0]
+        fail(f"--cron {cron!r} is not a valid cron expression (five fields: minute hour day month weekday): {why}", 2)
     configure_environment(store_root)
     api = os.environ.get("PREFECT_API_URL")
     keepalive = None  # held while serving, so the local server does not stop as idle

@@ -183,3 +183,11 @@ def test_piped_output_is_not_wrapped_at_80_columns(tmp_path):
                          text=True, env=env, timeout=120)
     line = f"error: no artifact with id 'ffff0000' in {deep}"
     assert len(line) > 80 and line in res.stderr.splitlines(), res.stderr
+
+
+def test_a_bad_cron_is_said_in_the_users_words(tmp_path):
+    res = subprocess.run([CLI, "schedule", str(REPO / "configs" / "demo.yaml"), "--cron", "61 * * * *", "--store",
+                          str(tmp_path)], capture_output=True, text=True, env=cold_env(), timeout=120)
+    said = " ".join(res.stderr.split())
+    assert res.returncode == 2 and "is not a valid cron expression" in said and "'61 * * * *'" in said
+    assert "validation error for" not in said and "Traceback" not in said
