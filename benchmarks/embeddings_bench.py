@@ -141,6 +141,26 @@ def main() -> None:
           f"{med(label, 'simlex999_spearman'):.3f} |")
     print(json.dumps({"word2vec": rows, "glove": {"eval": ge, "epochs": epochs, "cooc_seconds": cooc_s}}, default=float))
 
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from common import emit, row
+
+    case = f"word2vec sg d100, 5 epochs, {args.corpus.name}, medians of {args.repeats}"
+    emit("embeddings", [
+        row("embeddings", case, "words_per_s vs gensim sentences=list (higher is better)", ours,
+            med("gensim sentences=list", "wps")),
+        row("embeddings", case, "words_per_s vs gensim corpus_file= (higher is better)", ours,
+            med("gensim corpus_file=", "wps")),
+        row("embeddings", case, "wall_s (ours: whole step) vs gensim sentences=list", med(label, "wall_s"),
+            med("gensim sentences=list", "wall_s")),
+        row("embeddings", case, "analogy_accuracy vs gensim sentences=list", med(label, "analogy_accuracy"),
+            med("gensim sentences=list", "analogy_accuracy")),
+        row("embeddings", f"GloVe d100, {args.glove_epochs} epochs, CPU", "epoch_s median",
+            statistics.median(e["epoch_seconds"] for e in epochs), None,
+            note=f"WS353 {ge['wordsim353_spearman']:.3f}, analogy {ge['analogy_accuracy']:.4f}"),
+    ], cooc_seconds=cooc_s)
+
 
 if __name__ == "__main__":
     main()
