@@ -3,8 +3,9 @@
 The rules (README "Benchmarks"): both sides do the same work; the whole process and the inner loop are
 reported separately; repeats are interleaved (ours, anchor, ours, anchor, ...) so a load spike hits both
 sides; medians and minimums are printed with the load average. CPU seconds are those of the whole process
-tree (``RUSAGE_CHILDREN`` of a waited-for child: every thread and every grandchild it waited for), which is
-steadier than wall time on a shared machine.
+tree (the child's own rusage from ``wait4``: every thread, and every descendant it waited for), which is
+steadier than wall time on a shared machine. Work done in another process (the store's local server and
+its Prefect API) is counted from /proc with :func:`proc_cpu`.
 
 Each benchmark ends by printing one line ``BENCH_JSON {...}`` (see :func:`emit`); ``benchmarks/run_all.py``
 runs every benchmark and turns those lines into one table.
@@ -13,12 +14,14 @@ runs every benchmark and turns those lines into one table.
 from __future__ import annotations
 
 import json
+import locale
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,26 +36,93 @@ SHARED = REPO.parent / "shared"
 class ProcessRun:
     wall: float
     cpu: float  # user + system seconds of the child and every descendant it waited for
-    peak_rss_mb: float  # the largest resident set of any one process in the tree
+    peak_rss_mb: float  # the largest resident set of the child or of any descendant it waited for, this run only
     returncode: int
     stdout: str = ""
     stderr: str = ""
 
 
+def _text(fh) -> str:
+    fh.seek(0)
+    data = fh.read().decode(locale.getpreferredencoding(False), errors="replace")
+    return data.replace("\r\n", "\n")
+
+
 def run_process(cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
                 check: bool = True, timeout: float | None = None, stdin: str | None = None) -> ProcessRun:
-    """Run ``cmd`` to completion and measure its whole process tree (wall, CPU, peak RSS)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(list(cmd), env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          input=stdin)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    run = ProcessRun(wall, cpu, after.ru_maxrss / 1024, proc.returncode, proc.stdout, proc.stderr)
+    """Run ``cmd`` to completion and measure its whole process tree (wall, CPU, peak RSS).
+
+    The child is reaped with ``os.wait4(pid)``, whose rusage is that child's own: its CPU and that of every
+    descendant it waited for, and the largest ``maxrss`` among them. (``RUSAGE_CHILDREN`` of this process
+    would give the same CPU as a difference, but its ``ru_maxrss`` is a running maximum over every child
+    ever waited for, so one large run would set the peak of all later ones.) Descendants that outlive
+    their parent and are re-parented to init are not counted: run such commands under a child subreaper
+    (benchmarks/corpus_throughput.py's launcher). Output goes to temporary files, not pipes, so nothing
+    needs reading while the child runs; ``timeout`` kills the child and raises ``subprocess.TimeoutExpired``."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as inp:
+        if stdin is not None:
+            inp.write(stdin.encode(locale.getpreferredencoding(False)))
+            inp.seek(0)
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(cmd), env=env, cwd=cwd, stdout=out, stderr=err,
+                                stdin=inp if stdin is not None else subprocess.DEVNULL)
+        timer = None
+        timed_out = threading.Event()
+        if timeout is not None:
+            def kill() -> None:
+                timed_out.set()
+                try:
+                    os.kill(proc.pid, 9)
+                except ProcessLookupError:
+                    pass
+            timer = threading.Timer(timeout, kill)
+            timer.daemon = True
+            timer.start()
+        try:
+            while True:
+                try:
+                    _, status, usage = os.wait4(proc.pid, 0)
+                    break
+                except InterruptedError:
+                    continue
+        finally:
+            if timer is not None:
+                timer.cancel()
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+        stdout, stderr = _text(out), _text(err)
+    if timed_out.is_set():
+        raise subprocess.TimeoutExpired(list(cmd), timeout, stdout, stderr)
+    run = ProcessRun(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, stdout, stderr)
     if check and proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{stderr[-3000:]}")
     return run
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid: int | None) -> float:
+    """utime + stime of one live process (all its threads, not its children), in seconds; 0 if it is gone.
+
+    For work done outside the measured process tree, e.g. by the store's local server and its Prefect API:
+    read it before and after a run and count the difference."""
+    if not pid:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICKS  # fields 14 and 15 of proc(5), counted after ')'
+
+
+def server_state(store: Path) -> dict:
+    """The store's local server (flows/local_server.py): its pid, its Prefect API's pid and URL, ...; {} if none."""
+    path = Path(store) / "prefect" / "local-server.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 @dataclass

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -37,26 +36,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, Series, emit, header, interleave, loadavg, quiet_env, row, run_process, venv_bin  # noqa: E402
+from common import (REPO, emit, header, interleave, loadavg, proc_cpu, quiet_env, row, run_process,  # noqa: E402
+                    server_state, venv_bin)
 
 CLI = venv_bin("corpusforge")
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def proc_cpu(pid: int | None) -> float:
-    """utime + stime of one process (all its threads, not its children), in seconds; 0 if it is gone."""
-    if not pid:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICKS  # fields 14 and 15 of proc(5), counted after ')'
-
-
-def server_state(store: Path) -> dict:
-    path = store / "prefect" / "local-server.json"
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def main() -> int:
