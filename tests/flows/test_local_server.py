@@ -130,7 +130,10 @@ def test_killed_client_stops_its_command_and_ctrl_c_is_forwarded(served):
             "--set", "train.max_iters=1000000", "--set", "train.eval_interval=1000000"]
     for how, signum in (("killed", signal.SIGKILL), ("interrupted", signal.SIGINT)):
         known = set(children_in_log(store))
-        client = subprocess.Popen([CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        # SIGINT as on a terminal, also when pytest itself was started in the background (where the shell
+        # makes SIGINT ignored, and children inherit that)
+        client = subprocess.Popen([CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         wait_until(lambda: set(children_in_log(store)) - known, 60, "the server forked the command")
         (child,) = set(children_in_log(store)) - known
         time.sleep(3)
