@@ -67,7 +67,7 @@ def main() -> None:
     n_words = sum(len(s) for s in sentences)
     print(f"corpus {args.corpus.name}: {len(sentences):,} lines, {n_words:,} words; cpu cores {os.cpu_count()}")
 
-    base = dict(kind="word2vec", sg=1, dim=100, window=5, negative=5, min_count=5, epochs=5, sample=1e-3,
+    base = dict(kind="word2vec", tokens="whitespace", sg=1, dim=100, window=5, negative=5, min_count=5, epochs=5, sample=1e-3,
                 workers=args.workers, seed=1)
     params = gensim_params_for(EmbeddingsConfig(**base))
     rows: dict[str, list[dict]] = {"ours (step, corpus_file)": [], "gensim sentences=list": [], "gensim corpus_file=": []}
@@ -116,7 +116,7 @@ def main() -> None:
 
     # GloVe on the same corpus
     store = ArtifactStore(tmp / "glove-store")
-    gcfg = EmbeddingsConfig(kind="glove", dim=100, window=10, min_count=5, epochs=args.glove_epochs, device="cpu",
+    gcfg = EmbeddingsConfig(kind="glove", tokens="whitespace", dim=100, window=10, min_count=5, epochs=args.glove_epochs, device="cpu",
                             seed=1)
     t0 = time.perf_counter()
     cooc = build_cooccurrence(corpus, gcfg, store)
