@@ -2,9 +2,12 @@
 
 ``open_source(path)`` returns a buffered binary stream of the *decompressed, UTF-8* bytes plus what was
 detected. Compression is chosen by suffix (.gz, .bz2, .xz, .zst). A byte-order mark decides the
-encoding: a UTF-8 BOM is dropped; UTF-16/32 (LE/BE) files are decoded and re-encoded to UTF-8, which
-needs the whole file in memory, so they are limited to ``MAX_TRANSCODE_BYTES``. Everything else is
-streamed in bounded chunks, whatever the file's size.
+encoding: a UTF-8 BOM is dropped; UTF-16/32 (LE/BE) files are decoded and re-encoded to UTF-8 as they
+are read. Everything is streamed in bounded chunks, whatever the file's size.
+
+A compressed stream that ends early is an error, never a silent end of file: gzip, bz2 and xz say so
+themselves; python-zstandard's reader just stops, so the frames of a ``.zst`` file are walked (headers
+and block sizes only, no decompression) when its reader reaches the end (:func:`zstd_frames_problem`).
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ import codecs
 import gzip
 import io
 import lzma
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 SNIFF_BYTES = 8192
-MAX_TRANSCODE_BYTES = 256 << 20
+TRANSCODE_CHUNK = 1 << 16  # bytes of UTF-16/32 decoded at a time
 BOMS = (  # longest first: the UTF-32 LE mark starts with the UTF-16 LE one
     (codecs.BOM_UTF32_LE, "utf-32-le"),
     (codecs.BOM_UTF32_BE, "utf-32-be"),
@@ -62,10 +66,163 @@ def _open_raw(path: Path) -> BinaryIO:
     if kind == "xz":
         return lzma.open(path, "rb")
     if kind == "zstd":
+        return io.BufferedReader(ZstdReader(path), buffer_size=1 << 16)
+    return open(path, "rb")
+
+
+ZSTD_MAGIC = 0xFD2FB528
+SKIPPABLE_MAGIC = range(0x184D2A50, 0x184D2A60)
+
+
+def zstd_frames_problem(fh: BinaryIO) -> str | None:
+    """Walk the frames of a zstd file (frame headers and block headers, skipping block contents): None if
+    every frame is complete, else what is wrong and where. A cut anywhere, even inside the last block's
+    checksum, is found; contents are checked by the decompressor itself."""
+    size = os.fstat(fh.fileno()).st_size
+    pos = 0
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        fh.seek(pos)
+        data = fh.read(n)
+        pos += len(data)
+        return data
+
+    while pos < size:
+        start = pos
+        magic = take(4)
+        if len(magic) < 4:
+            return f"truncated frame header at byte {start} of {size}"
+        number = int.from_bytes(magic, "little")
+        if number in SKIPPABLE_MAGIC:
+            length = take(4)
+            if len(length) < 4 or pos + int.from_bytes(length, "little") > size:
+                return f"truncated skippable frame at byte {start} of {size}"
+            pos += int.from_bytes(length, "little")
+            continue
+        if number != ZSTD_MAGIC:
+            return f"no zstd frame at byte {start} of {size}"
+        descriptor = take(1)
+        if not descriptor:
+            return f"truncated frame header at byte {start} of {size}"
+        flags = descriptor[0]
+        single_segment = bool(flags & 0x20)
+        fcs = (1 if single_segment else 0, 2, 4, 8)[flags >> 6]
+        header = (0 if single_segment else 1) + (0, 1, 2, 4)[flags & 3] + fcs
+        checksum = 4 if flags & 0x04 else 0
+        pos += header
+        while True:
+            block = take(3)
+            if len(block) < 3:
+                return f"frame starting at byte {start} cut at byte {size} (no end-of-frame block)"
+            value = int.from_bytes(block, "little")
+            kind, length = (value >> 1) & 3, value >> 3
+            pos += 1 if kind == 1 else length  # an RLE block stores one byte
+            if value & 1:
+                break
+        pos += checksum
+        if pos > size:
+            return f"frame starting at byte {start} cut at byte {size} (its last block needs {pos - size} more bytes)"
+    return None
+
+
+class ZstdReader(io.RawIOBase):
+    """The decompressed bytes of a (multi-frame) ``.zst`` file, with errors raised as the other
+    decompressors raise them: a bad frame as ValueError, a file that ends inside a frame as EOFError."""
+
+    def __init__(self, path: Path):
         import zstandard
 
-        return zstandard.open(path, "rb")
-    return open(path, "rb")
+        self._error = zstandard.ZstdError
+        self._fh = open(path, "rb")
+        self._reader = zstandard.ZstdDecompressor().stream_reader(self._fh, read_across_frames=True, closefd=False)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        try:
+            data = self._reader.read(len(buffer))
+        except self._error as exc:
+            raise ValueError(str(exc)) from exc
+        if not data:
+            problem = zstd_frames_problem(self._fh)
+            if problem:
+                raise EOFError(f"compressed file ended before the end of a frame: {problem}")
+        n = len(data)
+        buffer[:n] = data
+        return n
+
+    def close(self) -> None:
+        self._reader.close()
+        self._fh.close()
+        super().close()
+
+
+class Transcoder(io.RawIOBase):
+    """UTF-16/32 bytes from ``stream`` as UTF-8, decoded in bounded chunks (``TRANSCODE_CHUNK``);
+    invalid input raises UnicodeDecodeError (a ValueError) naming the offset in the source bytes."""
+
+    def __init__(self, stream: BinaryIO, encoding: str, skip: int):
+        self._stream, self._encoding = stream, encoding
+        self._decoder = codecs.getincrementaldecoder(encoding)("strict")
+        self._pending = b""
+        self._offset = skip  # source bytes consumed so far (the BOM is skipped)
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending and not self._done:
+            data = self._stream.read(TRANSCODE_CHUNK)
+            self._done = not data
+            try:
+                text = self._decoder.decode(data, final=self._done)
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"invalid {self._encoding} near byte {self._offset + max(exc.start, 0)}") from None
+            self._offset += len(data)
+            self._pending = text.encode("utf-8")
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
+
+
+class Chunked:
+    """``read(n)`` of up to n bytes made of single raw reads (``read1``), so that when a stream breaks
+    (a truncated or corrupt compressed file) the bytes decoded before the break are handed over first and
+    the error is raised by the next call. A plain ``BufferedReader.read(n)`` drops everything it had
+    gathered for that call when one of its raw reads fails: the fast paths read 8 MiB at a time and lost
+    the good records before a cut that the line-by-line reader kept."""
+
+    __slots__ = ("stream", "error")
+
+    def __init__(self, stream: BinaryIO):
+        self.stream, self.error = stream, None
+
+    def read(self, size: int) -> bytes:
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        parts, n = [], 0
+        while n < size:
+            try:
+                data = self.stream.read1(size - n)
+            except Exception as exc:  # noqa: BLE001 - re-raised as it is by the next call
+                if not parts:
+                    raise
+                self.error = exc
+                break
+            if not data:
+                break
+            parts.append(data)
+            n += len(data)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 class CountingReader(io.RawIOBase):
@@ -88,8 +245,9 @@ class CountingReader(io.RawIOBase):
             buffer[:n] = self._head[:n]
             self._head = self._head[n:]
         else:
-            try:
-                chunk = self._stream.read(len(buffer))
+            try:  # one decompressor read: what it decoded before a break is not lost with the error
+                read1 = getattr(self._stream, "read1", None)
+                chunk = read1(len(buffer)) if read1 is not None else self._stream.read(len(buffer))
             except DECOMPRESSION_ERRORS as exc:
                 if self._label == "file" and isinstance(exc, OSError):
                     raise  # a plain file's read error is I/O trouble ('unreadable'), not corruption
@@ -158,19 +316,13 @@ def open_source(path: Path) -> Opened:
             head = head[len(codecs.BOM_UTF8):]
         reader = CountingReader(head, raw, label)
         return Opened(io.BufferedReader(reader, buffer_size=1 << 16), encoding, kind, head)
-    # UTF-16/32: transcode to UTF-8 in memory (bounded).
+    # UTF-16/32: transcoded to UTF-8 chunk by chunk, so memory stays bounded whatever the file's size.
+    bom = next(mark for mark, name in BOMS if name == encoding)
+    transcoder = Transcoder(CountingReader(head[len(bom):], raw, label), encoding, len(bom))
     try:
-        rest = raw.read(MAX_TRANSCODE_BYTES + 1 - len(head))
-    except DECOMPRESSION_ERRORS as exc:
-        raw.close()
-        raise CorruptSource(f"{label} stream broken: {exc}") from exc
-    raw.close()
-    data = head + rest
-    if len(data) > MAX_TRANSCODE_BYTES:
-        raise CorruptSource(f"{encoding} file larger than {MAX_TRANSCODE_BYTES >> 20} MiB; convert it to UTF-8 first")
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as exc:
-        raise CorruptSource(f"invalid {encoding} at byte {exc.start}") from exc
-    utf8 = text.removeprefix("\ufeff").encode("utf-8")
-    return Opened(io.BufferedReader(CountingReader(utf8, io.BytesIO(b""), label)), encoding, kind, utf8[:SNIFF_BYTES])
+        utf8_head = transcoder.read(SNIFF_BYTES)
+    except (CorruptSource, ValueError) as exc:
+        transcoder.close()
+        raise CorruptSource(f"{label} stream broken at the start: {exc}") from exc
+    reader = CountingReader(utf8_head, transcoder, label)
+    return Opened(io.BufferedReader(reader, buffer_size=1 << 16), encoding, kind, utf8_head)

@@ -27,6 +27,7 @@ import json
 import re
 from collections.abc import Iterator
 
+from storage.compression import Chunked
 from storage.fast_jsonl import JSON_ESCAPES
 from storage.records import BATCH_COLUMNS, RawRecord, RecordBatch
 
@@ -41,10 +42,11 @@ class TextSource:
     newline='')`` would give it, with a cursor: iterating yields lines split the same way (at LF, CRLF
     or a lone CR, ends kept), which is what the ``csv`` module reads."""
 
-    def __init__(self, stream: io.BufferedReader):
-        self._stream = stream
+    def __init__(self, stream: io.BufferedReader, max_line: int | None = None):
+        self._stream = Chunked(stream)
         self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
         self.buf, self.pos, self.eof = "", 0, False
+        self.max_line = max_line  # a longer line is skipped and raises LineTooLong: memory stays bounded
 
     def fill(self, want: int) -> None:
         """Have at least ``want`` characters after the cursor, unless the stream ends first."""
@@ -53,6 +55,8 @@ class TextSource:
             self.eof = not data
             self.buf = self.buf[self.pos:] + self._decoder.decode(data, final=self.eof)
             self.pos = 0
+            if self._stream.error is not None:  # the stream broke after these bytes: use them first
+                break
 
     def __iter__(self) -> TextSource:
         return self
@@ -75,7 +79,36 @@ class TextSource:
                     line, self.pos = self.buf[self.pos:], len(self.buf)
                     return line
                 raise StopIteration
+            if self.max_line is not None and len(self.buf) - self.pos > self.max_line:
+                self._skip_line()
             self.fill(len(self.buf) - self.pos + FAST_CHUNK)
+
+    def _skip_line(self) -> None:
+        """Drop the line at the cursor (no line end in sight, longer than ``max_line``) through its end,
+        reading in bounded chunks, and raise LineTooLong with its length and first characters."""
+        head, length = self.buf[self.pos:self.pos + 4096], 0
+        while True:
+            m = _LINE_END.search(self.buf, self.pos)
+            if m is not None or self.eof:
+                end = m.end() if m is not None else len(self.buf)
+                length += end - self.pos
+                self.pos = end
+                if m is not None and m.group() == "\r":  # its LF may come with the next read
+                    self.fill(1)
+                    if self.buf.startswith("\n", self.pos):
+                        self.pos += 1
+                raise LineTooLong(length, head)
+            length += len(self.buf) - self.pos
+            self.buf, self.pos = "", 0
+            self.fill(FAST_CHUNK)
+
+
+class LineTooLong(Exception):
+    """A physical line over TextSource.max_line characters, already skipped."""
+
+    def __init__(self, length: int, head: str):
+        super().__init__(f"a line of {length} characters")
+        self.length, self.head = length, head
 
 
 def plain_rows_pattern(n_fields: int, delimiter: str) -> str:
@@ -88,7 +121,7 @@ def plain_rows_pattern(n_fields: int, delimiter: str) -> str:
 def fast_csv(stream: io.BufferedReader, text_field: str, delimiter: str, limit: int) -> Iterator[RecordBatch | RawRecord]:
     field_limit = max(limit, 1 << 20)
     csv.field_size_limit(field_limit)
-    source = TextSource(stream)
+    source = TextSource(stream, max_line_chars(limit))
     reader = csv.reader(source, delimiter=delimiter)
     try:
         header = next(reader)
@@ -105,10 +138,12 @@ def fast_csv(stream: io.BufferedReader, text_field: str, delimiter: str, limit: 
     row_pattern = plain_rows_pattern(len(header), delimiter)
     rowno = 0
     while True:
-        source.fill(FAST_CHUNK)
+        if source._stream.error is None:  # else: the stream broke; the rows buffered before the break first
+            source.fill(FAST_CHUNK)
         if source.pos >= len(source.buf) and source.eof:
             return
-        used, batch = _plain_run(source.buf[source.pos:], row_pattern, header, idx, delimiter, field_limit, rowno)
+        used, batch = _plain_run(source.buf[source.pos:], row_pattern, header, idx, delimiter, field_limit, rowno,
+                                 limit)
         if used:
             source.pos += used
             rowno += len(batch)
@@ -122,13 +157,36 @@ def fast_csv(stream: io.BufferedReader, text_field: str, delimiter: str, limit: 
                 row = next(reader)
             except StopIteration:
                 return
-            except csv.Error as exc:
-                yield RawRecord(f"row:{rowno}", reason="invalid_csv", detail=str(exc)[:200])
+            except LineTooLong as exc:
+                yield too_long_row(f"row:{rowno}", exc, limit)
+                reader = csv.reader(source, delimiter=delimiter)  # a fresh parser: the row was cut off
                 continue
-            yield row_record(f"row:{rowno}", row, header, idx, delimiter)
+            except csv.Error as exc:
+                yield csv_error(f"row:{rowno}", exc, limit)
+                continue
+            yield row_record(f"row:{rowno}", row, header, idx, delimiter, limit)
 
 
-def row_record(locator: str, row: list[str], header: list[str], idx: int, delimiter: str) -> RawRecord:
+def max_line_chars(limit: int) -> int:
+    """The longest physical line read whole: two field-size limits (a longer one is quarantined unread)."""
+    return 2 * max(limit, 1 << 20)
+
+
+def too_long_row(locator: str, exc: LineTooLong, limit: int) -> RawRecord:
+    return RawRecord(locator, reason="too_large", detail=f"a line of {exc.length} characters (over "
+                     f"{max_line_chars(limit)}; max_document_bytes {limit})",
+                     raw=exc.head.encode("utf-8", "surrogateescape")[:4096])
+
+
+def csv_error(locator: str, exc: csv.Error, limit: int) -> RawRecord:
+    """A csv.Error as a record: a field over the field-size limit is too_large, anything else invalid_csv."""
+    if "field larger than field limit" in str(exc):
+        return RawRecord(locator, reason="too_large", detail=f"{exc}; max_document_bytes {limit}")
+    return RawRecord(locator, reason="invalid_csv", detail=str(exc)[:200])
+
+
+def row_record(locator: str, row: list[str], header: list[str], idx: int, delimiter: str,
+               limit: int | None = None) -> RawRecord:
     """One parsed row as the per-record reader makes it (shared with storage.formats.csv_records)."""
     from storage.records import RAW_CAP
 
@@ -138,12 +196,16 @@ def row_record(locator: str, row: list[str], header: list[str], idx: int, delimi
         return RawRecord(locator, reason="invalid_utf8", detail="undecodable bytes in the row", raw=raw[:RAW_CAP])
     if len(row) <= idx:
         return RawRecord(locator, reason="missing_text_field", detail=f"row has {len(row)} fields", raw=raw[:RAW_CAP])
+    if limit is not None and len(row[idx]) * 4 > limit and len(row[idx].encode("utf-8", "surrogateescape")) > limit:
+        size = len(row[idx].encode("utf-8", "surrogateescape"))
+        return RawRecord(locator, reason="too_large", detail=f"{size} bytes > max_document_bytes {limit}",
+                         raw=raw[:RAW_CAP])
     meta = {h: v for i, (h, v) in enumerate(zip(header, row)) if i != idx}
     return RawRecord(locator, text=row[idx], meta=meta or None)
 
 
 def _plain_run(text: str, row_pattern: str, header: list[str], idx: int, delimiter: str, field_limit: int,
-               rowno: int) -> tuple[int, RecordBatch | None]:
+               rowno: int, limit: int) -> tuple[int, RecordBatch | None]:
     """(characters used, their rows as a batch) for the longest run of plain rows at the start of ``text``."""
     import polars as pl
 
@@ -164,7 +226,8 @@ def _plain_run(text: str, row_pattern: str, header: list[str], idx: int, delimit
     names = [f"c{i}" for i in range(len(header))]
     rows = pl.read_csv(data[:used_bytes], has_header=False, new_columns=names, infer_schema=False,
                        separator=delimiter, quote_char='"', empty_string_is_null=False, raise_if_empty=False)
-    too_long = rows.select(pl.max_horizontal(pl.all().str.len_chars().max()) > field_limit).item()
+    too_long = rows.select((pl.max_horizontal(pl.all().str.len_chars().max()) > field_limit)
+                           | (pl.col(names[idx]).str.len_bytes().max() > limit)).item()
     if rows.height != n_rows or too_long:  # not what Python's csv would give: the per-record path decides
         return 0, None
     return len(run[0]), RecordBatch(frame=rows.select(

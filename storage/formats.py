@@ -3,7 +3,7 @@
 Memory stays bounded by ``max_document_bytes``: lines are read with a size limit, and an oversize
 document is either split on a whitespace boundary (``oversize: split``, locators ``line:7#2``) or
 quarantined as ``too_large`` with its first bytes kept (``oversize: quarantine``). JSON arrays are
-streamed with ijson; CSV/TSV rows with the csv module (quoted newlines are handled); Parquet in row
+streamed item by item by a byte scanner that never holds more than the limit of one item; CSV/TSV rows with the csv module (quoted newlines are handled); Parquet in row
 batches with pyarrow.
 """
 
@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from storage.compression import Chunked
 from storage.fast_csv import row_record
 from storage.records import RAW_CAP, RawRecord, decode_strict
 
@@ -58,6 +59,43 @@ def _sized_lines(stream: io.BufferedReader, limit: int) -> Iterator[tuple[int, b
                     break
         total -= len(last) - len(last.rstrip(b"\n").rstrip(b"\r"))  # the EOL is not document content
         yield lineno, line.rstrip(b"\n").rstrip(b"\r"), total
+
+
+class LineEnds(io.RawIOBase):
+    """``stream`` with every line end as LF: CRLF and a lone CR (old Mac files) become LF, so line and
+    paragraph modes split where an editor would. A CR at the end of one read waits for the next byte
+    (it may be half of a CRLF). Streams without CR pass through unchanged (one memchr per read)."""
+
+    def __init__(self, stream: io.BufferedReader):
+        self._stream, self._cr, self._out = Chunked(stream), False, b""  # _cr: a CR held back from the last read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._out:
+            chunk = self._stream.read(max(len(buffer), 1))
+            data, self._cr = (b"\r" if self._cr else b"") + chunk, False
+            if not data:
+                return 0
+            if b"\r" in data:
+                if chunk and data.endswith(b"\r"):  # at the end of the file a CR is a line end as it is
+                    data, self._cr = data[:-1], True
+                data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            self._out = data
+        out = self._out
+        n = min(len(buffer), len(out))
+        buffer[:n] = out if n == len(out) else memoryview(out)[:n]
+        self._out = out[n:] if n < len(out) else b""
+        return n
+
+    def close(self) -> None:
+        self._stream.stream.close()
+        super().close()
+
+
+def normalize_line_ends(stream: io.BufferedReader) -> io.BufferedReader:
+    return io.BufferedReader(LineEnds(stream), buffer_size=1 << 16)
 
 
 def _line_pieces(stream: io.BufferedReader, limit: int) -> Iterator[tuple[int, bytes, bool]]:
@@ -129,35 +167,37 @@ class TextRecords:
                 part = 0
 
     def _blocks(self, stream: io.BufferedReader) -> Iterator[RawRecord]:
-        """Paragraphs (blank-line separated) or the whole file, built from bounded line pieces."""
-        block: list[bytes] = []
-        size = start = last_line = part = 0
+        """Paragraphs (blank-line separated) or the whole file, built from bounded line pieces into one
+        bytearray (never one object per line: a block of millions of short lines stays ~its size)."""
+        block = bytearray()  # the block's lines joined by LF; past the limit only its head is kept
+        lines = size = start = last_line = part = 0  # lines: lines in block; size: the block's full size
         overflow = False  # quarantine mode: the current block is already too large
 
         def flush(final: bool) -> Iterator[RawRecord]:
-            nonlocal block, size, part, overflow
-            if not block and not overflow:
+            nonlocal block, lines, size, part, overflow
+            if not lines and not overflow:
                 return
             span = f"lines:{start}-{last_line}" if self.mode == "paragraph" else "file"
+            data = bytes(block)
             if overflow:
-                yield self._too_large(span, b"\n".join(block), size)
+                yield self._too_large(span, data, size)
             elif part or not final:
                 part += 1
-                yield self._decode(f"{span}#{part}", b"\n".join(block))
+                yield self._decode(f"{span}#{part}", data)
             else:
-                yield self._decode(span, b"\n".join(block))
-            block, size = [], 0
+                yield self._decode(span, data)
+            block, lines, size = bytearray(), 0, 0
             if final:
                 part, overflow = 0, False
 
         for lineno, piece, line_done in _line_pieces(stream, self.limit):
-            if self.mode == "paragraph" and line_done and not piece.strip() and not (block and not line_done):
+            if self.mode == "paragraph" and line_done and not piece.strip():
                 yield from flush(final=True)
                 continue
-            if not block and not overflow and not part:
+            if not lines and not overflow and not part:
                 start = lineno
             last_line = lineno
-            joiner = 1 if block else 0
+            joiner = 1 if lines else 0
             if size + joiner + len(piece) > self.limit:
                 if self.oversize == "split":
                     yield from flush(final=False)
@@ -165,9 +205,12 @@ class TextRecords:
                 else:
                     overflow = True
             size += joiner + len(piece)
-            if not overflow or sum(len(b) for b in block) < RAW_CAP:
-                block.append(piece)
-        if self.mode == "file" and not any(b.strip() for b in block) and not part and not overflow:
+            if not overflow or len(block) < RAW_CAP:
+                if joiner:
+                    block += b"\n"
+                block += piece
+                lines += 1
+        if self.mode == "file" and not block.strip() and not part and not overflow:
             return
         yield from flush(final=True)
 
@@ -229,44 +272,214 @@ def jsonl_records(stream: io.BufferedReader, text_field: str, limit: int) -> Ite
             continue
         try:
             obj = json.loads(rec.text)
-        except ValueError as exc:
-            yield RawRecord(locator, reason="invalid_json", detail=str(exc)[:200], raw=line[:RAW_CAP])
+        except (ValueError, RecursionError) as exc:
+            detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+            yield RawRecord(locator, reason="invalid_json", detail=detail, raw=line[:RAW_CAP])
             continue
         yield record_from_object(locator, obj, text_field, line)
 
 
-def json_records(stream: io.BufferedReader, text_field: str) -> Iterator[RawRecord]:
-    """A JSON document: an array of objects (streamed item by item) or a single object."""
-    import ijson
+JSON_CHUNK = 1 << 16
+JSON_WS = b" \t\n\r"
+# Outside a string: a whole string (or one cut by the chunk's end: group 1 is '"' only when it closed;
+# '\\' when the chunk ends inside an escape) or one structural character.
+_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*("|\\?\Z)|[][{},]', re.S)
+_JSON_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*("|\\?\Z)', re.S)
 
-    head = stream.peek(64)[:64].lstrip()
-    if head.startswith(b"{"):
-        data = stream.read()
-        try:
-            obj = json.loads(data.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            yield RawRecord("item:1", reason="invalid_json", detail=str(exc)[:200], raw=data[:RAW_CAP])
-            return
-        yield record_from_object("item:1", obj, text_field, data)
-        return
-    count = 0
+
+def _whole_item_pattern(levels: int) -> re.Pattern[bytes]:
+    """A whole array item (a value nested at most ``levels`` deep, entirely inside the chunk) and the
+    separator after it, matched in one step; anything else is left to the token scanner. What it matches
+    is parsed by json.loads, which refuses whatever is not JSON."""
+    string = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+    inner = rb'(?:[^"{}\[\]]++|' + string + rb')*+'
+    for _ in range(levels):
+        inner = rb'(?:[^"{}\[\]]++|' + string + rb'|[\[{]' + inner + rb'[\]}])*+'
+    value = rb'[\[{]' + inner + rb'[\]}]|' + string + rb'|[^"{}\[\],\s]++'
+    return re.compile(rb'[ \t\n\r]*+(' + value + rb')[ \t\n\r]*+([,\]])', re.S)
+
+
+_JSON_WHOLE_ITEM = _whole_item_pattern(3)
+
+
+class _ItemBytes:
+    """The bytes of one JSON value as they stream past: kept while the value may still fit the limit,
+    only counted beyond it (the first RAW_CAP bytes stay for the quarantine record)."""
+
+    __slots__ = ("limit", "pieces", "size", "tail_ws", "started")
+
+    def __init__(self, limit: int):
+        self.limit, self.pieces, self.size, self.tail_ws, self.started = limit, [], 0, 0, False
+
+    def add(self, seg: bytes) -> None:
+        if not self.started:
+            seg = seg.lstrip(JSON_WS)
+            if not seg:
+                return
+            self.started = True
+        if self.size <= self.limit:
+            self.pieces.append(seg)
+        elif self.size - self.tail_ws > self.limit and sum(map(len, self.pieces)) > RAW_CAP:
+            self.pieces = [b"".join(self.pieces)[:RAW_CAP]]  # too large for good: keep the head only
+        self.size += len(seg)
+        body = seg.rstrip(JSON_WS)
+        self.tail_ws = self.tail_ws + len(seg) if not body else len(seg) - len(body)
+
+    @property
+    def too_large(self) -> bool:
+        return self.size - self.tail_ws > self.limit
+
+    def data(self) -> bytes:
+        return b"".join(self.pieces).strip(JSON_WS)
+
+
+def _json_value(locator: str, item: _ItemBytes, text_field: str) -> tuple[RawRecord, bool]:
+    """(record, parsed) for one complete JSON value: too_large without parsing it, else parsed."""
+    if item.too_large:
+        return RawRecord(locator, reason="too_large", detail=f"{item.size - item.tail_ws} bytes > "
+                         f"max_document_bytes {item.limit}", raw=item.data()[:RAW_CAP]), True
+    data = item.data()
     try:
-        for count, obj in enumerate(ijson.items(stream, "item", use_float=True), start=1):
-            yield record_from_object(f"item:{count}", obj, text_field, json.dumps(obj, default=str).encode()[:RAW_CAP])
-    except (ijson.JSONError, UnicodeDecodeError, ValueError) as exc:
-        yield RawRecord(f"after-item:{count}", reason="invalid_json", detail=f"stream broken: {str(exc)[:200]}")
+        obj = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        return RawRecord(locator, reason="invalid_json", detail=detail, raw=data[:RAW_CAP]), False
+    return record_from_object(locator, obj, text_field, data), True
+
+
+def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 20) -> Iterator[RawRecord]:
+    """A JSON document: an array of objects (streamed item by item) or a single object.
+
+    Memory stays bounded by ``limit`` whatever the document holds: a byte scanner finds where each array
+    item (or the single top-level value) starts and ends, tracking strings and nesting, and keeps at most
+    ``limit`` bytes of it; only a value that fits is parsed (``json.loads``). A larger one is quarantined
+    as ``too_large`` with its first bytes, without ever being held whole. A syntax error ends the stream
+    (``after-item:N``, ``invalid_json``), as a broken array cannot be trusted past that point.
+    """
+    mode = None  # None before the first significant byte, then "array" or "value"
+    depth = 0  # nesting inside the top-level array (1 = between its items)
+    in_string = escape = closed = at_item_start = False
+    count = 0
+    item = _ItemBytes(limit)
+    seen_comma = False
+    chunks = Chunked(stream)
+    while True:
+        chunk = chunks.read(JSON_CHUNK)
+        if not chunk:
+            break
+        pos = 0
+        if mode is None:
+            pos = len(chunk) - len(chunk.lstrip(JSON_WS))
+            if pos == len(chunk):
+                continue
+            if chunk[pos:pos + 1] == b"[":
+                mode, depth, pos, at_item_start = "array", 1, pos + 1, True
+            else:
+                mode = "value"
+        if mode == "value":  # one top-level value (an object): held whole only if it fits
+            item.add(chunk[pos:])
+            continue
+        if closed:
+            if chunk.strip(JSON_WS):
+                yield RawRecord(f"after-item:{count}", reason="invalid_json",
+                                detail="stream broken: data after the end of the array")
+                return
+            continue
+        mark = pos  # start of the current item's bytes in this chunk
+        if escape:  # the previous chunk ended with a backslash inside a string
+            pos, escape = pos + 1, False
+        n = len(chunk)
+        while pos < n:
+            if at_item_start and not in_string:  # most items: matched whole, then parsed
+                at_item_start = False
+                m = _JSON_WHOLE_ITEM.match(chunk, pos)
+                if m is not None:
+                    count += 1
+                    whole = _ItemBytes(limit)
+                    whole.add(m.group(1))
+                    rec, parsed = _json_value(f"item:{count}", whole, text_field)
+                    if not parsed:
+                        yield RawRecord(f"after-item:{count - 1}", reason="invalid_json",
+                                        detail=f"stream broken: {rec.detail}", raw=rec.raw)
+                        return
+                    yield rec
+                    pos = mark = m.end()
+                    if m.group(2) == b",":
+                        at_item_start = seen_comma = True
+                        continue
+                    closed = True
+                    if chunk[pos:].strip(JSON_WS):
+                        yield RawRecord(f"after-item:{count}", reason="invalid_json",
+                                        detail="stream broken: data after the end of the array")
+                        return
+                    break
+            if in_string:
+                m = _JSON_STRING_REST.match(chunk, pos)
+                end = m.group(1)
+                in_string, escape = end != b'"', end == b"\\"
+                pos = m.end()
+                continue
+            m = _JSON_TOKEN.search(chunk, pos)
+            if m is None:
+                break
+            pos = m.end()
+            c = chunk[m.start()]
+            if c == 0x22:  # '"'
+                end = m.group(1)
+                in_string, escape = end != b'"', end == b"\\"
+            elif c in b"[{":
+                depth += 1
+            elif c in b"]}" and depth > 1:
+                depth -= 1
+            elif c == 0x2C and depth > 1:  # ',' inside an item
+                pass
+            elif c == 0x7D:  # '}' where an item or the array's ']' belongs
+                yield RawRecord(f"after-item:{count}", reason="invalid_json",
+                                detail="stream broken: unexpected '}' in the array")
+                return
+            else:  # ',' between items, or the array's closing ']'
+                item.add(chunk[mark:m.start()])
+                mark = pos
+                if c == 0x2C or item.started or seen_comma:  # '[]' has no item; '[1,]' an empty (bad) one
+                    count += 1
+                    rec, parsed = _json_value(f"item:{count}", item, text_field)
+                    if not parsed:
+                        yield RawRecord(f"after-item:{count - 1}", reason="invalid_json",
+                                        detail=f"stream broken: {rec.detail}", raw=rec.raw)
+                        return
+                    yield rec
+                    item = _ItemBytes(limit)
+                seen_comma = at_item_start = c == 0x2C
+                if c == 0x5D:
+                    closed = True
+                    if chunk[pos:].strip(JSON_WS):
+                        yield RawRecord(f"after-item:{count}", reason="invalid_json",
+                                        detail="stream broken: data after the end of the array")
+                        return
+                    break
+        if not closed:
+            item.add(chunk[mark:])
+    if mode == "value":
+        yield _json_value("item:1", item, text_field)[0]
+    elif mode == "array" and not closed:
+        yield RawRecord(f"after-item:{count}", reason="invalid_json",
+                        detail="stream broken: the file ends inside the array")
 
 
 def csv_records(stream: io.BufferedReader, text_field: str, delimiter: str, limit: int) -> Iterator[RawRecord]:
-    """CSV/TSV with a header row; quoted fields may hold newlines. Other columns go to meta."""
+    """CSV/TSV with a header row; quoted fields may hold newlines. Other columns go to meta. A text field
+    over ``limit`` bytes, a field over the csv module's field-size limit and a physical line too long to
+    hold (``max_line_chars``, skipped unread) are quarantined as ``too_large``."""
+    from storage.fast_csv import LineTooLong, TextSource, csv_error, max_line_chars, too_long_row
+
     csv.field_size_limit(max(limit, 1 << 20))
-    text = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape", newline="")
+    text = TextSource(stream, max_line_chars(limit))  # what TextIOWrapper(newline='') gives, bounded
     reader = csv.reader(text, delimiter=delimiter)
     try:
         header = next(reader)
     except StopIteration:
         return
-    except csv.Error as exc:
+    except (csv.Error, LineTooLong) as exc:
         yield RawRecord("row:0", reason="invalid_csv", detail=f"header: {exc}")
         return
     if text_field not in header:
@@ -276,20 +489,27 @@ def csv_records(stream: io.BufferedReader, text_field: str, delimiter: str, limi
     idx = header.index(text_field)
     rowno = 0
     while True:
+        rowno += 1
         try:
             row = next(reader)
         except StopIteration:
             return
-        except csv.Error as exc:
-            rowno += 1
-            yield RawRecord(f"row:{rowno}", reason="invalid_csv", detail=str(exc)[:200])
+        except LineTooLong as exc:
+            yield too_long_row(f"row:{rowno}", exc, limit)
+            reader = csv.reader(text, delimiter=delimiter)  # a fresh parser: the row was cut off
             continue
-        rowno += 1
-        yield row_record(f"row:{rowno}", row, header, idx, delimiter)
+        except csv.Error as exc:
+            yield csv_error(f"row:{rowno}", exc, limit)
+            continue
+        yield row_record(f"row:{rowno}", row, header, idx, delimiter, limit)
 
 
-def parquet_records(path, text_field: str) -> Iterator[RawRecord]:
+def parquet_records(path, text_field: str, limit: int = 8 << 20) -> Iterator[RawRecord]:
+    """Parquet in row batches. A text value over ``limit`` bytes is quarantined as ``too_large`` from its
+    Arrow length: it is never turned into a Python string (only its first RAW_CAP bytes are). Parquet
+    stores a value whole inside one data page, so pyarrow holds that page while reading it."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     try:
@@ -304,12 +524,27 @@ def parquet_records(path, text_field: str) -> Iterator[RawRecord]:
     rowno = 0
     try:
         for batch in pf.iter_batches(batch_size=8192):
+            big: dict[int, tuple[int, bytes]] = {}
+            column = batch.column(text_field)
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                sizes = pc.binary_length(column)
+                if (pc.max(sizes).as_py() or 0) > limit:
+                    for i in pc.indices_nonzero(pc.greater(sizes, limit)).to_pylist():
+                        head = pc.utf8_slice_codeunits(column.slice(i, 1), 0, RAW_CAP)[0].as_py().encode()[:RAW_CAP]
+                        big[i] = (sizes[i].as_py(), head)
+                    keep = pc.invert(pc.fill_null(pc.greater(sizes, limit), False))
+                    batch = batch.set_column(names.index(text_field), text_field,
+                                             pc.if_else(keep, column, pa.scalar(None, column.type)))
             columns = batch.to_pydict()
             texts = columns.pop(text_field)
             for i, value in enumerate(texts):
                 rowno += 1
                 locator = f"row:{rowno}"
-                if value is None:
+                if i in big:
+                    size, head = big[i]
+                    yield RawRecord(locator, reason="too_large", detail=f"{size} bytes > max_document_bytes {limit}",
+                                    raw=head)
+                elif value is None:
                     yield RawRecord(locator, reason="missing_text_field", detail="null text")
                 elif not isinstance(value, str):
                     yield RawRecord(locator, reason="text_not_string", detail=type(value).__name__)

@@ -33,7 +33,8 @@ from typing import Literal
 from storage.compression import CorruptSource, compression_of, inner_suffix, open_source
 from storage.fast_csv import fast_csv
 from storage.fast_jsonl import fast_jsonl
-from storage.formats import TextRecords, csv_records, json_records, jsonl_records, parquet_records
+from storage.formats import (TextRecords, csv_records, json_records, jsonl_records, normalize_line_ends,
+                             parquet_records)
 from storage.line_blocks import fast_lines
 from storage.records import RAW_CAP, RawRecord, RecordBatch, meta_json
 
@@ -271,7 +272,7 @@ def _read(source, cfg, txt_mode, text_field, batches: bool):
     count = 0
     try:
         if source.format == "parquet":
-            records: Iterator[RawRecord] = parquet_records(source.path, field_name)
+            records: Iterator[RawRecord] = parquet_records(source.path, field_name, cfg.max_document_bytes)
             opened = None
         else:
             opened = open_source(source.path)
@@ -287,12 +288,15 @@ def _read(source, cfg, txt_mode, text_field, batches: bool):
             if source.format == "jsonl":
                 records = (fast_jsonl if batches else jsonl_records)(stream, field_name, limit)
             elif source.format == "json":
-                records = json_records(stream, field_name)
+                records = json_records(stream, field_name, limit)
             elif source.format in ("csv", "tsv"):
                 records = (fast_csv if batches else csv_records)(stream, field_name, delimiter, limit)
             elif mode == "line" and batches:
+                stream = normalize_line_ends(stream)  # CR, LF and CRLF all end a line
                 records = fast_lines(stream, TextRecords(mode, limit, cfg.oversize, cfg.encoding_fallback))
             else:
+                if mode != "file":
+                    stream = normalize_line_ends(stream)
                 records = TextRecords(mode, limit, cfg.oversize, cfg.encoding_fallback)(stream)
         try:
             for rec in records:
