@@ -185,6 +185,73 @@ def test_paragraph_mode_locators(tmp_path):
     assert all(r.ok for r in recs)
 
 
+def _both_paths(path, **kw):
+    """(locator, text or reason) from the per-record reader and from the batched fast path (must agree)."""
+    from storage.readers import ReaderConfig, read_batches
+
+    sf = discover_sources([path]).files[0]
+    slow = [(r.locator, r.text if r.ok else r.reason) for r in read_records(sf, ReaderConfig(**kw))]
+    fast = []
+    for item in read_batches(sf, ReaderConfig(**kw)):
+        if isinstance(item, RawRecord):
+            fast.append((item.locator, item.text if item.ok else item.reason))
+        else:
+            fast += list(zip(item.locators, item.texts))
+    assert sorted(fast) == sorted(slow)
+    return slow
+
+
+def test_cr_only_and_mixed_line_ends_split_lines(tmp_path):
+    """Old Mac files end lines with a lone CR: each is a line, as LF and CRLF are (the whole file was one
+    document). A CRLF cut across two reads of the stream is still one line end."""
+    mac = write(tmp_path / "mac.txt", b"one\rtwo\r\rfour\r")
+    assert _both_paths(mac, txt_mode="line") == [("line:1", "one"), ("line:2", "two"), ("line:3", ""),
+                                                 ("line:4", "four")]
+    assert _both_paths(mac, txt_mode="paragraph") == [("lines:1-2", "one\ntwo"), ("lines:4-4", "four")]
+    mixed = write(tmp_path / "mixed.txt", b"a\r\nb\nc\rd")
+    assert _both_paths(mixed, txt_mode="line") == [("line:1", "a"), ("line:2", "b"), ("line:3", "c"), ("line:4", "d")]
+    big = write(tmp_path / "big.txt", b"".join(b"w%d\r\n" % i if i % 3 else b"w%d\r" % i for i in range(200_000)))
+    recs = _both_paths(big, txt_mode="line")
+    assert recs == [(f"line:{i + 1}", f"w{i}") for i in range(200_000)]
+
+
+def test_cr_line_ends_in_compressed_and_wide_files(tmp_path):
+    import gzip
+
+    data = "α\rβ\r\nγ\r"
+    gz = write(tmp_path / "m.txt.gz", gzip.compress(data.encode("utf-8")))
+    wide = write(tmp_path / "w.txt", "\ufeff".encode("utf-16-le") + data.encode("utf-16-le"))
+    for path in (gz, wide):
+        assert _both_paths(path, txt_mode="line") == [("line:1", "α"), ("line:2", "β"), ("line:3", "γ")]
+
+
+def _zstd_frames(lines: list[str], per_frame: int) -> bytes:
+    zstd = pytest.importorskip("zstandard")
+    cctx = zstd.ZstdCompressor(level=3, write_checksum=True)
+    return b"".join(cctx.compress("".join(lines[i:i + per_frame]).encode()) for i in range(0, len(lines), per_frame))
+
+
+@pytest.mark.parametrize("cut", ["mid_frame", "in_checksum", "in_header"])
+def test_truncated_zstd_is_corrupt_compressed_not_a_silent_end(tmp_path, cut):
+    """The first half of a .zst file was read as if it were the whole file (records lost without a word).
+    Whatever frame the cut lands in, the reader keeps the lines of the complete frames and then reports
+    corrupt_compressed, as for gzip, bz2 and xz."""
+    lines = [f"line {i}\n" for i in range(20_000)]
+    data = _zstd_frames(lines, 2_000)  # 10 frames
+    whole = write(tmp_path / "whole.txt.zst", data)
+    assert [r.text for r in _records(whole, txt_mode="line")] == [ln.rstrip("\n") for ln in lines]
+    frame = len(_zstd_frames(lines[:2_000], 2_000))
+    end = {"mid_frame": len(data) // 2, "in_checksum": len(data) - 2, "in_header": frame * 5 + 3}[cut]
+    path = write(tmp_path / "cut.txt.zst", data[:end])
+    for recs in (_both_paths(path, txt_mode="line"),):  # both readers keep the same records
+        good = [r for r in recs if r[1] != "corrupt_compressed"]
+        bad = [r for r in recs if r[1] == "corrupt_compressed"]
+        assert len(bad) == 1 and bad[0][0] == f"after-record:{len(good)}", recs[-3:]
+        assert good == [(f"line:{i + 1}", f"line {i}") for i in range(len(good))]
+        # a cut inside the last checksum loses no line, but the file is still reported as broken
+        assert len(good) == 20_000 if cut == "in_checksum" else 0 < len(good) < 20_000
+
+
 def test_file_mode(tmp_path):
     data = "line one\nzwei – drei ✓\nlast"
     path = write(tmp_path / "t.md", data)
@@ -367,3 +434,23 @@ def test_jsonl_lone_surrogate_never_becomes_text(tmp_path):
     assert len(recs) == 2 and recs[0].text == "ok"
     assert not recs[1].ok, f"lone surrogate yielded as text: {recs[1].text!r}"
     assert recs[1].text is None and recs[1].raw is not None
+
+
+@pytest.mark.parametrize("suffix", [".txt.gz", ".jsonl.gz", ".csv.gz"])
+def test_fast_paths_keep_the_records_before_a_cut(tmp_path, suffix):
+    """The batched readers read 8 MiB at a time; a cut in the stream must not drop the records decoded
+    before it (they did: the whole read was lost with the error), so both readers keep the same ones."""
+    import gzip
+
+    if suffix == ".txt.gz":
+        body = "".join(f"line {i}\n" for i in range(50_000))
+    elif suffix == ".jsonl.gz":
+        body = "".join(json.dumps({"text": f"line {i}"}) + "\n" for i in range(50_000))
+    else:
+        body = "text,n\n" + "".join(f"line {i},{i}\n" for i in range(50_000))
+    data = gzip.compress(body.encode(), mtime=0)
+    path = write(tmp_path / f"cut{suffix}", data[: len(data) * 3 // 4])
+    recs = _both_paths(path, txt_mode="line")
+    good = [r for r in recs if r[1] != "corrupt_compressed"]
+    assert recs[-1] == (f"after-record:{len(good)}", "corrupt_compressed")
+    assert len(good) > 30_000 and [t for _, t in good] == [f"line {i}" for i in range(len(good))]
