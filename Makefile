@@ -10,6 +10,9 @@ PIP    := $(PY) -m pip --disable-pip-version-check
 # CPU machine. On a GPU machine, keep its torch: `make install TORCH_SPEC=` (empty) with a venv made by
 # `python3 -m venv --system-site-packages .venv`, or name the wheel you want.
 TORCH_SPEC ?= torch==2.13.0
+# The test tools plus the Dask and Ray task runners (tests/flows/test_runners.py runs the pipeline on both).
+# `make install EXTRAS=dev` leaves out the runners (Ray is an ~80 MB wheel); their tests then skip.
+EXTRAS ?= dev,dask,ray
 
 .PHONY: install demo test lint ui clean-store help
 
@@ -25,7 +28,7 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install -q --upgrade pip
 	@if [ -n "$(TORCH_SPEC)" ] && ! $(PY) -c "import torch" 2>/dev/null; then \
 		echo "installing $(TORCH_SPEC) first (CPU build on these machines)"; $(PIP) install -q "$(TORCH_SPEC)"; fi
-	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q -e ".[$(EXTRAS)]"
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -6,7 +6,9 @@ runner -> ``corpus`` merge). Later stages (tokenizer, embeddings, ngram, lm) plu
 
 from __future__ import annotations
 
+import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,8 @@ from tasks.track import LiveRuns, track_results
 
 
 def make_task_runner(cfg: RunnerConfig):
+    """The Prefect task runner for ``runner.kind``. Shard tasks get and return only ids, paths and small dicts,
+    so any runner works; with dask/ray the workers must see the store and the sources at the same paths."""
     workers = cfg.workers or os.cpu_count() or 1
     if cfg.kind == "threads":
         from prefect.task_runners import ThreadPoolTaskRunner
@@ -40,14 +44,63 @@ def make_task_runner(cfg: RunnerConfig):
         if cfg.kind == "dask":
             from prefect_dask import DaskTaskRunner
 
-            return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "processes": True})
+            if cfg.address:
+                return DaskTaskRunner(address=cfg.address)
+            # A local cluster for this run: one single-threaded worker process per worker, closed when the flow
+            # ends. Everything binds 127.0.0.1 on free ports (the scheduler's HTTP server too: without bokeh it
+            # serves only health and metrics), and distributed's INFO chatter stays out of the command's output.
+            if logging.getLogger("distributed").getEffectiveLevel() < logging.WARNING:
+                logging.getLogger("distributed").setLevel(logging.WARNING)
+            return DaskTaskRunner(cluster_class="distributed.LocalCluster", cluster_kwargs={
+                "n_workers": workers, "threads_per_worker": 1, "processes": True, "host": "127.0.0.1",
+                "dashboard_address": "127.0.0.1:0", "silence_logs": logging.WARNING})
         from prefect_ray import RayTaskRunner
 
-        return RayTaskRunner()
+        if cfg.address:
+            # prefect-ray starts a new local instance for "auto"; Ray's own ray.init(address="auto") joins the
+            # running cluster (or fails), which is what "auto" means.
+            return RayTaskRunner(init_kwargs={"address": "auto"}) if cfg.address == "auto" else RayTaskRunner(
+                address=cfg.address)
+        # "local": always a new instance for this run (never a running one found through /tmp/ray), with `workers`
+        # CPUs and no dashboard. Ray cannot be bound to loopback only (it resolves 127.0.0.1 to the host's address
+        # and its GCS and raylet listen on every interface); Ray's token authentication (on by default since
+        # 2.5x, token in ~/.ray/auth_token) is what keeps others out.
+        return RayTaskRunner(address="local", init_kwargs={"num_cpus": workers, "include_dashboard": False})
     except ImportError:
         raise ConfigError(
-            f"runner.kind: {cfg.kind!r} needs the prefect-{cfg.kind} package: pip install prefect-{cfg.kind}"
+            f"runner.kind: {cfg.kind!r} needs the prefect-{cfg.kind} package: pip install 'corpusforge[{cfg.kind}]'"
         ) from None
+
+
+@contextmanager
+def _api_for_workers(cfg: RunnerConfig):
+    """Task runs on other processes report to the Prefect API. With an ephemeral API (no PREFECT_API_URL, the
+    local server off) only this process knows its URL, and each worker process would start an ephemeral API of
+    its own; so for process-based runners the URL of this process's ephemeral API is handed to them."""
+    if cfg.kind == "threads":
+        yield
+        return
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    if PREFECT_API_URL.value():
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    from flows.settings import start_ephemeral_prefect
+
+    start_ephemeral_prefect()
+    url = SubprocessASGIServer().api_url
+    before = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = url  # worker processes started by this run inherit it
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: url}):  # and it travels in the task run context
+            yield
+    finally:
+        if before is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = before
 
 
 def _run_corpus_stage(corpus: dict[str, Any], store_root: str, base_dir: str | None, on_progress) -> list[StepResult]:
@@ -128,5 +181,6 @@ def run_pipeline(config: dict[str, Any], store: str | Path | None = None, base_d
     """Validate the config, choose the task runner, and run the flow (in this process)."""
     cfg = pipeline_config_from_dict(config)
     runnable = pipeline_flow.with_options(task_runner=make_task_runner(cfg.runner))
-    return runnable(config=to_dict(cfg), store=str(resolve_store_root(store)),
-                    base_dir=str(base_dir) if base_dir is not None else None)
+    with _api_for_workers(cfg.runner):
+        return runnable(config=to_dict(cfg), store=str(resolve_store_root(store)),
+                        base_dir=str(base_dir) if base_dir is not None else None)

@@ -21,6 +21,9 @@ class TrackingConfig:
                "pyfunc; models:/NAME@latest is the newest version)."})
 
 
+DASK_SCHEMES = ("tcp://", "tls://", "ucx://", "ws://", "wss://")
+
+
 @dataclass(frozen=True)
 class RunnerConfig:
     """Where shard-parallel tasks run."""
@@ -28,7 +31,13 @@ class RunnerConfig:
     kind: Literal["threads", "processes", "dask", "ray"] = field(
         default="threads", metadata={"doc": "Prefect task runner: thread pool, process pool, prefect-dask or prefect-ray."}
     )
-    workers: int = field(default=0, metadata={"doc": "Parallel workers; 0 means one per CPU core."})
+    workers: int = field(default=0, metadata={
+        "doc": "Parallel workers; 0 means one per CPU core. For dask/ray without an address: the processes (dask) "
+               "or CPUs (ray) of the local cluster started for the run."})
+    address: str = field(default="", metadata={
+        "doc": "dask/ray only: join an existing cluster instead of starting a local one: a Dask scheduler "
+               "address (tcp://host:8786) or a Ray address (ray://host:10001, host:6379, or auto). Its workers "
+               "must see the store and the sources at the same paths and reach the Prefect API (README)."})
     verify_inputs: bool = field(default=False, metadata={
         "doc": "Re-hash every file of a published artifact before reusing it (default: check sizes and the file "
                "stats recorded when the files were last hashed; re-hash only files whose stats changed)."})
@@ -36,6 +45,17 @@ class RunnerConfig:
     def __post_init__(self) -> None:
         if self.workers < 0:
             raise ValueError(f"workers: must be >= 0, got {self.workers}")
+        address = self.address.strip()
+        object.__setattr__(self, "address", address)
+        if address and self.kind not in ("dask", "ray"):
+            raise ValueError(f"address: joins a dask or ray cluster; runner.kind is {self.kind!r}")
+        if address and self.kind == "dask" and address == "auto":
+            raise ValueError("address: 'auto' is Ray's; a Dask scheduler address looks like tcp://host:8786")
+        if address and self.kind == "dask" and "://" in address and not address.startswith(DASK_SCHEMES):
+            raise ValueError(f"address: {address!r} is not a Dask scheduler address; use one of "
+                             f"{', '.join(s + 'host:port' for s in DASK_SCHEMES)}")
+        if address and self.kind == "ray" and "://" in address and not address.startswith("ray://"):
+            raise ValueError(f"address: {address!r} is not a Ray address; use ray://host:10001, host:6379 or auto")
 
 
 @dataclass(frozen=True)
