@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Iterator
 
-from storage.compression import CountingReader
+from storage.compression import Chunked, CountingReader
 from storage.records import RawRecord, RecordBatch
 
 FAST_CHUNK = 8 << 20
@@ -36,8 +36,9 @@ def line_blocks(stream: io.BufferedReader, limit: int) -> Iterator[tuple[str, in
     """
     carry = b""
     lineno = 0
+    chunks = Chunked(stream)
     while True:
-        chunk = stream.read(FAST_CHUNK)
+        chunk = chunks.read(FAST_CHUNK)
         data = carry + chunk
         if not chunk:
             if data:  # the last line has no newline
