@@ -19,7 +19,8 @@ Each validated shard gets Data Docs: GX's validation-results page, rendered from
 own renderer and page view (``ValidationResultsPageRenderer`` + ``DefaultJinjaPageView``, what a Data
 Docs site build does for each result) into ``gx/uncommitted/data_docs/local_site/index.html``. A full
 site build per shard cost ~0.2 s and copied ~4.2 MB of static assets into every shard; the page inlines
-GX's styles and pulls the rest from CDNs (offline it renders unstyled but readable, STACK.md).
+GX's styles, and the CSS, JS, fonts and logo it took from CDNs come from one folder per store,
+``<store>/_static/data-docs/<version>/`` (``tasks.data_docs_assets``), so it looks the same offline.
 """
 
 from __future__ import annotations
@@ -139,8 +140,10 @@ def checkpoint_for(cfg: ValidationConfig):
     return cache[key]
 
 
-def validate_frame(frame, cfg: ValidationConfig, out_dir: Path | None) -> ValidationOutcome:
-    """Validate a pandas DataFrame of shard rows. Writes the Data Docs page under ``out_dir`` if given."""
+def validate_frame(frame, cfg: ValidationConfig, out_dir: Path | None,
+                   static_root: Path | None = None) -> ValidationOutcome:
+    """Validate a pandas DataFrame of shard rows. Writes the Data Docs page under ``out_dir`` if given (its
+    assets under ``static_root``, see :func:`write_data_docs`)."""
     if not cfg.enabled:
         return ValidationOutcome({}, {"enabled": False})
     checkpoint = checkpoint_for(cfg)
@@ -151,7 +154,7 @@ def validate_frame(frame, cfg: ValidationConfig, out_dir: Path | None) -> Valida
         store.remove_key(key)
     docs = None
     if out_dir is not None and cfg.data_docs:
-        docs = write_data_docs(next(iter(result.run_results.values())), out_dir)
+        docs = write_data_docs(next(iter(result.run_results.values())), out_dir, static_root)
 
     row_failures: dict[str, str] = {}
     expectations = []
@@ -181,11 +184,25 @@ def validate_frame(frame, cfg: ValidationConfig, out_dir: Path | None) -> Valida
     return ValidationOutcome(row_failures, summary, docs)
 
 
-def write_data_docs(validation_result, out_dir: Path) -> str:
+def default_static_root(out_dir: Path) -> Path:
+    """Where a page written under ``out_dir`` finds its assets: the store root for a store artifact
+    (``<root>/<step>/<artifact>``, the build's temp dir sits at the same depth; the store's ``.locks``
+    marks the root), else the folder holding ``out_dir``."""
+    out_dir = Path(out_dir)
+    root = out_dir.parent.parent
+    return root if (root / ".locks").is_dir() else out_dir.parent
+
+
+def write_data_docs(validation_result, out_dir: Path, static_root: Path | None = None) -> str:
     """GX's Data Docs page for one validation result, rendered as a site build renders it; returns its
-    path relative to ``out_dir``."""
+    path relative to ``out_dir``. Its CDN assets are replaced by the store's local copies under
+    ``static_root`` (default :func:`default_static_root`), referred to by a relative path."""
+    import os
+
     from great_expectations.render.renderer import ValidationResultsPageRenderer
     from great_expectations.render.view import DefaultJinjaPageView
+
+    from tasks.data_docs_assets import ensure_assets, localize
 
     # One page view per thread: a view owns a jinja Environment, which compiles GX's templates on first use
     # and caches them; a new view per shard recompiled them every time (~0.045 of ~0.06 CPU-s per page).
@@ -195,5 +212,7 @@ def write_data_docs(validation_result, out_dir: Path) -> str:
     page = view.render(ValidationResultsPageRenderer().render(validation_result))
     index = out_dir / DATA_DOCS_SUBDIR / "index.html"
     index.parent.mkdir(parents=True, exist_ok=True)
-    index.write_text(page, encoding="utf-8")
+    assets = ensure_assets(default_static_root(out_dir) if static_root is None else static_root)
+    prefix = Path(os.path.relpath(assets, index.parent)).as_posix()
+    index.write_text(localize(page, prefix), encoding="utf-8")
     return index.relative_to(out_dir).as_posix()

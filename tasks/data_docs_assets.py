@@ -1,0 +1,214 @@
+"""Local copies of the CSS, JS, fonts and images that GX's Data Docs page loads from CDNs (issue 14, item 5).
+
+GX's validation-results page links Bootstrap, Font Awesome, jQuery, bootstrap-table, vega, ... from CDNs and its
+logo from S3, so offline the status icons were blank and the tables unstyled. Here the page is rewritten to
+load the files it needs from one folder per store, ``<store>/_static/data-docs/<version>/``, copied from the
+Python packages that ship them (installed with the project, pinned in pyproject.toml):
+
+- ``xstatic-bootstrap`` 4.5.3 (GX asks for 4.3.1; the 4.x classes are the same), whose bundle includes Popper;
+- ``xstatic-font-awesome`` 6.2.1 (GX asks for 6.6.0): ``fas fa-check-circle`` / ``fas fa-times`` are the status
+  icons;
+- ``xstatic-jquery`` 3.7.1 (what GX asks for);
+- GX's own package: its logo and favicon.
+
+Dropped, since a validation page does not need them: bootstrap-table (the tables are plain Bootstrap tables),
+its filter-control extension, bootstrap-datepicker, vega/vega-lite/vega-embed (charts are on profiling pages),
+and the prefers-dark stylesheet. The logo's cache-busting ``?d=<timestamp>`` goes with the S3 URL.
+
+The folder is written once per store and content: its name is a digest of the files' sha256s, it is built in a
+temporary sibling and renamed into place (first rename wins), and it holds ``MANIFEST.json`` (path -> sha256).
+Each process checks an existing folder's files against it once, and rebuilds a folder that was tampered with.
+Shards hold only the page, which refers to the folder by a relative path (``../../../../../../_static/...``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import uuid
+from pathlib import Path
+
+STATIC_SUBDIR = "_static/data-docs"
+MANIFEST = "MANIFEST.json"
+
+# dest path in the folder -> (module whose package ships it, path under the module's data dir, sha256 recorded)
+ASSETS: dict[str, tuple[str, str, str]] = {
+    "bootstrap/css/bootstrap.min.css": (
+        "xstatic.pkg.bootstrap", "css/bootstrap.min.css",
+        "f77c0d1739b618edc4a01ca3f6b2990b01a3009030af49ee8cf68e83052df194"),
+    "bootstrap/js/bootstrap.bundle.min.js": (
+        "xstatic.pkg.bootstrap", "js/bootstrap.bundle.min.js",
+        "8d7089253dca29c9cd8d9deb7ec69b0a3d445f88f6a26478c719be1f90adcb01"),
+    "jquery/jquery.min.js": (
+        "xstatic.pkg.jquery", "jquery.min.js",
+        "fc9a93dd241f6b045cbff0481cf4e1901becd0e12fb45166a8f17f95823f0b1a"),
+    "font-awesome/css/all.min.css": (
+        "xstatic.pkg.font_awesome", "css/all.min.css",
+        "6752b9ba151a25703b2e5d17ad9ff42615f8940b591694fa8e42ab1034f476b5"),
+    # every font all.min.css names (woff2 first; ttf as its fallback)
+    "font-awesome/webfonts/fa-solid-900.woff2": (
+        "xstatic.pkg.font_awesome", "webfonts/fa-solid-900.woff2",
+        "8f06540fd77f1effe1e2da8ea10cec4a382dda9cc6ef05d816e1d6de444072f2"),
+    "font-awesome/webfonts/fa-solid-900.ttf": (
+        "xstatic.pkg.font_awesome", "webfonts/fa-solid-900.ttf",
+        "e4f6a7e9d1a7c0b4968d9cb9d422e8d9cdca229f7ff3aeac7f96e4baa25c7680"),
+    "font-awesome/webfonts/fa-regular-400.woff2": (
+        "xstatic.pkg.font_awesome", "webfonts/fa-regular-400.woff2",
+        "5da313b0467f7c1b18d981672b23461add31e3ad41988c30101bdaabb074e446"),
+    "font-awesome/webfonts/fa-regular-400.ttf": (
+        "xstatic.pkg.font_awesome", "webfonts/fa-regular-400.ttf",
+        "d7b19fe201101b08ab1344ffd472d59ce652ad3c3fb5f194c3e35aa2908e674a"),
+    "font-awesome/webfonts/fa-brands-400.woff2": (
+        "xstatic.pkg.font_awesome", "webfonts/fa-brands-400.woff2",
+        "c61287c2fa9863b5fb5844c683a168ac6520c94d822bb43d5eae35c3a2a82166"),
+    "font-awesome/webfonts/fa-brands-400.ttf": (
+        "xstatic.pkg.font_awesome", "webfonts/fa-brands-400.ttf",
+        "b1d1c1b012e1a7621cc84fd1e5c1dbab92012f40df7423e879ab2fa493520fee"),
+    "font-awesome/webfonts/fa-v4compatibility.woff2": (
+        "xstatic.pkg.font_awesome", "webfonts/fa-v4compatibility.woff2",
+        "f46715c9d30047f8dea4eb25ed869f791eb069c6b0f6102382c32a56aeeadfbb"),
+    "font-awesome/webfonts/fa-v4compatibility.ttf": (
+        "xstatic.pkg.font_awesome", "webfonts/fa-v4compatibility.ttf",
+        "2ddb3b4114a9cb565e49b0af21cc3ac88cd043beb49be328b8f57a634989e0ac"),
+    "gx/images/logo-long.png": (
+        "great_expectations.render.view", "static/images/logo-long.png",
+        "a84296549d5ba6d9e164b67ca4974f796a1f37716a9f3de44f2c06cf660731b2"),
+    "gx/images/favicon.ico": (
+        "great_expectations.render.view", "static/images/favicon.ico",
+        "f8824a0986b4bc2349e2ac008284054cd192d3d82d3cef56dd3551b7af116c08"),
+}
+STYLESHEETS = ("bootstrap/css/bootstrap.min.css", "font-awesome/css/all.min.css")
+SCRIPTS = ("jquery/jquery.min.js", "bootstrap/js/bootstrap.bundle.min.js")
+LOGO, FAVICON = "gx/images/logo-long.png", "gx/images/favicon.ico"
+
+_LOG = logging.getLogger("corpusforge")
+_LOCK = threading.Lock()
+_READY: dict[Path, Path] = {}  # static root -> its checked asset folder, once per process
+_SOURCES: dict[str, tuple[Path, str]] | None = None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _source_dir(module: str) -> Path:
+    mod = importlib.import_module(module)
+    base = getattr(mod, "BASE_DIR", None)  # XStatic packages name their data folder
+    return Path(base) if base else Path(mod.__file__).parent
+
+
+def sources() -> dict[str, tuple[Path, str]]:
+    """dest path -> (the installed package's file, its sha256). Warns where a file differs from the recorded
+    sha256 (another package version): that content then gets its own folder, named by its digest."""
+    global _SOURCES
+    if _SOURCES is None:
+        found = {}
+        for dest, (module, rel, recorded) in ASSETS.items():
+            try:
+                path = _source_dir(module) / rel
+            except ImportError as exc:
+                raise RuntimeError(f"Data Docs assets: {module} is not installed ({exc}); it is a dependency of "
+                                   "corpusforge (pyproject.toml), reinstall the project") from None
+            if not path.is_file():
+                raise RuntimeError(f"Data Docs assets: {path} is missing from {module}'s package")
+            digest = _sha256(path)
+            if digest != recorded:
+                _LOG.warning("Data Docs asset %s differs from the recorded sha256 (another version of %s?)",
+                             dest, module)
+            found[dest] = (path, digest)
+        _SOURCES = found
+    return _SOURCES
+
+
+def version_name(files: dict[str, str]) -> str:
+    """The folder's name: a digest of (path, sha256) for every file, so other content gets another folder."""
+    blob = json.dumps(sorted(files.items())).encode()
+    return "v1-" + hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _intact(folder: Path, files: dict[str, str]) -> bool:
+    try:
+        recorded = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return recorded == files and all((folder / dest).is_file() and _sha256(folder / dest) == digest
+                                     for dest, digest in files.items())
+
+
+def ensure_assets(static_root: Path) -> Path:
+    """The asset folder under ``static_root`` (a store root), written there once; returns its path."""
+    static_root = Path(static_root)
+    with _LOCK:
+        ready = _READY.get(static_root)
+        if ready is not None and ready.is_dir():
+            return ready
+        src = sources()
+        files = {dest: digest for dest, (_, digest) in src.items()}
+        parent = static_root / STATIC_SUBDIR
+        folder = parent / version_name(files)
+        if folder.is_dir() and not _intact(folder, files):
+            _LOG.warning("Data Docs assets in %s were changed; rebuilding them", folder)
+            broken = parent / f".broken-{uuid.uuid4().hex[:8]}"
+            try:
+                os.rename(folder, broken)
+                shutil.rmtree(broken, ignore_errors=True)
+            except FileNotFoundError:  # another process moved it first
+                pass
+        if not folder.is_dir():
+            parent.mkdir(parents=True, exist_ok=True)
+            tmp = parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            try:
+                for dest, (path, _) in src.items():
+                    (tmp / dest).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(path, tmp / dest)
+                (tmp / MANIFEST).write_text(json.dumps(files, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+                try:
+                    os.rename(tmp, folder)
+                except OSError:  # another writer's rename won: same name, same content
+                    if not folder.is_dir():
+                        raise
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        _READY[static_root] = folder
+        return folder
+
+
+# GX's CDN tags: <link ... href="http(s)://...">, <script src="http(s)://..."></script>, and its S3 logo
+_EXT_LINK = re.compile(r'<link\b[^>]*\bhref="https?://[^"]*"[^>]*>\s*', re.I)
+_EXT_SCRIPT = re.compile(r'<script\b[^>]*\bsrc="https?://[^"]*"[^>]*>\s*</script>\s*', re.I)
+_LOGO = re.compile(r'src="https?://[^"]*/logo-long\.png(?:\?[^"]*)?"', re.I)
+# the dark-mode navbar's background logo (GX's package does not ship that one: the light logo stands in)
+_DARK_LOGO = re.compile(r"url\('https?://[^']*/full_logo_dark\.png'\)", re.I)
+_FAVICON = re.compile(r'(<link\b[^>]*rel="shortcut icon"[^>]*href=")[^"]*(")', re.I)
+
+
+def localize(page: str, prefix: str) -> str:
+    """GX's page with its CDN stylesheets, scripts and images replaced by the local copies under ``prefix`` (a
+    URL path relative to the page). The stylesheets take the place of GX's first CDN stylesheet (before GX's
+    own inline styles, which override Bootstrap), the scripts that of the first CDN script (before GX's inline
+    scripts, which call jQuery)."""
+    prefix = prefix.rstrip("/")
+    css = "".join(f'<link rel="stylesheet" href="{prefix}/{p}"/>\n' for p in STYLESHEETS)
+    js = "".join(f'<script src="{prefix}/{p}"></script>\n' for p in SCRIPTS)
+    state = {"css": css, "js": js}
+
+    def once(kind: str):
+        def sub(_match: re.Match) -> str:
+            out, state[kind] = state[kind], ""
+            return out
+        return sub
+
+    page = _EXT_LINK.sub(once("css"), page)
+    page = _EXT_SCRIPT.sub(once("js"), page)
+    page = _LOGO.sub(f'src="{prefix}/{LOGO}"', page)
+    page = _DARK_LOGO.sub(f"url('{prefix}/{LOGO}')", page)
+    page = _FAVICON.sub(lambda m: f"{m.group(1)}{prefix}/{FAVICON}{m.group(2)}", page)
+    if state["css"] or state["js"]:  # GX's template changed: still load the assets, at the end of <head>
+        page = page.replace("</head>", state["css"] + state["js"] + "</head>", 1)
+    return page
