@@ -1,0 +1,277 @@
+"""Data Docs work offline (issue 14, item 5): the GX page's CSS, JS, fonts and images are local copies in one
+folder per store, not CDN links; checked without a browser, then in a headless Chromium with the network cut."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tasks import data_docs_assets as dda
+from tasks.validate import COLUMNS, DATA_DOCS_SUBDIR, ValidationConfig, validate_frame
+
+CFG = ValidationConfig(min_chars=3, max_chars=10)
+# npm's @sparticuz/chromium ships a headless Chromium inside the package (brotli-compressed), so it installs from
+# the registry with npm alone; pinned to the version this test was written against (playwright drives it).
+SPARTICUZ = "@sparticuz/chromium@147.0.0"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "corpusforge" / "chromium-147.0.0"
+
+
+def row(doc_id: str, text: str) -> dict:
+    return {"doc_id": doc_id, "source": "s.txt", "locator": f"line:{doc_id}", "split": "train", "text": text,
+            "n_chars": len(text), "n_words": len(text.split()), "content_hash": f"h{doc_id}", "lang": None,
+            "meta": None}
+
+
+def shard_page(store: Path, name: str = "s-000000000001") -> Path:
+    """A shard's page as the corpus step writes it: under ``<store>/corpus_shard/<artifact>`` (the store's
+    ``.locks`` marks its root), with one passing and one failing expectation (both status icons)."""
+    (store / ".locks").mkdir(parents=True, exist_ok=True)
+    out = store / "corpus_shard" / name
+    outcome = validate_frame(pd.DataFrame([row("a", "fine"), row("b", "no")], columns=list(COLUMNS)), CFG, out)
+    assert outcome.data_docs == f"{DATA_DOCS_SUBDIR}/index.html"
+    return out / outcome.data_docs
+
+
+class Refs(HTMLParser):
+    """The asset references of a page: stylesheets, icons, scripts, images; and its elements' classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.assets: list[str] = []
+        self.classes: set[str] = set()
+        self.styles: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.classes.update((a.get("class") or "").split())
+        if tag == "link" and a.get("href") and ({"stylesheet", "icon"} & set((a.get("rel") or "").split())):
+            self.assets.append(a["href"])
+        if tag in ("script", "img", "source", "iframe") and a.get("src"):
+            self.assets.append(a["src"])
+        if a.get("style"):
+            self.styles.append(a["style"])
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag):
+        self._in_style = False
+
+    def handle_data(self, data):
+        if self._in_style:
+            self.styles.append(data)
+
+
+def css_urls(css: str) -> list[str]:
+    return [u.strip("'\"") for u in re.findall(r"url\(\s*([^)]*?)\s*\)", css)]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_page_refers_only_to_recorded_local_assets(tmp_path):
+    store = tmp_path / "store"
+    index = shard_page(store)
+    html = index.read_text(encoding="utf-8")
+    refs = Refs()
+    refs.feed(html)
+    inline_urls = [u for s in refs.styles for u in css_urls(s)]
+    external = [u for u in refs.assets + inline_urls if re.match(r"(https?:)?//", u)]
+    assert external == [], f"assets still from the network: {external}"
+    assert "?d=" not in html  # the logo's timestamp went with the S3 URL
+
+    folders = list((store / dda.STATIC_SUBDIR).iterdir())
+    assert len(folders) == 1 and folders[0].name.startswith("v1-"), folders
+    folder = folders[0]
+    manifest = json.loads((folder / dda.MANIFEST).read_text())
+    assert manifest == {dest: recorded for dest, (_, _, recorded) in dda.ASSETS.items()}
+
+    local = {}
+    for ref in refs.assets + [u for u in inline_urls if not u.startswith("data:")]:
+        path = (index.parent / ref.split("?")[0]).resolve()
+        assert path.is_file(), f"{ref} does not exist"
+        assert path.is_relative_to(folder.resolve()), f"{ref} is not in the store's asset folder"
+        dest = path.relative_to(folder.resolve()).as_posix()
+        assert sha256(path) == dda.ASSETS[dest][2], f"{dest}: sha256 differs from the recorded one"
+        local[dest] = path
+    assert set(dda.STYLESHEETS) | set(dda.SCRIPTS) | {dda.LOGO} <= set(local)
+    # what the stylesheets load (fonts, images) is there too
+    for dest in dda.STYLESHEETS:
+        for u in css_urls(local[dest].read_text(encoding="utf-8")):
+            if not u.startswith("data:"):
+                assert (local[dest].parent / u).resolve().is_file(), f"{dest} refers to missing {u}"
+
+    # the status icons: their classes are defined by a local stylesheet
+    icons = {c for c in refs.classes if c.startswith("fa-")}
+    assert {"fa-check-circle", "fa-times"} <= icons
+    css = "\n".join(local[d].read_text(encoding="utf-8") for d in dda.STYLESHEETS)
+    for cls in icons | {"fas"}:
+        assert re.search(rf"\.{re.escape(cls)}(?![\w-])", css), f".{cls} is defined by no local stylesheet"
+    assert "Font Awesome 6 Free" in css and ".table" in css
+
+
+def test_assets_are_written_once_per_store_and_repaired(tmp_path):
+    store = tmp_path / "store"
+    pages = [shard_page(store, f"s-{i:012d}") for i in range(3)]
+    parent = store / dda.STATIC_SUBDIR
+    assert [p.name for p in parent.iterdir()] == [next(parent.iterdir()).name]  # one folder, no temp dirs left
+    # shards hold only their page
+    for page in pages:
+        shard = page.parents[len(Path(DATA_DOCS_SUBDIR).parts)]
+        assert [p.relative_to(shard).as_posix() for p in shard.rglob("*") if p.is_file()] == \
+            [f"{DATA_DOCS_SUBDIR}/index.html"]
+    # a tampered copy is found (by a process that has not checked this store yet) and rebuilt
+    folder = next(parent.iterdir())
+    (folder / dda.STYLESHEETS[1]).write_text("/* emptied */")
+    dda._READY.clear()
+    assert dda.ensure_assets(store) == folder
+    assert sha256(folder / dda.STYLESHEETS[1]) == dda.ASSETS[dda.STYLESHEETS[1]][2]
+    assert [p.name for p in parent.iterdir()] == [folder.name]
+
+
+# ---------------------------------------------------------------- headless browser
+
+
+def _unpack_sparticuz(package: Path) -> Path | None:
+    """Decompress the Chromium that @sparticuz/chromium ships (bin/chromium.br, brotli) into CACHE, with node's
+    zlib (npm's own runtime), once."""
+    binary = CACHE / "chromium"
+    if binary.is_file():
+        return binary
+    node = shutil.which("node")
+    if node is None or not (package / "bin" / "chromium.br").is_file():
+        return None
+    tmp = CACHE.with_name(CACHE.name + f".tmp-{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    script = ("const fs=require('fs'),z=require('zlib');"
+              "fs.writeFileSync(process.argv[2],z.brotliDecompressSync(fs.readFileSync(process.argv[1])));")
+    subprocess.run([node, "-e", script, str(package / "bin" / "chromium.br"), str(tmp / "chromium")],
+                   check=True, timeout=300)
+    (tmp / "chromium").chmod(0o755)
+    try:
+        os.rename(tmp, CACHE)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return binary if binary.is_file() else None
+
+
+def find_chromium() -> tuple[str | None, list[str]]:
+    """A headless Chromium from a package registry, or None and what was tried: $CORPUSFORGE_CHROMIUM;
+    playwright's own (``playwright install chromium`` downloads from a CDN, not a registry, so it is usually
+    absent); npm's @sparticuz/chromium, from node_modules, the global npm root or ``npm pack`` into the cache."""
+    tried = []
+    explicit = os.environ.get("CORPUSFORGE_CHROMIUM")
+    if explicit:
+        return (explicit, tried) if Path(explicit).is_file() else (None, [f"$CORPUSFORGE_CHROMIUM={explicit} missing"])
+    if (CACHE / "chromium").is_file():
+        return str(CACHE / "chromium"), tried
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            own = p.chromium.executable_path
+        if own and Path(own).is_file():
+            return own, tried
+        tried.append("playwright's chromium is not installed (its installer downloads from a CDN)")
+    except Exception as exc:  # noqa: BLE001 - any failure means: not this way
+        tried.append(f"playwright: {exc}")
+    roots = [Path(__file__).resolve().parents[2] / "node_modules"]
+    npm = shutil.which("npm")
+    if npm:
+        out = subprocess.run([npm, "root", "-g"], capture_output=True, text=True, timeout=60)
+        if out.returncode == 0 and out.stdout.strip():
+            roots.append(Path(out.stdout.strip()))
+    for root in roots:
+        found = _unpack_sparticuz(root / "@sparticuz" / "chromium")
+        if found:
+            return str(found), tried
+    if npm and not os.environ.get("CORPUSFORGE_NO_BROWSER_FETCH"):
+        packdir = CACHE.with_name(CACHE.name + ".pack")
+        packdir.mkdir(parents=True, exist_ok=True)
+        out = subprocess.run([npm, "pack", SPARTICUZ, "--silent"], cwd=packdir, capture_output=True, text=True,
+                             timeout=300)
+        tarballs = sorted(packdir.glob("sparticuz-chromium-*.tgz"))
+        if out.returncode == 0 and tarballs:
+            subprocess.run(["tar", "xzf", tarballs[-1].name], cwd=packdir, check=True, timeout=300)
+            found = _unpack_sparticuz(packdir / "package")
+            shutil.rmtree(packdir, ignore_errors=True)
+            if found:
+                return str(found), tried
+        tried.append(f"npm pack {SPARTICUZ} failed: {(out.stderr or out.stdout).strip()[-200:]}")
+    else:
+        tried.append("no npm to fetch @sparticuz/chromium" if not npm else "fetching disabled")
+    return None, tried
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        pytest.skip("no headless browser: playwright is not installed (pip install -e '.[dev]')")
+    path, tried = find_chromium()
+    if path is None:
+        pytest.skip("no headless browser: " + "; ".join(tried))
+    return path
+
+
+def test_screenshot_offline_shows_styled_table_and_icons(tmp_path, chromium):
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    index = shard_page(tmp_path / "store")
+    shot = tmp_path / "data_docs.png"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--headless=new"])
+        try:
+            context = browser.new_context(viewport={"width": 1200, "height": 900}, offline=True)
+            asked = []  # every request that would leave the machine: aborted, and the test fails on it
+            context.route(lambda url: not url.startswith(("file:", "data:")),
+                          lambda route: (asked.append(route.request.url), route.abort()))
+            page = context.new_page()
+            errors = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(index.as_uri(), wait_until="load")
+            page.evaluate("document.fonts.ready.then(() => true)")
+            icon = "document.querySelector('i.fa-check-circle')"
+            state = page.evaluate(f"""() => ({{
+                tables: document.querySelectorAll('table.table').length,
+                rows: document.querySelectorAll('table.table tr').length,
+                ok_icons: document.querySelectorAll('i.fas.fa-check-circle').length,
+                fail_icons: document.querySelectorAll('i.fas.fa-times').length,
+                icon_font: getComputedStyle({icon}, '::before').fontFamily,
+                icon_width: {icon}.getBoundingClientRect().width,
+                font_loaded: document.fonts.check('900 16px "Font Awesome 6 Free"'),
+                table_collapse: getComputedStyle(document.querySelector('table.table')).borderCollapse,
+                navbar_display: getComputedStyle(document.querySelector('nav.navbar')).display,
+                jquery: typeof window.jQuery,
+                logo_loaded: [...document.images].every(img => img.complete && img.naturalWidth > 0),
+            }})""")
+            page.screenshot(path=str(shot))
+        finally:
+            browser.close()
+    assert asked == [], f"the page asked the network for {asked}"
+    assert errors == []
+    assert state["tables"] >= 3 and state["rows"] >= 6
+    assert state["ok_icons"] >= 1 and state["fail_icons"] >= 1
+    assert "Font Awesome" in state["icon_font"] and state["font_loaded"] and state["icon_width"] > 0
+    assert state["table_collapse"] == "collapse" and state["navbar_display"] == "flex"  # Bootstrap applied
+    assert state["jquery"] == "function" and state["logo_loaded"]
+    img = Image.open(shot).convert("RGB")
+    assert img.size == (1200, 900)
+    colors = img.getcolors(maxcolors=1 << 20) or []
+    white = sum(n for n, c in colors if min(c) >= 250)
+    assert len(colors) > 50 and white < 0.9 * img.width * img.height, "blank screenshot"
+    # the failed check's red cross and the passed checks' green circles are painted
+    pixels = img.getdata()
+    assert any(r > 180 and g < 80 and b < 80 for r, g, b in pixels), "no red status icon painted"
+    assert any(g > 120 and r < 80 and b < 120 for r, g, b in pixels), "no green status icon painted"
