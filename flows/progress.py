@@ -24,3 +24,26 @@ def shard_progress(description: str) -> Iterator[Callable[[int, int], None]]:
             progress.update(task_id, completed=done, total=total)
 
         yield update
+
+
+@contextlib.contextmanager
+def stage_progress(prefix: str) -> Iterator[Callable[[str, int, int], None]]:
+    """Yield ``update(stage, done, total)``: one bar per stage ("<prefix>: <stage>"), e.g. an n-gram step's
+    counting, merging, estimating and ARPA writing. Silent when stderr is not a terminal (CI, logs, pipes, and
+    `--json` callers capturing it); stdout is never touched."""
+    if not sys.stderr.isatty():
+        yield lambda stage, done, total: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as progress:
+        bars: dict[str, int] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in bars:
+                bars[stage] = progress.add_task(f"{prefix}: {stage}", total=total)
+            progress.update(bars[stage], completed=done, total=total)
+
+        yield update

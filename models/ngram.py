@@ -38,7 +38,7 @@ Smoothing methods
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -459,6 +459,7 @@ def estimate(
     alpha: float = 0.4,
     discounts: dict[int, Sequence[float]] | None = None,
     contexts: Sequence[np.ndarray] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> BackoffModel:
     """Estimate a smoothed model from raw count tables (orders 1..N).
 
@@ -466,15 +467,24 @@ def estimate(
     counts-of-counts for those orders (for experiments, and to reproduce another tool's choice).
     ``contexts``: the counter's context rows per order (storage.ngram_counts.NgramTables.contexts), which
     spare the estimator its own prefix searches; the tables must then be in lexicographic order.
+    ``on_progress(done, N)``: 0 once the tables are prepared, then per order as Kneser-Ney's probabilities
+    are computed (the other methods report N at the end).
     """
     if method not in METHODS:
         raise ValueError(f"method: use one of {', '.join(METHODS)}")
     o = _prepare(words, tables, contexts)
+    if on_progress:
+        on_progress(0, len(o.ids))
     if method in ("kneser-ney", "modified-kneser-ney"):
-        return _kneser_ney(list(words), o, modified=method == "modified-kneser-ney", given=discounts or {})
+        return _kneser_ney(list(words), o, modified=method == "modified-kneser-ney", given=discounts or {},
+                           on_progress=on_progress)
     if method == "stupid-backoff":
-        return _stupid_backoff(list(words), o, alpha)
-    return _add_k(list(words), o, 0.0 if method == "mle" else k, vocab_size, method)
+        model = _stupid_backoff(list(words), o, alpha)
+    else:
+        model = _add_k(list(words), o, 0.0 if method == "mle" else k, vocab_size, method)
+    if on_progress:
+        on_progress(len(o.ids), len(o.ids))
+    return model
 
 
 def _context_sums(o: _Orders, values: np.ndarray, n: int) -> np.ndarray:
@@ -483,7 +493,7 @@ def _context_sums(o: _Orders, values: np.ndarray, n: int) -> np.ndarray:
     return np.bincount(o.prefix[n - 1], weights=values, minlength=size)
 
 
-def _kneser_ney(words: list[str], o: _Orders, modified: bool, given: dict) -> BackoffModel:
+def _kneser_ney(words: list[str], o: _Orders, modified: bool, given: dict, on_progress=None) -> BackoffModel:
     N, V = len(o.ids), o.V
     adjusted = adjusted_counts(o)
     discounts, fallback, coc = [], [], []
@@ -515,6 +525,8 @@ def _kneser_ney(words: list[str], o: _Orders, modified: bool, given: dict) -> Ba
         lower = np.full(len(a), 1.0 / (V - 1)) if n == 1 else probs[n - 2][o.suffix[n - 1]]
         probs.append(uninterp + gamma[o.prefix[n - 1]] * lower)
         gammas.append(gamma)
+        if on_progress:
+            on_progress(n, N)
     logprob = [_log10(p) for p in probs]
     logprob[0][BOS_ID] = 0.0  # never predicted; lmplz writes 0
     backoff = []

@@ -20,6 +20,7 @@ import io
 import queue
 import threading
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -40,10 +41,11 @@ def _open(path: str | Path, mode: str):
     return open(path, mode, encoding="utf-8", newline="\n")
 
 
-def write_arpa(model: BackoffModel, path: str | Path, block_rows: int | None = None) -> Path:
+def write_arpa(model: BackoffModel, path: str | Path, block_rows: int | None = None,
+               on_progress: Callable[[int, int], None] | None = None) -> Path:
     """Write ``model`` as ARPA text (gzip when the name ends in .gz). ``block_rows`` fixes how many
     n-grams are formatted at once (default: about BLOCK_BYTES of line matrix); the output does not
-    depend on it."""
+    depend on it. ``on_progress(done, N)``: 0 first, then after each order's section is formatted."""
     if not model.is_probability:
         raise ValueError(f"{model.method} gives scores, not probabilities: an ARPA file would misrepresent it")
     path = Path(path)
@@ -51,6 +53,8 @@ def write_arpa(model: BackoffModel, path: str | Path, block_rows: int | None = N
     with _BackgroundWriter(path, compress=path.suffix == ".gz") as sink:
         sink.put(("\\data\\\n" + "".join(f"ngram {n}={len(model.ids[n - 1])}\n"
                                          for n in range(1, model.order + 1))).encode())
+        if on_progress:
+            on_progress(0, model.order)
         for n in range(1, model.order + 1):
             sink.put(f"\n\\{n}-grams:\n".encode())
             ids = model.ids[n - 1]
@@ -59,6 +63,8 @@ def write_arpa(model: BackoffModel, path: str | Path, block_rows: int | None = N
                 hi = lo + rows
                 backoff = model.backoff[n - 1][lo:hi] if n < model.order else None
                 sink.put(arpa_lines(words, ids[lo:hi], model.logprob[n - 1][lo:hi], backoff))
+            if on_progress:
+                on_progress(n, model.order)
         sink.put(b"\n\\end\\\n")
     return path
 

@@ -140,12 +140,142 @@ def count_ngram_tables(
     return NgramTables(words, tables, contexts, summary)
 
 
-def _tokenize(con, files: list[str], sentence: str) -> None:
-    """TEMP TABLE sents(sid, toks VARCHAR[]): the non-empty sentences as token lists."""
-    if files:
+# --- partitioned counting: map (count a slice into hash partitions), merge (per partition), read -------------
+# The same counts as count_ngram_tables, computed by independent workers. A worker counts the padded windows of
+# its slice of the documents as *words* (global ids need the whole vocabulary) and writes them split into P
+# files by hash(w1) mod P: every window sharing a first word, hence every n-gram of any order (a window prefix)
+# with all its occurrences, lands in one partition. Merging partition p is concatenating the workers' p files
+# and summing the counts of identical windows. The read side derives the vocabulary from the merged windows
+# (a word's count is the count of the windows it starts), codes the windows with it and hands the same sorted
+# arrays to the estimator as the single-node counter: same model, same ARPA bytes.
+
+
+def document_slices(parquet_file: str | Path, slices: int) -> list[tuple[int, int]]:
+    """``slices`` contiguous row ranges [lo, hi) covering the documents of ``parquet_file`` (some may be empty)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.ParquetFile(str(parquet_file)).metadata.num_rows if Path(parquet_file).exists() else 0
+    bounds = [rows * i // slices for i in range(slices + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _windows_sql(order: int) -> str:
+    """The padded windows of ``sents`` as words (NULL past the </s>) with their counts."""
+    n = order
+    padding = "[" + ", ".join(["NULL::VARCHAR"] * (n - 1)) + "]" if n > 1 else "[]::VARCHAR[]"
+    cols = ", ".join(f"g[{j}] AS w{j}" for j in range(1, n + 1))
+    return f"""SELECT {cols}, count(*)::BIGINT AS count FROM (
+                 SELECT unnest([p[i:i + {n - 1}] for i in range(1, len(p) - {n - 2})]) AS g
+                 FROM (SELECT ['{BOS}'] || toks || ['{EOS}'] || {padding} AS p FROM sents))
+               GROUP BY ALL"""
+
+
+def count_slice_partitions(
+    parquet_file: str | Path,
+    rows: tuple[int, int],
+    out_dir: str | Path,
+    order: int,
+    partitions: int,
+    sentence: str = "line",
+    settings: DuckSettings = DuckSettings(),
+) -> dict[str, Any]:
+    """Map side: count the windows of documents [lo, hi) of ``parquet_file``; write ``out_dir/part-<p>.parquet``
+    (w1 .. wN VARCHAR, count BIGINT) for every p < ``partitions`` (empty files too). Returns {"sentences",
+    "tokens", "files": [path per partition]}."""
+    if order < 1 or partitions < 1:
+        raise ValueError("order and partitions: must be >= 1")
+    if sentence not in ("line", "document"):
+        raise ValueError("sentence: use 'line' or 'document'")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lo, hi = int(rows[0]), int(rows[1])
+    source = "(SELECT NULL::VARCHAR AS text WHERE false)"
+    if Path(parquet_file).exists():
+        source = (f"(SELECT text FROM read_parquet('{_sql_str(str(parquet_file))}', file_row_number = true) "
+                  f"WHERE file_row_number >= {lo} AND file_row_number < {hi})")
+    con = connect(":memory:", settings)
+    try:
+        _tokenize(con, [], sentence, source)
+        con.execute("CREATE TEMP TABLE slice_words AS SELECT DISTINCT unnest(toks) AS word FROM sents")
+        _check_reserved(con, "slice_words")
+        con.execute(f"CREATE TEMP TABLE windows AS {_windows_sql(order)}")
+        sentences, tokens = con.execute("SELECT count(*), coalesce(sum(len(toks) + 1), 0) FROM sents").fetchone()
+        names = ", ".join(f"w{j}" for j in range(1, order + 1))
+        files = []
+        for p in range(partitions):
+            path = out_dir / f"part-{p}.parquet"
+            con.execute(f"COPY (SELECT {names}, count FROM windows WHERE hash(w1) % {partitions} = {p}) "
+                        f"TO '{_sql_str(str(path))}' (FORMAT parquet)")
+            files.append(str(path))
+    finally:
+        con.close()
+    return {"sentences": int(sentences), "tokens": int(tokens), "files": files}
+
+
+def merge_partition(files: Sequence[str | Path], out_path: str | Path, order: int,
+                    settings: DuckSettings = DuckSettings()) -> int:
+    """Reduce side: the workers' files of one partition, concatenated, identical windows' counts summed, to
+    ``out_path``. Returns the number of distinct windows."""
+    names = ", ".join(f"w{j}" for j in range(1, order + 1))
+    listing = ", ".join(f"'{_sql_str(str(f))}'" for f in files)
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    con = connect(":memory:", settings)
+    try:
+        con.execute(f"COPY (SELECT {names}, sum(count)::BIGINT AS count FROM read_parquet([{listing}]) "
+                    f"GROUP BY ALL) TO '{_sql_str(str(out_path))}' (FORMAT parquet)")
+        (rows,) = con.execute(f"SELECT count(*) FROM read_parquet('{_sql_str(str(out_path))}')").fetchone()
+    finally:
+        con.close()
+    return int(rows)
+
+
+def tables_from_partitions(
+    merged_files: Sequence[str | Path],
+    db_path: str | Path,
+    order: int,
+    sentence: str,
+    sentences: int,
+    tokens: int,
+    settings: DuckSettings = DuckSettings(),
+) -> NgramTables:
+    """Read side: the merged partitions -> the counts file of :func:`count_ngram_tables` (same tables) and the
+    same arrays. ``sentences`` and ``tokens`` are the workers' sums."""
+    listing = ", ".join(f"'{_sql_str(str(f))}'" for f in merged_files)
+    con = connect(db_path, settings)
+    try:
+        con.execute(f"CREATE TEMP TABLE merged AS SELECT * FROM read_parquet([{listing}])")
+        con.execute(f"CREATE TEMP TABLE word_counts AS SELECT w1 AS word, sum(count)::BIGINT AS count FROM merged "
+                    f"WHERE w1 NOT IN ('{BOS}', '{EOS}') GROUP BY w1")
+        _vocab_table(con, f"SELECT {int(sentences)}::BIGINT AS n")
+        con.execute("DROP TABLE word_counts")
+        words = [w for (w,) in con.execute("SELECT word FROM vocab ORDER BY id").fetchall()]
+        pad = len(words)
+        ids = ", ".join(f"v{j}.id AS w{j}" for j in range(1, order + 1))
+        joins = " ".join(f"LEFT JOIN vocab v{j} ON v{j}.word = m.w{j}" for j in range(1, order + 1))
+        con.execute(f"CREATE TABLE ngrams_padded AS SELECT {ids}, m.count FROM merged m {joins}")
+        con.execute("DROP TABLE merged")
+        for n in range(1, order + 1):
+            con.execute(f"CREATE VIEW ngrams_{n} AS {_order_view_sql(n, order)}")
+        padded, counts = _fetch_padded(con, order, pad)
+        meta = {"order": order, "sentence": sentence, "sentences": int(sentences), "tokens": int(tokens)}
+        con.execute("CREATE TABLE meta(key VARCHAR, value VARCHAR)")
+        con.executemany("INSERT INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()])
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    tables, contexts = orders_from_padded(padded, counts, pad)
+    summary = {"sentences": int(sentences), "tokens": int(tokens), "vocab": len(words),
+               "distinct": {n: len(t[1]) for n, t in enumerate(tables, start=1)}}
+    return NgramTables(words, tables, contexts, summary)
+
+
+def _tokenize(con, files: list[str], sentence: str, source: str | None = None) -> None:
+    """TEMP TABLE sents(sid, toks VARCHAR[]): the non-empty sentences as token lists (of ``source``, a
+    subquery with a ``text`` column, when given; else of the files' documents)."""
+    if source is None and files:
         listing = ", ".join(f"'{_sql_str(f)}'" for f in files)
         source = f"(SELECT text FROM read_parquet([{listing}]))"
-    else:
+    elif source is None:
         source = "(SELECT NULL::VARCHAR AS text WHERE false)"
     # Fast paths (plain split on LF / on spaces) when a text holds no other break / whitespace
     # character; the regular expressions otherwise. Both give str.splitlines() / str.split().
@@ -168,12 +298,30 @@ def _build_vocab(con) -> None:
     """TABLE vocab (ids by frequency, see the module docstring) and TEMP TABLE sents_ids(ids INTEGER[])."""
     con.execute("CREATE TEMP TABLE word_counts AS SELECT w AS word, count(*) AS count "
                 "FROM (SELECT unnest(toks) AS w FROM sents) GROUP BY w")
-    bad = con.execute(f"SELECT word FROM word_counts WHERE word IN ('{BOS}', '{EOS}') ORDER BY word DESC").fetchall()
+    _check_reserved(con, "word_counts")
+    _vocab_table(con, "SELECT count(*) AS n FROM sents")
+    # Sentences as id lists with the markers: <s> w1 .. wk </s>.
+    con.execute(f"""
+        CREATE TEMP TABLE sents_ids AS
+        SELECT [{BOS_ID}] || list(v.id ORDER BY t.pos) || [{EOS_ID}] AS ids
+        FROM (SELECT sid, unnest(toks) AS w, generate_subscripts(toks, 1) AS pos FROM sents) t
+        JOIN vocab v ON v.word = t.w
+        GROUP BY sid""")
+    con.execute("DROP TABLE word_counts")
+
+
+def _check_reserved(con, table: str) -> None:
+    """The text may not hold the sentence markers (``table`` has a ``word`` column)."""
+    bad = con.execute(f"SELECT word FROM {table} WHERE word IN ('{BOS}', '{EOS}') ORDER BY word DESC").fetchall()
     if bad:
         raise ValueError(f"the text contains the reserved token {bad[0][0]!r} (sentence markers are added here)")
+
+
+def _vocab_table(con, sentences_sql: str) -> None:
+    """TABLE vocab from TEMP TABLE word_counts(word, count) and the number of sentences (a query of ``n``)."""
     con.execute(f"""
         CREATE TABLE vocab AS
-        WITH n AS (SELECT count(*) AS n FROM sents),
+        WITH n AS ({sentences_sql}),
         specials AS (
           SELECT 0 AS id, '{UNK}' AS word, coalesce((SELECT count FROM word_counts WHERE word = '{UNK}'), 0) AS count
           UNION ALL SELECT 1, '{BOS}', (SELECT n FROM n)
@@ -183,14 +331,6 @@ def _build_vocab(con) -> None:
           FROM word_counts WHERE word <> '{UNK}')
         SELECT id::INTEGER AS id, word, count::BIGINT AS count FROM specials
         UNION ALL SELECT * FROM rest ORDER BY id""")
-    # Sentences as id lists with the markers: <s> w1 .. wk </s>.
-    con.execute(f"""
-        CREATE TEMP TABLE sents_ids AS
-        SELECT [{BOS_ID}] || list(v.id ORDER BY t.pos) || [{EOS_ID}] AS ids
-        FROM (SELECT sid, unnest(toks) AS w, generate_subscripts(toks, 1) AS pos FROM sents) t
-        JOIN vocab v ON v.word = t.w
-        GROUP BY sid""")
-    con.execute("DROP TABLE word_counts")
 
 
 def _padded_count_sql(order: int, pad: int) -> str:

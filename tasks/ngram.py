@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +34,7 @@ NGRAM_STEP = "ngram"
 NGRAM_VERSION = 3  # 2: counts.duckdb holds ngrams_padded + views; model.arpa.gz has a fixed gzip header
 # 3: the manifest keeps the store's file table (sha256 per file); the role -> file map is `outputs`
 LIBRARIES = ("duckdb", "numpy", "matplotlib")
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
 Smoothing = Literal["mle", "add-k", "stupid-backoff", "kneser-ney", "modified-kneser-ney"]
 
 
@@ -64,6 +65,11 @@ class NgramConfig:
     tokenizer: str | None = field(default=None, metadata={
         "doc": "Id (or unique prefix) of a trained tokenizer artifact: count its tokens instead of whitespace "
                "words (whitespace inside a token is written as U+2581). Default: whitespace words."})
+    partitions: int = field(default=0, metadata={
+        "doc": "0: count in one DuckDB process. P >= 1: P counting tasks on the pipeline's task runner (threads, "
+               "processes, dask, ray), each over 1/P of the documents, write their n-grams split into P "
+               "partitions by hash of the first word; P merge tasks sum each partition; the estimate reads the "
+               "merged counts. Same model and ARPA bytes, same artifact id. Workers must see the store's path."})
 
     def __post_init__(self) -> None:
         if not 1 <= self.order <= 12:
@@ -76,6 +82,8 @@ class NgramConfig:
             raise ValueError(f"vocab_size: must be >= 1 or null, got {self.vocab_size}")
         if self.threads < 0:
             raise ValueError(f"threads: must be >= 0, got {self.threads}")
+        if self.partitions < 0:
+            raise ValueError(f"partitions: must be >= 0 (0 = count in one process), got {self.partitions}")
         bad = [s for s in self.eval_splits if s not in ("train", "valid", "test")]
         if bad:
             raise ValueError(f"eval_splits: {bad[0]!r} is not allowed; use train, valid or test")
@@ -95,7 +103,7 @@ def ngram_config_from_dict(data: dict[str, Any], path: str = "ngram") -> NgramCo
 
 
 def identity_config(cfg: NgramConfig) -> dict[str, Any]:
-    """Everything that changes the output (not memory_limit, temp_directory, threads)."""
+    """Everything that changes the output (not memory_limit, temp_directory, threads, partitions)."""
     out: dict[str, Any] = {"name": cfg.artifact_name, "order": cfg.order, "smoothing": cfg.smoothing,
                            "sentence": cfg.sentence, "eval_splits": list(cfg.eval_splits),
                            "eval": [str(Path(p).resolve()) for p in cfg.eval], "arpa": cfg.arpa}
@@ -131,8 +139,9 @@ def _parquet_sentences(files: Sequence[Path], sentence: str) -> Iterator[list[st
                     yield toks
 
 
-def build_ngram(corpus: StepResult, cfg: NgramConfig, store: ArtifactStore) -> StepResult:
-    """Pure core: count, estimate, evaluate, export. Same corpus + config + eval files -> same id (reused)."""
+def build_ngram(corpus: StepResult, cfg: NgramConfig, store: ArtifactStore, progress: Progress | None = None) -> StepResult:
+    """Pure core: count, estimate, evaluate, export. Same corpus + config + eval files -> same id (reused).
+    ``progress(stage, done, total)`` hears how counting, estimation and ARPA writing advance."""
     missing = [p for p in cfg.eval if not Path(p).is_file()]
     if missing:
         raise FileNotFoundError(f"ngram.eval: no such file: {missing[0]}")
@@ -152,7 +161,7 @@ def build_ngram(corpus: StepResult, cfg: NgramConfig, store: ArtifactStore) -> S
                        "name": found.manifest.get("name")})
     return run_step(store, step=NGRAM_STEP, version=NGRAM_VERSION, name=cfg.artifact_name,
                     config=identity_config(cfg), inputs=inputs,
-                    build=lambda out: _build(out, corpus, cfg, tokenizer_dir), libraries=LIBRARIES)
+                    build=lambda out: _build(out, corpus, cfg, tokenizer_dir, progress), libraries=LIBRARIES)
 
 
 def _token_text(tokenizer, text: str, sentence: str) -> str:
@@ -180,54 +189,140 @@ def tokenize_corpus(corpus_dir: Path, tokenizer_dir: Path, out_dir: Path, senten
     return out_dir
 
 
-def estimate_from_corpus(corpus_dir: Path, out: Path, cfg: NgramConfig, on_progress=None):
+def estimate_from_corpus(corpus_dir: Path, out: Path, cfg: NgramConfig, on_progress=None,
+                         progress: Progress | None = None):
     """Corpus artifact -> counts.duckdb + the estimated model (in memory). Returns (model, count summary,
     count tables). The counter hands its arrays straight to the estimator (sorted, with each n-gram's
-    context row), so nothing is read back from counts.duckdb and nothing is sorted twice."""
+    context row), so nothing is read back from counts.duckdb and nothing is sorted twice.
+
+    ``on_progress(done, 3)`` marks the end of counting and of estimation; ``progress(stage, done, total)``
+    gets "counting" (per partition; 0/1 then 1/1 in one process), "merging" (per partition) and "estimating"
+    (per order) events. ``cfg.partitions`` > 0 counts with the tasks of :func:`count_partitioned`."""
     from models.ngram import estimate
     from storage.ngram_counts import DuckSettings, count_ngram_tables
 
     settings = DuckSettings(memory_limit=cfg.memory_limit, temp_directory=cfg.temp_directory or str(out / ".spill"),
                             threads=cfg.threads)
-    counted = count_ngram_tables([corpus_dir / "train.parquet"], out / "counts.duckdb", cfg.order, cfg.sentence,
-                                 settings)
+    if cfg.partitions:
+        counted = count_partitioned(corpus_dir / "train.parquet", out, cfg, settings, progress)
+    else:
+        if progress:
+            progress("counting", 0, 1)
+        counted = count_ngram_tables([corpus_dir / "train.parquet"], out / "counts.duckdb", cfg.order, cfg.sentence,
+                                     settings)
+        if progress:
+            progress("counting", 1, 1)
     if counted.summary["sentences"] == 0:
         raise ValueError("ngram: the corpus's train split has no sentence to count")
     if on_progress:
         on_progress(1, 3)
     model = estimate(counted.words, counted.tables, cfg.smoothing, k=cfg.k, vocab_size=cfg.vocab_size,
-                     alpha=cfg.alpha, contexts=counted.contexts)
+                     alpha=cfg.alpha, contexts=counted.contexts,
+                     on_progress=(lambda done, total: progress("estimating", done, total)) if progress else None)
     if on_progress:
         on_progress(2, 3)
     return model, counted.summary, counted.tables
 
 
-def _build(out: Path, corpus: StepResult, cfg: NgramConfig, tokenizer_dir: Path | None = None) -> dict[str, Any]:
+def count_partitioned(train: Path, out: Path, cfg: NgramConfig, settings, progress: Progress | None = None):
+    """Distributed counting (``cfg.partitions`` = P): P :func:`ngram_count_task` runs each count 1/P of the
+    documents into P hash partitions, P :func:`ngram_merge_task` runs each sum one partition over the workers,
+    then the merged partitions are read into ``out/counts.duckdb`` (storage.ngram_counts.tables_from_partitions).
+    Inside a flow the tasks go to its task runner; outside one (the core called directly) they run inline.
+    Scratch files live in ``out/.partitions`` (in the store, so that workers on other hosts see them)."""
     import shutil
-    import tempfile
+    from dataclasses import asdict
 
-    corpus_dir = Path(corpus.path)
-    scratch = Path(tempfile.mkdtemp(prefix="ngram-tokens-"))
+    from storage.ngram_counts import document_slices, tables_from_partitions
+
+    P = cfg.partitions
+    scratch = out / ".partitions"
+    duck = asdict(settings)
+    slices = document_slices(train, P)
+
+    def own_spill(name: str) -> dict[str, Any]:  # DuckDB processes do not share a spill directory
+        return {**duck, "temp_directory": str(Path(duck["temp_directory"]) / name)} if duck["temp_directory"] else duck
+
+    counted = _run_tasks(ngram_count_task, [
+        {"parquet_file": str(train), "rows": list(rows), "out_dir": str(scratch / f"slice-{i}"), "order": cfg.order,
+         "partitions": P, "sentence": cfg.sentence, "settings": own_spill(f"slice-{i}")}
+        for i, rows in enumerate(slices)],
+        (lambda done, total: progress("counting", done, total)) if progress else None)
+    merged = [str(scratch / f"merged-{p}.parquet") for p in range(P)]
+    _run_tasks(ngram_merge_task, [
+        {"files": [c["files"][p] for c in counted], "out_path": merged[p], "order": cfg.order,
+         "settings": own_spill(f"merge-{p}")} for p in range(P)],
+        (lambda done, total: progress("merging", done, total)) if progress else None)
     try:
-        if tokenizer_dir is not None:
-            corpus_dir = tokenize_corpus(corpus_dir, Path(tokenizer_dir), scratch, cfg.sentence)
-        return _estimate_and_report(out, corpus_dir, cfg, tokenizer_dir)
+        return tables_from_partitions(merged, out / "counts.duckdb", cfg.order, cfg.sentence,
+                                      sum(c["sentences"] for c in counted), sum(c["tokens"] for c in counted),
+                                      settings)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _estimate_and_report(out: Path, corpus_dir: Path, cfg: NgramConfig, tokenizer_dir: Path | None) -> dict[str, Any]:
+def _run_tasks(task, calls: list[dict[str, Any]], on_done=None) -> list[Any]:
+    """Run ``task`` once per kwargs dict: submitted to the current flow's task runner when there is one (results
+    in call order), else called inline. ``on_done(done, total)`` after each one finishes (and 0 first)."""
+    flow_ctx = None
+    try:
+        from prefect.context import FlowRunContext
+
+        flow_ctx = FlowRunContext.get()
+    except ImportError:  # pragma: no cover - prefect is a dependency
+        pass
+    total = len(calls)
+    if on_done:
+        on_done(0, total)
+    if flow_ctx is None or getattr(flow_ctx, "task_runner", None) is None:
+        results = []
+        for kwargs in calls:
+            results.append(task.fn(**kwargs))
+            if on_done:
+                on_done(len(results), total)
+        return results
+    from prefect.futures import as_completed
+
+    futures = [task.submit(**kwargs) for kwargs in calls]
+    index = {id(f): i for i, f in enumerate(futures)}
+    done: dict[int, Any] = {}
+    for future in as_completed(futures):
+        done[index[id(future)]] = future.result()
+        if on_done:
+            on_done(len(done), total)
+    return [done[i] for i in range(total)]
+
+
+def _build(out: Path, corpus: StepResult, cfg: NgramConfig, tokenizer_dir: Path | None = None,
+           progress: Progress | None = None) -> dict[str, Any]:
+    import shutil
+    import tempfile
+
+    corpus_dir = Path(corpus.path)
+    # partitioned counting: the workers read the tokenized copy, so it goes where they see it (the build dir)
+    scratch = out / ".tokens" if cfg.partitions else Path(tempfile.mkdtemp(prefix="ngram-tokens-"))
+    try:
+        if tokenizer_dir is not None:
+            corpus_dir = tokenize_corpus(corpus_dir, Path(tokenizer_dir), scratch, cfg.sentence)
+        return _estimate_and_report(out, corpus_dir, cfg, tokenizer_dir, progress)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _estimate_and_report(out: Path, corpus_dir: Path, cfg: NgramConfig, tokenizer_dir: Path | None,
+                         progress: Progress | None = None) -> dict[str, Any]:
     import shutil
 
     from models.ngram import save_model
     from models.ngram_arpa import write_arpa
 
-    model, summary, tables = estimate_from_corpus(corpus_dir, out, cfg)
+    model, summary, tables = estimate_from_corpus(corpus_dir, out, cfg, progress=progress)
     shutil.rmtree(out / ".spill", ignore_errors=True)
     save_model(model, out / "model")
     files = {"counts": "counts.duckdb", "model": "model"}
     if cfg.arpa and model.is_probability:
-        write_arpa(model, out / "model.arpa.gz")
+        write_arpa(model, out / "model.arpa.gz",
+                   on_progress=(lambda done, total: progress("writing ARPA", done, total)) if progress else None)
         files["arpa"] = "model.arpa.gz"
     metrics: dict[str, float] = {"sentences": summary["sentences"], "tokens": summary["tokens"],
                                  "vocab_size": summary["vocab"]}
@@ -329,9 +424,31 @@ def load_ngram_model(artifact_dir: str | Path):
     return load_model(Path(artifact_dir) / "model")
 
 
+@prefect_task(name="ngram_count")
+def ngram_count_task(parquet_file: str, rows: list[int], out_dir: str, order: int, partitions: int, sentence: str,
+                     settings: dict[str, Any]) -> dict[str, Any]:
+    """Map side of partitioned counting: one slice of the documents into ``partitions`` Parquet files."""
+    from storage.ngram_counts import DuckSettings, count_slice_partitions
+
+    return count_slice_partitions(parquet_file, (rows[0], rows[1]), out_dir, order, partitions, sentence,
+                                  DuckSettings(**settings))
+
+
+@prefect_task(name="ngram_merge")
+def ngram_merge_task(files: list[str], out_path: str, order: int, settings: dict[str, Any]) -> int:
+    """Reduce side of partitioned counting: one partition's files summed into one."""
+    from storage.ngram_counts import DuckSettings, merge_partition
+
+    return merge_partition(files, out_path, order, DuckSettings(**settings))
+
+
 @prefect_task(name="ngram")
 def ngram_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str) -> dict[str, Any]:
-    result = build_ngram(StepResult.from_dict(upstream), ngram_config_from_dict(config), ArtifactStore(store_root))
+    from flows.progress import stage_progress
+
+    cfg = ngram_config_from_dict(config)
+    with stage_progress(f"ngram {cfg.artifact_name}") as progress:
+        result = build_ngram(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), progress=progress)
     log_step_outcome(result)
     return result.to_dict()
 
