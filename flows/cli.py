@@ -60,7 +60,9 @@ def main() -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)  # 'corpusforge[hf]' is no markup tag
     raise typer.Exit(code)
 
 
@@ -358,6 +360,7 @@ def _root(
 # Stage command groups. Imported last because each sub-app uses the helpers defined above
 # (their own heavy imports stay inside their commands, so `corpusforge artifacts ...` stays fast).
 from flows.cli_embed import app as embed_app  # noqa: E402
+from flows.cli_export import export as export_command  # noqa: E402
 from flows.cli_lm import app as lm_app  # noqa: E402
 from flows.cli_ngram import app as ngram_app  # noqa: E402
 from flows.cli_server import app as server_app  # noqa: E402
@@ -368,6 +371,7 @@ app.add_typer(embed_app, name="embed")
 app.add_typer(ngram_app, name="ngram")
 app.add_typer(lm_app, name="lm")
 app.add_typer(server_app, name="server")
+app.command("export")(export_command)
 
 if __name__ == "__main__":
     main()

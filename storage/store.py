@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from storage.cards import CARD, card
 from storage.hashing import artifact_id as compute_artifact_id
 from storage.hashing import sha256_file
 from storage.locks import HAVE_FLOCK, file_lock
@@ -206,6 +207,10 @@ class ArtifactStore:
                 clash = sorted(RESERVED_FIELDS & set(fields))
                 if clash:  # the file table, identity and timings belong to the store alone
                     raise StoreError(f"step {step!r} returned manifest fields the store owns: {', '.join(clash)}")
+                if not (tmp / CARD).exists():  # the artifact's card (storage.cards), listed like any file
+                    (tmp / CARD).write_text(card({"id": aid, "step": step, "name": name, "version": version,
+                                                  "config": dict(config), "inputs": [dict(i) for i in inputs],
+                                                  **fields}), encoding="utf-8")
                 files = _describe_files(tmp)
                 # Files a step declares not byte-reproducible (with why); every other file is the same bytes
                 # whenever the same inputs and config are built again (tests/flows/test_reproducible.py).

@@ -183,7 +183,7 @@ def test_verify_passes_untouched(one_artifact):
     assert report.ok, report.problems
     assert report.problems == []
     assert report.id == result.manifest["id"]
-    assert report.files_checked == 2
+    assert report.files_checked == 3  # the step's two files and the store's card (README.md)
 
 
 def test_verify_detects_same_size_content_change(one_artifact):

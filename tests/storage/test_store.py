@@ -101,7 +101,7 @@ def test_manifest_contents_match_disk(store_root):
     assert on_disk["config"] == CONFIG
     assert on_disk["inputs"] == INPUTS
     assert on_disk["accounting"] == {"records_read": 1}  # fields returned by build land in the manifest
-    assert set(on_disk["files"]) == set(files)
+    assert set(on_disk["files"]) == set(files) | {"README.md"}  # the store adds the artifact's card
     for rel, data in files.items():
         entry = on_disk["files"][rel]
         assert (result.path / rel).read_bytes() == data
@@ -109,7 +109,7 @@ def test_manifest_contents_match_disk(store_root):
         assert entry["sha256"] == hashlib.sha256(data).hexdigest()
     # Every regular file in the dir except the manifest is listed.
     present = {p.relative_to(result.path).as_posix() for p in result.path.rglob("*") if p.is_file()}
-    assert present - {MANIFEST} == set(files)
+    assert present - {MANIFEST} == set(files) | {"README.md"}
     assert on_disk["timings"]["seconds"] >= 0
 
 
@@ -283,7 +283,7 @@ def test_two_processes_publishing_the_same_artifact(store_root, tmp_path):
     assert (step_dir / _visible(step_dir)[0] / "owner.txt").read_text() == str(builder["pid"])
     report = Catalog(ArtifactStore(store_root)).verify(reports[0]["id"])
     assert report.ok, report.problems
-    assert report.files_checked == 1
+    assert report.files_checked == 2  # owner.txt and the card
 
 
 def test_threads_publishing_the_same_artifact_build_once(store_root):
