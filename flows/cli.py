@@ -11,15 +11,62 @@ import json
 import os
 import sys
 from pathlib import Path
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 
 from flows.entry import CLI_DEFAULTS
+from tasks.clean import PRESETS as CLEAN_PRESETS
 
 for _key, _value in CLI_DEFAULTS.items():  # before any command imports torch (see flows/entry.py)
     os.environ.setdefault(_key, _value)
+
+
+def _tidy_help_labels() -> None:
+    """Help output for every command, fixed once where typer makes it.
+
+    typer (0.2x, its bundled click) labels each parameter in ``--help`` with its Python annotation: ``<bool>`` on
+    every flag (``--json``, ``--help``), ``<str>``, ``<list[str]>``, ``<int range>``, and ``<str>`` even where
+    the values are fixed. Both its label paths (the Rich panel and plain help) go through
+    ``_TyperParameter.display_type``; this replaces that one method: flags get no label, choices (Enum or
+    Literal annotations) show as ``[a|b|c]``, everything else gets click's classic name (TEXT, INTEGER, FLOAT,
+    PATH, FILE, DIRECTORY). A default containing a newline, CR or tab is shown escaped (``\\n``), so it cannot
+    break the help layout. Only help text changes: parsing and the values users type stay exactly as before.
+    """
+    from typer import core
+    from typer._param_types import normalize_choice_value
+
+    if getattr(core._TyperParameter.display_type, "_corpusforge", False):
+        return
+    names = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "bool": "BOOLEAN", "UUID": "UUID",
+             "datetime": "DATETIME", "path": "PATH", "file": "FILE", "dir": "DIRECTORY"}
+
+    def display_type(self, ctx):
+        if getattr(self, "is_flag", False) or getattr(self, "count", False):
+            return None
+        desc = self.type_descriptor
+        if desc.is_choice:
+            values = [normalize_choice_value(c, desc.case_sensitive, ctx) for c in desc.choices or ()]
+            return "[" + " | ".join(dict.fromkeys(values)) + "]"  # spaced: a narrow column wraps between choices
+        if desc.is_path or (desc.is_list and self.bare_type() in ("list[Path]", "list[PosixPath]")):
+            return names[desc.path_type]
+        bare = self.bare_type()
+        element = bare[5:-1] if bare.startswith("list[") else bare
+        return names.get(element, element.upper())
+
+    def default_string(obj, **kwargs):
+        text = plain_default_string(obj, **kwargs)
+        return text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+
+    display_type._corpusforge = True
+    plain_default_string = core._get_default_string
+    core._TyperParameter.display_type = display_type
+    core._get_default_string = default_string
+
+
+_tidy_help_labels()
 
 app = typer.Typer(
     name="corpusforge",
@@ -53,6 +100,21 @@ SetOpt = Annotated[
     typer.Option("--set", help="Override a config key, e.g. --set corpus.split.valid=0.1 (repeatable)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON as the last stdout line.")]
+
+# What the readers take today (storage/formats.py; README "The corpus stage"), for every command that reads sources.
+SOURCES_HELP = ("Files or directories (read recursively, in sorted order): .txt/.md, .jsonl, .json, .csv/.tsv, "
+                ".parquet, each optionally compressed as .gz, .bz2, .xz or .zst.")
+
+
+def choices(name: str, values: tuple[str, ...]) -> type[Enum]:
+    """An Enum whose values are exactly ``values``: typer then accepts only them and ``--help`` lists them."""
+    return Enum(name, [(v, v) for v in values], type=str)
+
+
+CleanPreset = choices("CleanPreset", CLEAN_PRESETS)
+PRESET_HELP = ("Cleaning preset: lm (NFC, whitespace; keeps case and punctuation), raw (text unchanged), classic "
+               "(NFKC, strips HTML/emails/URLs/emoji, lowercase, no punctuation or stop words; for BoW/TF-IDF), "
+               "social (mentions, hashtags, elongation, emoji -> :name:, lowercase).")
 
 
 def main() -> None:
@@ -196,9 +258,9 @@ def run(
 
 @app.command()
 def corpus(
-    sources: Annotated[list[Path], typer.Argument(help="Files or directories (.txt, .md, .jsonl), read recursively.")],
+    sources: Annotated[list[Path], typer.Argument(help=SOURCES_HELP)],
     name: Annotated[str, typer.Option("--name", help="Name of the corpus artifact.")],
-    preset: Annotated[str, typer.Option("--preset", help="Cleaning preset: lm (keeps case and punctuation).")] = "lm",
+    preset: Annotated[CleanPreset, typer.Option("--preset", help=PRESET_HELP)] = CleanPreset.lm,
     set_: SetOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
@@ -212,7 +274,8 @@ def corpus(
 
     pipeline_keys = ("runner.", "tracking.", "name=", "corpus.")
     overrides = [s if s.startswith(pipeline_keys) else f"corpus.{s}" for s in (set_ or [])]
-    base = {"name": name, "corpus": {"name": name, "sources": [str(s) for s in sources], "clean": {"preset": preset}}}
+    base = {"name": name, "corpus": {"name": name, "sources": [str(s) for s in sources],
+                                     "clean": {"preset": preset.value}}}
     try:
         data = apply_overrides(base, overrides)
     except ConfigError as exc:

@@ -13,12 +13,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from flows.cli import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, err, out
+from flows.cli import SOURCES_HELP, JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, choices, err, out
 
 app = typer.Typer(help="Text representations: TF-IDF, word2vec, fastText, GloVe; evaluate and query them.",
                   no_args_is_help=True)
 
 KINDS = ("tfidf", "word2vec", "fasttext", "glove")
+Kind = choices("EmbeddingsKind", KINDS)
 PIPELINE_KEYS = ("runner.", "tracking.", "name=", "corpus.", "embeddings.")
 
 
@@ -43,8 +44,9 @@ def _payload(summary: dict, kind: str) -> dict:
 
 @app.command()
 def train(
-    sources: Annotated[list[Path], typer.Argument(help="Files or directories (.txt, .md, .jsonl).")],
-    kind: Annotated[str, typer.Option("--kind", help="tfidf, word2vec, fasttext or glove.")] = "word2vec",
+    sources: Annotated[list[Path], typer.Argument(help=SOURCES_HELP)],
+    kind: Annotated[Kind, typer.Option("--kind", help="tfidf: sparse TF-IDF vectors; word2vec, fasttext (gensim) "
+                                                      "or glove: dense word vectors.")] = Kind.word2vec,
     set_: SetOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
@@ -58,8 +60,7 @@ def train(
     from tasks.config import ConfigError, apply_overrides
     from tasks.step import slug
 
-    if kind not in KINDS:
-        _fail(f"--kind: {kind!r} is not allowed; use one of {', '.join(KINDS)}", 2)
+    kind = kind.value
     stem = slug(sources[0].resolve().stem if sources else "corpus")
     overrides = [s if s.startswith(PIPELINE_KEYS) else f"embeddings.{s}" for s in (set_ or [])]
     base = {

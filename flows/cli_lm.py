@@ -25,7 +25,7 @@ app = typer.Typer(help="Neural language models: train (NPLM, RNN/LSTM/GRU, GPT),
                   no_args_is_help=True)
 
 # after `app` exists: flows.cli imports this module at its end, so either may be imported first
-from flows.cli import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, err, out  # noqa: E402
+from flows.cli import SOURCES_HELP, JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, err, out  # noqa: E402,E501
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "configs" / "lm"
 PIPELINE_KEYS = ("corpus.", "tokenizer.", "lm.", "runner.", "tracking.", "name=")
@@ -70,9 +70,10 @@ def train_config(sources: list[Path], preset: str, overrides: list[str]) -> dict
 
 @app.command("train")
 def train(
-    sources: Annotated[list[Path], typer.Argument(help="Text files or directories to train on.")],
-    preset: Annotated[str, typer.Option("--preset", help=f"One of {', '.join(preset_names())} (configs/lm/NAME.yaml), "
-                                                          "or the path to a YAML of that shape.")],
+    sources: Annotated[list[Path], typer.Argument(help=SOURCES_HELP)],
+    preset: Annotated[str, typer.Option("--preset", metavar="NAME|FILE.yaml",
+                                        help=f"One of {', '.join(preset_names())} (configs/lm/NAME.yaml), "
+                                             "or the path to a YAML of that shape.")],
     set_: SetOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
@@ -114,7 +115,8 @@ def _find_lm(artifact_id: str, store: Optional[Path]) -> Path:
 @app.command("generate")
 def generate(
     artifact_id: Annotated[str, typer.Argument(metavar="ID", help="lm artifact id or a unique prefix.")],
-    prompt: Annotated[str, typer.Option("--prompt", help="Text to continue.")] = "\n",
+    prompt: Annotated[str, typer.Option("--prompt", help="Text to continue (the default, a newline, starts from "
+                                                         "nothing).")] = "\n",
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=1, help="Tokens to generate.")] = 200,
     greedy: Annotated[bool, typer.Option("--greedy", help="Always take the most likely token.")] = False,
     temperature: Annotated[float, typer.Option("--temperature", callback=_above_zero, help="Softmax temperature (> 0).")] = 0.8,

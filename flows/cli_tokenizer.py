@@ -16,9 +16,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from flows.cli import JsonOpt, SetOpt, StoreOpt, _fail, _run_flow, _store, err, out
+from flows.cli import SOURCES_HELP, JsonOpt, SetOpt, StoreOpt, _fail, _run_flow, _store, choices, err, out
 
 KINDS = ("word", "char", "classic-bpe", "bpe", "byte-bpe", "wordpiece", "unigram")
+Kind = choices("TokenizerKind", KINDS)
 PIPELINE_KEYS = ("runner.", "tracking.", "corpus.", "tokenizer.")
 
 app = typer.Typer(help="Train, apply and compare tokenizers (word, char, classic BPE, byte-level BPE, ...).",
@@ -50,8 +51,10 @@ def train_config(sources: list[str], kind: str, vocab_size: int | None, merges: 
 
 @app.command("train")
 def train(
-    sources: Annotated[list[Path], typer.Argument(help="Text files or directories to train on.")],
-    kind: Annotated[str, typer.Option("--kind", help=f"One of: {', '.join(KINDS)}.")],
+    sources: Annotated[list[Path], typer.Argument(help=SOURCES_HELP)],
+    kind: Annotated[Kind, typer.Option("--kind", help="word and char: whole words / characters; classic-bpe: "
+                                                      "the teaching texts' BPE (merges); bpe, byte-bpe, wordpiece, "
+                                                      "unigram: Hugging Face tokenizers.")],
     vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", min=1, help="Target vocabulary size.")] = None,
     merges: Annotated[Optional[int], typer.Option("--merges", min=0, help="classic-bpe: number of merges.")] = None,
     trace: Annotated[bool, typer.Option("--trace", help="classic-bpe: print every merge and token table.")] = False,
@@ -62,8 +65,7 @@ def train(
     """Train (or reuse) a tokenizer on SOURCES; print its id, path and evaluation metrics."""
     from tasks.config import ConfigError
 
-    if kind not in KINDS:
-        _fail(f"--kind: {kind!r} is not allowed; use one of {', '.join(KINDS)}", 2)
+    kind = kind.value
     try:
         config = train_config([str(s) for s in sources], kind, vocab_size, merges, trace, set_ or [])
     except ConfigError as exc:
