@@ -23,6 +23,7 @@ Shards hold only the page, which refers to the folder by a relative path (``../.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -212,3 +213,141 @@ def localize(page: str, prefix: str) -> str:
     if state["css"] or state["js"]:  # GX's template changed: still load the assets, at the end of <head>
         page = page.replace("</head>", state["css"] + state["js"] + "</head>", 1)
     return page
+
+
+# ---------------------------------------------------------------- one self-contained page (the MLflow UI)
+#
+# The MLflow UI (3.x) shows an .html artifact as a blob: URL in an iframe sandboxed to scripts only, so a page's
+# relative links resolve against nothing and its fonts, from an opaque origin, would not load anyway: there the
+# page must carry what it uses. To keep that copy small, the stylesheets keep only the rules whose classes the
+# page (or Bootstrap's JS) uses, and the icon font is cut down to the icons the page shows.
+
+JS_STATE_CLASSES = {"show", "collapsing", "collapse", "fade", "active", "focus", "disabled", "modal-backdrop",
+                    "modal-open", "modal-static"}
+_REF = re.compile(r'(<link\b[^>]*\bhref="|<script\b[^>]*\bsrc="|<img\b[^>]*\bsrc="|url\(\')([^"\']+)(["\'])', re.I)
+
+
+def _split_blocks(css: str) -> list[tuple[str, str]]:
+    """Top-level ``(prelude, body)`` pairs of a comment-free stylesheet."""
+    blocks, i, n = [], 0, len(css)
+    while i < n:
+        j = css.find("{", i)
+        if j < 0:
+            break
+        depth, k, quote = 1, j + 1, ""
+        while depth and k < n:
+            c = css[k]
+            if quote:
+                if c == "\\":
+                    k += 1
+                elif c == quote:
+                    quote = ""
+            elif c in "\"'":
+                quote = c
+            elif c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+            k += 1
+        blocks.append((css[i:j].strip(), css[j + 1:k - 1]))
+        i = k
+    return blocks
+
+
+def _selector_used(selector: str, classes: set[str]) -> bool:
+    selector = re.sub(r":not\([^)]*\)", "", selector)
+    return all(name in classes for name in re.findall(r"\.(-?[_a-zA-Z][\w-]*)", selector))
+
+
+def prune_css(css: str, classes: set[str]) -> str:
+    """The rules of ``css`` that can match an element with only ``classes`` (at-rules kept, @media pruned)."""
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    out = []
+    for prelude, body in _split_blocks(css):
+        if prelude.startswith(("@media", "@supports")):
+            inner = prune_css(body, classes)
+            if inner:
+                out.append(f"{prelude}{{{inner}}}")
+        elif prelude.startswith("@"):
+            out.append(f"{prelude}{{{body}}}")
+        else:
+            kept = [s for s in prelude.split(",") if _selector_used(s.strip(), classes)]
+            if kept:
+                out.append(f"{','.join(kept)}{{{body}}}")
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _font_data_uri(path: Path, codepoints: frozenset[int]) -> str:
+    """``path``'s font as a data: URI, cut down to ``codepoints`` (WOFF) where fontTools is there."""
+    import base64
+
+    try:
+        import io
+
+        from fontTools import subset
+
+        font = subset.load_font(str(path.with_suffix(".ttf")), subset.Options())
+        options = subset.Options()
+        options.flavor = "woff"  # zlib: woff2 would need brotli
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(unicodes=codepoints)
+        subsetter.subset(font)
+        buf = io.BytesIO()
+        subset.save_font(font, buf, options)
+        data, mime = buf.getvalue(), "font/woff"
+    except ImportError:
+        data, mime = path.read_bytes(), "font/woff2"
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+def self_contained(index: Path) -> str:
+    """The page at ``index`` with the local assets it refers to inlined: stylesheets pruned to the classes it
+    uses (fonts as data: URIs, cut to the icons shown), scripts and images inlined."""
+    import base64
+
+    index = Path(index)
+    html = index.read_text(encoding="utf-8")
+    classes = set(JS_STATE_CLASSES)
+    for attr in re.findall(r'\bclass="([^"]*)"', html):
+        classes.update(attr.split())
+    classes.update(re.findall(r"""(?:addClass|removeClass|toggleClass|hasClass)\(\s*["']([\w-]+)""", html))
+
+    def local(ref: str) -> Path | None:
+        if re.match(r"([a-z]+:)?//|data:|#", ref):
+            return None
+        path = (index.parent / ref.split("?")[0]).resolve()
+        return path if path.is_file() else None
+
+    def stylesheet(path: Path) -> str:
+        css = prune_css(path.read_text(encoding="utf-8"), classes)
+        codepoints = frozenset(int(h, 16) for h in re.findall(r'content:\s*"\\([0-9a-fA-F]{4,5})"', css))
+
+        def font(m: re.Match) -> str:
+            ref = m.group(1).strip("'\"")
+            target = (path.parent / ref).resolve()
+            if target.suffix == ".woff2" and target.is_file():
+                return f"url({_font_data_uri(target, codepoints)})"
+            return "url(data:,)"  # the ttf fallbacks and anything else: the woff/woff2 serves every browser
+
+        css = re.sub(r"url\(([^)]*)\)", lambda m: m.group(0) if "data:" in m.group(1) else font(m), css)
+        return css
+
+    def inline(m: re.Match) -> str:
+        tag, ref, end = m.groups()
+        path = local(ref)
+        if path is None:
+            return m.group(0)
+        if path.suffix == ".css" and tag.lower().startswith("<link"):
+            return f"<style>{stylesheet(path)}</style><link data-inlined=\"{path.name}{end}"
+        if path.suffix == ".js" and tag.lower().startswith("<script"):
+            code = path.read_text(encoding="utf-8").replace("</script", "<\\/script")
+            code = re.sub(r"//# sourceMappingURL=\S+", "", code)
+            return f"<script>{code}</script><script data-inlined=\"{path.name}{end}"
+        mime = {".png": "image/png", ".ico": "image/x-icon", ".svg": "image/svg+xml"}.get(path.suffix, "")
+        return f"{tag}data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}{end}"
+
+    html = _REF.sub(inline, html)
+    # the placeholders left by inline(): an empty <link data-inlined=...> / <script data-inlined=...></script>
+    html = re.sub(r'<link data-inlined="[^"]*"[^>]*>', "", html)
+    return re.sub(r'<script data-inlined="[^"]*"[^>]*>\s*</script>', "", html)

@@ -7,6 +7,7 @@ is never written from several worker threads or processes at once.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +90,10 @@ def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResu
             if manifest is None:
                 continue
             files, dirs = STEP_ARTIFACTS.get(r.step, ((), ()))
-            run_id = tracker.log_step(parent_run_id, manifest, Path(r.path), files=files, dirs=dirs,
-                                      history=_history(Path(r.path)),
-                                      run_id=live.take(r.step, r.name) if live else None)
+            with _self_contained_data_docs(Path(r.path), manifest, dirs) as dirs:
+                run_id = tracker.log_step(parent_run_id, manifest, Path(r.path), files=files, dirs=dirs,
+                                          history=_history(Path(r.path)),
+                                          run_id=live.take(r.step, r.name) if live else None)
             if register and r.step == "lm" and generates(Path(r.path)):
                 registered.append(_try_register(tracker, run_id, manifest, Path(r.path)))
         # a reused lm that is not in this registry yet (trained with tracking off, or under another tracking
@@ -104,6 +106,32 @@ def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResu
                 registered.append(_try_register(tracker, parent_run_id, manifest, Path(r.path), if_missing=True))
     return {"steps_computed": len(computed), "steps_reused": len(reused),
             "reused_ids": [r.id for r in reused], "registered_models": registered}
+
+
+@contextmanager
+def _self_contained_data_docs(artifact_dir: Path, manifest: dict[str, Any], dirs):
+    """``dirs`` with a shard's Data Docs folder swapped for a temp folder holding the page with its assets
+    inlined: the MLflow UI shows an .html artifact from a blob: URL in a sandboxed iframe, where the page's
+    relative links to ``<store>/_static/data-docs/`` resolve to nothing (tasks.data_docs_assets)."""
+    page = manifest.get("data_docs")
+    if not page or not any(dest == "data_docs" for _, dest in dirs):
+        yield dirs
+        return
+    import logging
+    import tempfile
+
+    from tasks.data_docs_assets import self_contained
+
+    with tempfile.TemporaryDirectory(prefix="corpusforge-data-docs-") as tmp:
+        try:
+            html = self_contained(artifact_dir / page)
+        except Exception as exc:  # noqa: BLE001 - the page as it is, relative links and all, rather than none
+            logging.getLogger("corpusforge").warning("Data Docs of %s logged without inlined assets: %s",
+                                                     artifact_dir.name, exc)
+            yield dirs
+            return
+        (Path(tmp) / Path(page).name).write_text(html, encoding="utf-8")
+        yield tuple((tmp, dest) if dest == "data_docs" else (rel, dest) for rel, dest in dirs)
 
 
 def _try_register(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path,

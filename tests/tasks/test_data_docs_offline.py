@@ -275,3 +275,87 @@ def test_screenshot_offline_shows_styled_table_and_icons(tmp_path, chromium):
     pixels = img.getdata()
     assert any(r > 180 and g < 80 and b < 80 for r, g, b in pixels), "no red status icon painted"
     assert any(g > 120 and r < 80 and b < 120 for r, g, b in pixels), "no green status icon painted"
+
+
+# ---------------------------------------------------------------- the MLflow UI's copy
+
+
+def logged_page(tmp_path) -> tuple[Path, str]:
+    """A shard tracked as the flow tracks it (real sqlite MLflow store): its Data Docs artifact's text."""
+    from storage.tracking import Tracker
+    from tasks.step import StepResult
+    from tasks.track import track_results
+
+    store = tmp_path / "store"
+    index = shard_page(store)
+    shard = index.parents[len(Path(DATA_DOCS_SUBDIR).parts)]
+    manifest = {"id": "b" * 64, "step": "corpus_shard", "name": "s", "config": {}, "inputs": [], "files": {},
+                "data_docs": f"{DATA_DOCS_SUBDIR}/index.html"}
+    (shard / "manifest.json").write_text(json.dumps(manifest))
+    tracker = Tracker(store, "exp")
+    parent = tracker.start_pipeline_run("run", {"name": "exp"}, {})
+    track_results(tracker, parent, [StepResult("b" * 64, "corpus_shard", "s", str(shard), False, 0.0)])
+    runs = [run for run in tracker.client.search_runs([tracker.experiment_id])
+            if run.data.tags.get("corpusforge.artifact_id") == "b" * 64]
+    assert len(runs) == 1
+    local = tracker.client.download_artifacts(runs[0].info.run_id, "data_docs/index.html", str(tmp_path / "dl"))
+    return index, Path(local).read_text(encoding="utf-8")
+
+
+def test_mlflow_copy_is_self_contained_and_small(tmp_path):
+    index, html = logged_page(tmp_path)
+    refs = Refs()
+    refs.feed(html)
+    urls = refs.assets + [u for s in refs.styles for u in css_urls(s)]
+    assert urls and all(u.startswith("data:") for u in urls), [u[:80] for u in urls if not u.startswith("data:")]
+    assert "fa-check-circle" in html and "Font Awesome 6 Free" in html and "data:font/woff;base64," in html
+    assert "jQuery" in html and "Bootstrap v4" in html
+    # pruned stylesheets and a subset icon font: ~265 KB, most of it jQuery + Bootstrap's JS (~170 KB)
+    assert len(html.encode()) < 350_000, len(html.encode())
+    assert index.read_text(encoding="utf-8") != html  # the store's page keeps its relative links
+
+
+def test_mlflow_ui_iframe_screenshot(tmp_path, chromium):
+    """As MLflow 3's UI shows an .html artifact: a blob: URL in an iframe sandboxed to scripts only."""
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    _, html = logged_page(tmp_path)
+    host = tmp_path / "mlflow_ui.html"
+    host.write_text("<!doctype html><body style='margin:0'><script>"
+                    f"const html={json.dumps(html).replace('</', '<' + chr(92) + '/')};"
+                    "const f=document.createElement('iframe');f.sandbox='allow-scripts';"
+                    "f.style='width:1200px;height:900px;border:0';"
+                    "f.src=URL.createObjectURL(new Blob([html],{type:'text/html'}));document.body.appendChild(f);"
+                    "</script>", encoding="utf-8")
+    shot = tmp_path / "mlflow_ui.png"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--headless=new"])
+        try:
+            context = browser.new_context(viewport={"width": 1200, "height": 900}, offline=True)
+            asked = []
+            context.route(lambda url: not url.startswith(("file:", "data:", "blob:")),
+                          lambda route: (asked.append(route.request.url), route.abort()))
+            page = context.new_page()
+            page.goto(host.as_uri(), wait_until="load")
+            frame = page.frame_locator("iframe")
+            frame.locator("i.fa-check-circle").first.wait_for()
+            inner = page.frames[1]
+            inner.evaluate("document.fonts.ready.then(() => true)")
+            state = inner.evaluate("""() => ({
+                icon_font: getComputedStyle(document.querySelector('i.fa-check-circle'), '::before').fontFamily,
+                font_loaded: document.fonts.check('900 16px "Font Awesome 6 Free"'),
+                navbar_display: getComputedStyle(document.querySelector('nav.navbar')).display,
+                tables: document.querySelectorAll('table.table').length,
+                jquery: typeof window.jQuery,
+            })""")
+            page.screenshot(path=str(shot))
+        finally:
+            browser.close()
+    assert asked == []
+    assert "Font Awesome" in state["icon_font"] and state["font_loaded"]
+    assert state["navbar_display"] == "flex" and state["tables"] >= 3 and state["jquery"] == "function"
+    img = Image.open(shot).convert("RGB")
+    pixels = list(img.getdata())
+    assert any(r > 180 and g < 80 and b < 80 for r, g, b in pixels), "no red status icon painted"
+    assert any(g > 120 and r < 80 and b < 120 for r, g, b in pixels), "no green status icon painted"
