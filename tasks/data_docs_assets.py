@@ -142,6 +142,18 @@ def _intact(folder: Path, files: dict[str, str]) -> bool:
                                      for dest, digest in files.items())
 
 
+def _sweep_dead_temps(parent: Path) -> None:
+    """Remove ``.tmp-<pid>-*`` folders whose writer died mid-copy."""
+    for stale in parent.glob(".tmp-*"):
+        pid = stale.name.split("-")[1]
+        try:
+            os.kill(int(pid), 0)
+        except (ValueError, ProcessLookupError):
+            shutil.rmtree(stale, ignore_errors=True)
+        except PermissionError:  # alive, someone else's
+            pass
+
+
 def ensure_assets(static_root: Path) -> Path:
     """The asset folder under ``static_root`` (a store root), written there once; returns its path."""
     static_root = Path(static_root)
@@ -163,6 +175,7 @@ def ensure_assets(static_root: Path) -> Path:
                 pass
         if not folder.is_dir():
             parent.mkdir(parents=True, exist_ok=True)
+            _sweep_dead_temps(parent)
             tmp = parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             try:
                 for dest, (path, _) in src.items():

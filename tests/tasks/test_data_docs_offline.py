@@ -359,3 +359,15 @@ def test_mlflow_ui_iframe_screenshot(tmp_path, chromium):
     pixels = list(img.getdata())
     assert any(r > 180 and g < 80 and b < 80 for r, g, b in pixels), "no red status icon painted"
     assert any(g > 120 and r < 80 and b < 120 for r, g, b in pixels), "no green status icon painted"
+
+
+def test_a_dead_writers_temp_folder_is_swept(tmp_path):
+    store = tmp_path / "store"
+    parent = store / dda.STATIC_SUBDIR
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = parent / f".tmp-{dead.pid}-deadbeef"
+    (stale / "bootstrap").mkdir(parents=True)
+    dda._READY.pop(store, None)
+    folder = dda.ensure_assets(store)
+    assert [p.name for p in parent.iterdir()] == [folder.name]
