@@ -158,7 +158,8 @@ def query(
                      "top": [{"word": w, "log10_prob": lp, "prob": 10 ** lp} for w, lp in model.top_next(ctx, top)]}
     if word is not None:
         lp = model.log10_prob(word, ctx)
-        payload["word"] = {"word": word, "log10_prob": lp, "prob": 10 ** lp, "oov": word not in model.word_index}
+        oov = model.word_index.get(word, 0) == 0  # maps to <unk>'s id, as a literal <unk> does (KenLM's OOV)
+        payload["word"] = {"word": word, "log10_prob": lp, "prob": 10 ** lp, "oov": oov}
     if sentence:
         payload["sentences"] = [{"sentence": s, "log10_prob": model.score_sentence(s.split()),
                                  **{k: v for k, v in model.evaluate([s.split()]).items()

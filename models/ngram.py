@@ -177,11 +177,11 @@ class BackoffModel:
         return self._word_index
 
     def encode(self, tokens: Sequence[str]) -> tuple[np.ndarray, int]:
-        """Word ids (OOV -> <unk>) and the number of OOV tokens."""
+        """Word ids (OOV -> <unk>) and the number of OOV tokens: KenLM's definition, every token whose id is
+        <unk>'s, so a literal ``<unk>`` in the text is an OOV too (it is the unknown-word entry)."""
         index = self.word_index
         ids = np.fromiter((index.get(t, UNK_ID) for t in tokens), dtype=np.int64, count=len(tokens))
-        oov = sum(1 for t in tokens if t not in index)
-        return ids, oov
+        return ids, int((ids == UNK_ID).sum())
 
     # --------------------------------------------------------------------------------------- scoring
     def _ngram_rows(self, sentences: Sequence[np.ndarray]) -> tuple[np.ndarray, list]:
@@ -250,15 +250,17 @@ class BackoffModel:
         return float(self.score_streams([ids]).sum())
 
     def evaluate(self, sentences: Iterable[Sequence[str]]) -> dict[str, Any]:
-        """KenLM's perplexity convention: every word and </s> scored, <s> not; OOVs score p(<unk>)."""
+        """KenLM's perplexity convention: every word and </s> scored, <s> not; OOVs score p(<unk>).
+
+        OOVs are KenLM ``query``'s: the tokens that map to <unk> (id 0), a literal ``<unk>`` included.
+        ``perplexity_without_oov`` is ``query``'s "Perplexity excluding OOVs": the log10 probabilities of the
+        other tokens and every </s>, over their number."""
         encoded, oov_total, oov_mask = [], 0, []
-        index = self.word_index
         for toks in sentences:
-            toks = list(toks)
-            ids, oov = self.encode(toks)
+            ids, oov = self.encode(list(toks))
             encoded.append(ids)
             oov_total += oov
-            oov_mask.append(np.array([t not in index for t in toks] + [False], dtype=bool))
+            oov_mask.append(np.append(ids == UNK_ID, False))
         logp = self.score_streams(encoded)
         oov_mask = np.concatenate(oov_mask) if oov_mask else np.zeros(0, bool)
         tokens = len(logp)

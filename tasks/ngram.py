@@ -11,7 +11,10 @@ format models/ngram_arpa.py. The artifact holds:
 
 Evaluation sets are the corpus's own non-empty ``eval_splits`` and the text files in ``eval`` (one sentence
 per line, whitespace tokens), whose content digests are inputs of the step. Perplexity follows KenLM:
-every word and ``</s>`` is scored, ``<s>`` is not, OOVs get p(<unk>); it is reported with and without OOVs.
+every word and ``</s>`` is scored, ``<s>`` is not, OOVs get p(<unk>); it is reported with and without OOVs,
+where an OOV is what KenLM's ``query`` counts as one: a token that maps to <unk>, a literal ``<unk>`` included.
+
+``partitions`` > 0 distributes the counting over the flow's task runner (see :func:`count_partitioned`).
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from tasks.orchestration import prefect_task
 from tasks.step import StepResult, artifact_input, log_step_outcome, run_step, slug
 
 NGRAM_STEP = "ngram"
-NGRAM_VERSION = 3  # 2: counts.duckdb holds ngrams_padded + views; model.arpa.gz has a fixed gzip header
+NGRAM_VERSION = 4  # 2: counts.duckdb holds ngrams_padded + views; model.arpa.gz has a fixed gzip header
 # 3: the manifest keeps the store's file table (sha256 per file); the role -> file map is `outputs`
+# 4: OOVs are KenLM's (a literal <unk> is one): `oov`, `oov_rate` and `perplexity_without_oov` in stats.json and
+#    the metrics change for texts holding a literal <unk>
 LIBRARIES = ("duckdb", "numpy", "matplotlib")
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 Smoothing = Literal["mle", "add-k", "stupid-backoff", "kneser-ney", "modified-kneser-ney"]

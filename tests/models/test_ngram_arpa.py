@@ -151,3 +151,42 @@ def test_failed_write_leaves_no_file(tmp_path):
     with pytest.raises(IndexError):
         write_arpa(model, tmp_path / "broken.arpa.gz", block_rows=3)
     assert not (tmp_path / "broken.arpa.gz").exists()
+
+
+def kenlm_query_figures(ken, sentences) -> dict:
+    """What KenLM's `query` prints, computed from the `kenlm` module: a token is an OOV when it maps to <unk>
+    (id 0, a literal <unk> included); "Perplexity excluding OOVs" sums the log10 probs of the other words and
+    every </s> and divides by their number."""
+    total = total_known = 0.0
+    tokens = oov = 0
+    for toks in sentences:
+        for (logp, _, is_oov) in ken.full_scores(" ".join(toks)):  # words, then </s> (never an OOV)
+            total += logp
+            tokens += 1
+            if is_oov:
+                oov += 1
+            else:
+                total_known += logp
+    return {"perplexity": 10 ** (-total / tokens), "perplexity_without_oov": 10 ** (-total_known / (tokens - oov)),
+            "oov": oov}
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_perplexity_without_oov_is_kenlm_query_s(tmp_path, order):
+    """A literal <unk> is an OOV for KenLM (it is the unknown-word entry, id 0) whether or not training saw
+    one: our OOV count and perplexity excluding OOVs match query's on the ARPA we write."""
+    kenlm = pytest.importorskip("kenlm")
+    train = [s.split() for s in ["a <unk> b c", "<unk> a b", "b b <unk> c", "a b c", "c a b a"]]
+    words, tables = count_sentences(train, order)
+    m = estimate(words, tables, "modified-kneser-ney")
+    ken = kenlm.Model(str(write_arpa(m, tmp_path / "m.arpa")))
+    text = [s.split() for s in ["a <unk> b", "zzz a b c", "<unk> qq <unk>", "c b a", "a yy"]]
+    want = kenlm_query_figures(ken, text)
+    got = m.evaluate(text)
+    assert got["oov"] == want["oov"] == 6  # 3 literal <unk> + zzz, qq, yy
+    assert got["perplexity"] == pytest.approx(want["perplexity"], rel=1e-5)
+    assert got["perplexity_without_oov"] == pytest.approx(want["perplexity_without_oov"], rel=1e-5)
+    # the old definition (a literal <unk> counted as known) would differ here
+    known = [lp for toks in text for lp, t in zip(m.score_streams([m.encode(toks)[0]]), toks + ["</s>"])
+             if t == "</s>" or t in m.word_index]
+    assert 10 ** (-sum(known) / len(known)) != pytest.approx(want["perplexity_without_oov"], rel=1e-3)
