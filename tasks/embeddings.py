@@ -19,7 +19,9 @@ so "king," and "king" are one word) or ``whitespace`` (split on spaces), lowerca
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -153,7 +155,15 @@ def train_split_path(corpus: StepResult) -> Path:
 
 def build_embeddings(corpus: StepResult, cfg: EmbeddingsConfig, store: ArtifactStore,
                      on_progress=None) -> list[StepResult]:
-    """Pure core of the stage: the steps it ran, the trained artifact last."""
+    """Pure core of the stage: the steps it ran, the trained artifact last.
+
+    ``on_progress(phase, done, total)``, for steps that are computed (not reused): phase ``epochs`` (word2vec,
+    fastText, GloVe: 0 before training, then after each epoch) and ``evaluation`` (analogy questions, word
+    pairs, neighbour and query lookups done; see tasks/embeddings_eval.py). TF-IDF reports nothing.
+    """
+    def phase(name: str):
+        return None if on_progress is None else (lambda done, total: on_progress(name, done, total))
+
     if cfg.kind == "tfidf":
         from tasks.embeddings_sparse import build_sparse_vectors
 
@@ -162,25 +172,50 @@ def build_embeddings(corpus: StepResult, cfg: EmbeddingsConfig, store: ArtifactS
         from tasks.embeddings_glove import build_cooccurrence, build_glove
 
         cooc = build_cooccurrence(corpus, cfg, store)
-        trained = build_glove(cooc, cfg, store, on_progress=on_progress)
+        trained = build_glove(cooc, cfg, store, on_progress=phase("epochs"))
         steps = [cooc]
     else:
         from tasks.embeddings_gensim import build_gensim_embeddings
 
-        trained = build_gensim_embeddings(corpus, cfg, store)
+        trained = build_gensim_embeddings(corpus, cfg, store, on_progress=phase("epochs"))
         steps = []
     if cfg.has_evaluation:
         from tasks.embeddings_eval import build_embeddings_eval
 
-        steps.append(build_embeddings_eval(trained, cfg, store))
+        steps.append(build_embeddings_eval(trained, cfg, store, on_progress=phase("evaluation")))
     return [*steps, trained]
+
+
+@contextlib.contextmanager
+def phase_progress(prefix: str) -> Iterator[Callable[[str, int, int], None]]:
+    """Yield ``update(phase, done, total)``: one bar per phase ("<prefix>: <phase>"), the previous one closed when
+    the next phase starts. Drawn by flows/progress.py's ``shard_progress``: on stderr, and only when stderr is a
+    terminal (silent in pipes, logs, CI and worker processes, as the corpus bars are)."""
+    from flows.progress import shard_progress
+
+    current: dict[str, Any] = {}
+
+    def update(phase: str, done: int, total: int) -> None:
+        if current.get("phase") != phase:
+            if "bar" in current:
+                current.pop("bar").__exit__(None, None, None)
+            current["bar"] = shard_progress(f"{prefix}: {phase}")
+            current["phase"], current["update"] = phase, current["bar"].__enter__()
+        current["update"](done, total)
+
+    try:
+        yield update
+    finally:
+        if "bar" in current:
+            current.pop("bar").__exit__(None, None, None)
 
 
 @prefect_task(name="embeddings")
 def embeddings_task(upstream: dict, config: dict, store_root: str) -> list[dict]:
     corpus = StepResult.from_dict(upstream)
     cfg = embeddings_config_from_dict(config)
-    results = build_embeddings(corpus, cfg, ArtifactStore(store_root))
+    with phase_progress(f"embeddings {cfg.name}") as update:
+        results = build_embeddings(corpus, cfg, ArtifactStore(store_root), on_progress=update)
     for r in results:
         log_step_outcome(r)
     return [r.to_dict() for r in results]

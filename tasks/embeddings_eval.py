@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +39,32 @@ def _check_file(path: str, what: str) -> Path:
 def evaluate_vectors(
     words: Sequence[str], vectors, *, analogies: str | None = None, similarity: Sequence[str] = (),
     neighbors: Sequence[str] = (), queries: Sequence[str] = (), top: int = 10, restrict_vocab: int = 300_000,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, float]]:
-    """Run every evaluation asked for; return (full report, flat numeric metrics)."""
-    from models.embedding_eval import (WordVectors, evaluate_analogies, evaluate_word_pairs, parse_query,
-                                       read_analogies, read_word_pairs)
+    """Run every evaluation asked for; return (full report, flat numeric metrics).
+
+    ``on_progress(done, total)`` counts analogy questions, word pairs, neighbour words and queries: 0 first,
+    then after each analogy section, each similarity file, each neighbour word and each query.
+    """
+    from models.embedding_eval import WordVectors, evaluate_word_pairs, parse_query, read_analogies, read_word_pairs
 
     wv = WordVectors(words, vectors)
     report: dict[str, Any] = {"vocab_size": len(words)}
     metrics: dict[str, float] = {}
+    questions = read_analogies(_check_file(analogies, "analogies")) if analogies else []
+    pair_sets = [read_word_pairs(_check_file(path, "similarity")) for path in similarity]
+    total = len(questions) + sum(map(len, pair_sets)) + len(neighbors) + len(queries)
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        if on_progress is not None:
+            on_progress(done, total)
+
+    advance(0)
     if analogies:
-        result = evaluate_analogies(wv, read_analogies(_check_file(analogies, "analogies")), restrict_vocab)
+        result = _analogies_by_section(wv, questions, restrict_vocab, advance)
         report["analogies"] = {"file": str(analogies), **result}
         metrics.update(analogy_accuracy=result["accuracy"], analogy_coverage=result["coverage"],
                        analogy_covered=result["covered"], analogy_questions=result["questions"])
@@ -56,8 +72,9 @@ def evaluate_vectors(
             if s["covered"]:
                 metrics[f"analogy_{_metric_name(section)}_accuracy"] = s["accuracy"]
     report["similarity"] = {}
-    for path in similarity:
-        result = evaluate_word_pairs(wv, read_word_pairs(_check_file(path, "similarity")), restrict_vocab)
+    for path, pairs in zip(similarity, pair_sets):
+        result = evaluate_word_pairs(wv, pairs, restrict_vocab)
+        advance(len(pairs))
         stem = _metric_name(Path(path).stem)
         report["similarity"][stem] = {"file": str(path), **result}
         metrics.update({f"{stem}_spearman": result["spearman"], f"{stem}_pearson": result["pearson"],
@@ -68,6 +85,7 @@ def evaluate_vectors(
             report["neighbors"][word] = wv.neighbors(word, top)
         except KeyError:
             report["neighbors"][word] = None  # out of vocabulary
+        advance(1)
     report["queries"] = {}
     for query in queries:
         positive, negative = parse_query(query)
@@ -75,7 +93,27 @@ def evaluate_vectors(
             report["queries"][query] = wv.most_similar(positive, negative, top)
         except KeyError as exc:
             report["queries"][query] = {"oov": str(exc.args[0])}
+        advance(1)
     return report, metrics
+
+
+def _analogies_by_section(wv, questions, restrict_vocab: int, advance: Callable[[int], None]) -> dict[str, Any]:
+    """models.embedding_eval.evaluate_analogies, one section at a time (each question is scored on its own, so the
+    totals are the same), calling ``advance(questions_in_section)`` after each."""
+    from models.embedding_eval import evaluate_analogies
+
+    by_section: dict[str, list] = {}
+    for q in questions:
+        by_section.setdefault(q.section, []).append(q)
+    sections: dict[str, dict[str, Any]] = {}
+    for part in by_section.values():
+        sections.update(evaluate_analogies(wv, part, restrict_vocab)["sections"])
+        advance(len(part))
+    correct = sum(s["correct"] for s in sections.values())
+    covered = sum(s["covered"] for s in sections.values())
+    asked = sum(s["total"] for s in sections.values())
+    return {"accuracy": correct / covered if covered else 0.0, "correct": correct, "covered": covered,
+            "questions": asked, "coverage": covered / asked if asked else 0.0, "sections": sections}
 
 
 def plot_groups(words: Sequence[str], vectors, groups: Sequence[Sequence[str]], path: Path, title: str) -> list[str]:
@@ -121,20 +159,24 @@ def eval_config(cfg: EmbeddingsConfig) -> dict[str, Any]:
     return config
 
 
-def build_embeddings_eval(embeddings: StepResult, cfg: EmbeddingsConfig, store: ArtifactStore) -> StepResult:
+def build_embeddings_eval(embeddings: StepResult, cfg: EmbeddingsConfig, store: ArtifactStore,
+                          on_progress: Callable[[int, int], None] | None = None) -> StepResult:
+    """``on_progress(done, total)``: see :func:`evaluate_vectors` (not called when the evaluation is reused)."""
     config = eval_config(cfg)
     return run_step(store, step=EVAL_STEP, version=EVAL_VERSION, name=cfg.name, config=config,
-                    inputs=[artifact_input(embeddings)], build=lambda out: _evaluate(out, embeddings, cfg),
+                    inputs=[artifact_input(embeddings)],
+                    build=lambda out: _evaluate(out, embeddings, cfg, on_progress),
                     libraries=("gensim", "numpy", "scipy", "matplotlib"))
 
 
-def _evaluate(out: Path, embeddings: StepResult, cfg: EmbeddingsConfig) -> dict[str, Any]:
+def _evaluate(out: Path, embeddings: StepResult, cfg: EmbeddingsConfig,
+              on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     from models.word2vec import load_vectors
 
     words, vectors = load_vectors(Path(embeddings.path) / "vectors.bin")
     report, metrics = evaluate_vectors(words, vectors, analogies=cfg.analogies, similarity=cfg.similarity,
                                        neighbors=cfg.neighbors, queries=cfg.queries, top=cfg.top,
-                                       restrict_vocab=cfg.restrict_vocab)
+                                       restrict_vocab=cfg.restrict_vocab, on_progress=on_progress)
     report["embeddings_id"] = embeddings.id
     if cfg.plot_groups:
         report["plotted"] = plot_groups(words, vectors, cfg.plot_groups, out / "pca.png",

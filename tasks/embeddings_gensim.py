@@ -34,7 +34,9 @@ def gensim_params_for(cfg: EmbeddingsConfig) -> dict[str, Any]:
     )
 
 
-def build_gensim_embeddings(corpus: StepResult, cfg: EmbeddingsConfig, store: ArtifactStore) -> StepResult:
+def build_gensim_embeddings(corpus: StepResult, cfg: EmbeddingsConfig, store: ArtifactStore,
+                            on_progress=None) -> StepResult:
+    """``on_progress(epochs_done, epochs)``: 0 before training, then after each epoch (a gensim callback)."""
     if cfg.kind not in ("word2vec", "fasttext"):
         raise ValueError(f"kind: build_gensim_embeddings trains word2vec or fasttext, not {cfg.kind!r}")
     return run_step(
@@ -44,12 +46,12 @@ def build_gensim_embeddings(corpus: StepResult, cfg: EmbeddingsConfig, store: Ar
         name=cfg.name,
         config=cfg.step_config(COMMON_FIELDS + FIELDS_BY_KIND[cfg.kind]),
         inputs=[artifact_input(corpus)],
-        build=lambda out: _train(out, corpus, cfg),
+        build=lambda out: _train(out, corpus, cfg, on_progress),
         libraries=LIBRARIES,
     )
 
 
-def _train(out: Path, corpus: StepResult, cfg: EmbeddingsConfig) -> dict[str, Any]:
+def _train(out: Path, corpus: StepResult, cfg: EmbeddingsConfig, on_progress=None) -> dict[str, Any]:
     import polars as pl
 
     from models.word2vec import save_vectors, train_gensim, write_sentences
@@ -61,7 +63,10 @@ def _train(out: Path, corpus: StepResult, cfg: EmbeddingsConfig) -> dict[str, An
         tokens = write_sentences(texts, sentences, lowercase=cfg.lowercase, tokens=cfg.tokens)
         if tokens == 0:
             raise ValueError(f"corpus {corpus.id[:12]}: the train split has no tokens to train on")
-        model, metrics = train_gensim(sentences, gensim_params_for(cfg), fasttext=fasttext)
+        if on_progress is not None:
+            on_progress(0, cfg.epochs)
+        on_epoch = None if on_progress is None else (lambda epoch, _metrics: on_progress(epoch, cfg.epochs))
+        model, metrics = train_gensim(sentences, gensim_params_for(cfg), fasttext=fasttext, on_epoch=on_epoch)
     if len(model.wv) == 0:
         raise ValueError(f"min_count: no word occurs {cfg.min_count} times in the train split")
     files = save_vectors(model.wv, out)

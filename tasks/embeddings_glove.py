@@ -129,6 +129,9 @@ def _fit(out: Path, cooc: StepResult, cfg: EmbeddingsConfig, on_progress) -> dic
         if on_progress is not None:
             on_progress(epoch, cfg.epochs)
 
+    if on_progress is not None:
+        on_progress(0, cfg.epochs)
+
     vectors, history = fit_glove(triplets["i"].to_numpy(), triplets["j"].to_numpy(), triplets["x"].to_numpy(),
                                  vocab.height, glove_params_for(cfg), device=str(device), on_epoch=on_epoch)
     files = save_vectors(keyed_vectors(vocab["word"].to_list(), vectors), out)

@@ -13,8 +13,11 @@ The Prefect task returns both StepResult dicts; the encode artifact is the stage
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -118,34 +121,47 @@ def read_split_texts(corpus_path: str | Path, split: str) -> list[str]:
     return pl.read_parquet(path, columns=["text"])["text"].to_list()
 
 
-def train_tokenizer(texts: list[str], cfg: TokenizerConfig):
-    """Train the configured tokenizer on ``texts`` (pure: no store, no Prefect)."""
+Progress = Callable[[int, int], None]
+
+
+def train_tokenizer(texts: list[str], cfg: TokenizerConfig, on_progress: Progress | None = None,
+                    show_progress: bool = False):
+    """Train the configured tokenizer on ``texts`` (pure: no store, no Prefect).
+
+    Progress: classic-bpe calls ``on_progress(merges_done, merges_total)`` before the first merge, every 100
+    merges and at the end; the Hugging Face kinds draw the trainer's own bars on stderr when ``show_progress``.
+    """
     from models.tokenization import make_tokenizer
 
     tok = make_tokenizer(cfg.kind, cfg.unk_token, cfg.eot_token, cfg.special_tokens, cfg.normalizers,
                          cfg.pre_tokenizer)
     if cfg.kind == "classic-bpe":
         tok.train(texts, vocab_size=None if cfg.merges is not None else cfg.vocab_size, merges=cfg.merges,
-                  min_frequency=max(cfg.effective_min_frequency, 1), trace=cfg.trace, trace_top=cfg.trace_top)
+                  min_frequency=max(cfg.effective_min_frequency, 1), trace=cfg.trace, trace_top=cfg.trace_top,
+                  on_progress=on_progress)
     else:
-        tok.train(texts, vocab_size=cfg.vocab_size, min_frequency=cfg.effective_min_frequency)
+        tok.train(texts, vocab_size=cfg.vocab_size, min_frequency=cfg.effective_min_frequency,
+                  show_progress=show_progress)
     return tok
 
 
-def build_tokenizer(corpus: StepResult, cfg: TokenizerConfig, store: ArtifactStore) -> StepResult:
+def build_tokenizer(corpus: StepResult, cfg: TokenizerConfig, store: ArtifactStore,
+                    on_progress: Progress | None = None, show_progress: bool = False) -> StepResult:
     return run_step(store, step=TOKENIZER_STEP, version=TOKENIZER_VERSION, name=cfg.name,
                     config=identity_config(cfg), inputs=[artifact_input(corpus)],
-                    build=lambda out: _build_tokenizer(out, corpus, cfg), libraries=LIBRARIES)
+                    build=lambda out: _build_tokenizer(out, corpus, cfg, on_progress, show_progress),
+                    libraries=LIBRARIES)
 
 
-def _build_tokenizer(out: Path, corpus: StepResult, cfg: TokenizerConfig) -> dict[str, Any]:
+def _build_tokenizer(out: Path, corpus: StepResult, cfg: TokenizerConfig, on_progress: Progress | None = None,
+                     show_progress: bool = False) -> dict[str, Any]:
     from models.tokenization.evaluation import evaluate_tokenizer
 
     train = read_split_texts(corpus.path, "train")
     if not train:
         raise ValueError(f"corpus {corpus.id[:12]} has an empty train split: nothing to train the tokenizer on")
     start = time.perf_counter()
-    tok = train_tokenizer(train, cfg)
+    tok = train_tokenizer(train, cfg, on_progress, show_progress)
     train_seconds = time.perf_counter() - start
     tok.save(out)
     extra: dict[str, Any] = {}
@@ -168,20 +184,35 @@ def _build_tokenizer(out: Path, corpus: StepResult, cfg: TokenizerConfig) -> dic
             "special_tokens": tok.special_tokens, "tokenizer_file": "tokenizer.json"}
 
 
-def run_tokenizer_stage(corpus: StepResult, cfg: TokenizerConfig, store: ArtifactStore) -> list[StepResult]:
-    """The stage's core: the tokenizer step, then (with ``encode``) the encode step, which is the main output."""
+def run_tokenizer_stage(corpus: StepResult, cfg: TokenizerConfig, store: ArtifactStore,
+                        on_progress: Progress | None = None, show_progress: bool = False) -> list[StepResult]:
+    """The stage's core: the tokenizer step, then (with ``encode``) the encode step, which is the main output.
+    ``on_progress``/``show_progress``: training progress (see :func:`train_tokenizer`)."""
     from tasks.encode import build_encode
 
-    tok = build_tokenizer(corpus, cfg, store)
+    tok = build_tokenizer(corpus, cfg, store, on_progress, show_progress)
     if not cfg.encode:
         return [tok]
     return [tok, build_encode(corpus, tok, cfg, store)]
 
 
+@contextlib.contextmanager
+def _no_bar():
+    yield None
+
+
 @prefect_task(name="tokenizer")
 def tokenizer_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str) -> list[dict[str, Any]]:
-    results = run_tokenizer_stage(StepResult.from_dict(upstream), tokenizer_config_from_dict(config),
-                                  ArtifactStore(store_root))
+    """On a terminal, training shows progress on stderr: a bar of merges for classic-bpe (the corpus shards' bar
+    style, flows/progress.py), the trainer's own bars for the Hugging Face kinds. Elsewhere (pipes, logs, CI,
+    worker processes) nothing is drawn, as for the corpus bars."""
+    from flows.progress import shard_progress
+
+    cfg = tokenizer_config_from_dict(config)
+    terminal = sys.stderr.isatty()
+    with shard_progress(f"tokenizer {cfg.name}: merges") if cfg.kind == "classic-bpe" else _no_bar() as update:
+        results = run_tokenizer_stage(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root),
+                                      on_progress=update, show_progress=terminal and cfg.kind != "classic-bpe")
     for r in results:
         log_step_outcome(r)
     return [r.to_dict() for r in results]

@@ -205,7 +205,10 @@ class ClassicBPETokenizer(Tokenizer):
     def train(self, texts: Iterable[str], vocab_size: int | None = None, merges: int | None = None,
               min_frequency: int = 2, trace: bool = False, trace_top: int = 10,
               on_progress: Callable[[int, int], None] | None = None) -> None:
-        """Learn merges until ``merges`` merges or ``vocab_size`` tokens (specials + alphabet + merges)."""
+        """Learn merges until ``merges`` merges or ``vocab_size`` tokens (specials + alphabet + merges).
+
+        ``on_progress(done, total)``: once before the first merge, every 100 merges (:func:`learn_bpe`), and once
+        at the end (``done`` < ``total`` when training stopped early)."""
         counts = count_words(texts, self.pre_tokenizer)
         alphabet: list[str] = []
         seen: set[str] = set()
@@ -225,7 +228,11 @@ class ClassicBPETokenizer(Tokenizer):
             self.trace.append({"iteration": i, "merge": list(merge) if merge else None, "pair_count": pair_count,
                                "table": [[t, c] for t, c in token_table(token_counts, trace_top)]})
 
+        if on_progress is not None:
+            on_progress(0, max_merges)
         self.merges = learn_bpe(counts, max_merges, min_frequency, max_new, record if trace else None, on_progress)
+        if on_progress is not None and (len(self.merges) % 100 or not self.merges):
+            on_progress(len(self.merges), max_merges)
         self._build_vocab()
 
     def _build_vocab(self) -> None:

@@ -79,12 +79,12 @@ class HFTokenizer(Tokenizer):
         self.lossless = kind in ("byte-bpe", "char") and not self.normalizers
         self.hf = None
 
-    def _model_and_trainer(self, vocab_size: int, min_frequency: int):
+    def _model_and_trainer(self, vocab_size: int, min_frequency: int, show_progress: bool = False):
         from tokenizers import models, pre_tokenizers, trainers
 
         specials = self.special_token_list()
         unk = self.unk_token
-        common = {"vocab_size": vocab_size, "special_tokens": specials, "show_progress": False}
+        common = {"vocab_size": vocab_size, "special_tokens": specials, "show_progress": show_progress}
         if self.kind in ("word", "char"):
             return models.WordLevel(unk_token=unk), trainers.WordLevelTrainer(min_frequency=min_frequency, **common)
         if self.kind == "bpe":
@@ -105,11 +105,12 @@ class HFTokenizer(Tokenizer):
         return {"metaspace": lambda: decoders.Metaspace(replacement="▁", prepend_scheme="first"),
                 "byte_level": decoders.ByteLevel, "char": decoders.Fuse}.get(self.pre_tokenizer, lambda: None)()
 
-    def build(self, vocab_size: int, min_frequency: int = 0):
-        """An untrained ``tokenizers.Tokenizer`` and its trainer, configured for this kind."""
+    def build(self, vocab_size: int, min_frequency: int = 0, show_progress: bool = False):
+        """An untrained ``tokenizers.Tokenizer`` and its trainer, configured for this kind. ``show_progress``:
+        the trainer draws its own progress bars (reading, counting pairs, merges) on stderr."""
         from tokenizers import Tokenizer as HF
 
-        model, trainer = self._model_and_trainer(vocab_size, min_frequency)
+        model, trainer = self._model_and_trainer(vocab_size, min_frequency, show_progress)
         hf = HF(model)
         normalizer = _normalizer(self.normalizers)
         if normalizer is not None:
@@ -120,8 +121,9 @@ class HFTokenizer(Tokenizer):
             hf.decoder = decoder
         return hf, trainer
 
-    def train(self, texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 0) -> None:
-        hf, trainer = self.build(vocab_size, min_frequency)
+    def train(self, texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 0,
+              show_progress: bool = False) -> None:
+        hf, trainer = self.build(vocab_size, min_frequency, show_progress)
         hf.train_from_iterator(texts, trainer=trainer)
         self.hf = hf
 
