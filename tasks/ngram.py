@@ -144,7 +144,8 @@ def _parquet_sentences(files: Sequence[Path], sentence: str) -> Iterator[list[st
                     yield toks
 
 
-def build_ngram(corpus: StepResult, cfg: NgramConfig, store: ArtifactStore, progress: Progress | None = None) -> StepResult:
+def build_ngram(corpus: StepResult, cfg: NgramConfig, store: ArtifactStore,
+                progress: Progress | None = None) -> StepResult:
     """Pure core: count, estimate, evaluate, export. Same corpus + config + eval files -> same id (reused).
     ``progress(stage, done, total)`` hears how counting, estimation and ARPA writing advance."""
     missing = [p for p in cfg.eval if not Path(p).is_file()]

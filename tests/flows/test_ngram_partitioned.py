@@ -170,7 +170,8 @@ def dask_runs(prefect_harness, corpus, dask_address):
                       "ngram": {"order": order, "threads": 1, "memory_limit": "512MB", "partitions": partitions}}
             before = ngram_tasks_finished(dask_address)
             out[runner["kind"], order] = run_pipeline(config, store=root / f"store-{runner['kind']}")
-            out["tasks", runner["kind"], order] = {k: v - before[k] for k, v in ngram_tasks_finished(dask_address).items()}
+            after = ngram_tasks_finished(dask_address)
+            out["tasks", runner["kind"], order] = {k: v - before[k] for k, v in after.items()}
     return out
 
 
