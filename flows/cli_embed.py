@@ -140,7 +140,7 @@ def eval_(
     except ValueError as exc:
         _fail(str(exc), 2)
     embeddings = StepResult(id=m["id"], step=m["step"], name=m["name"], path=str(found.path), reused=True, seconds=0.0)
-    from flows.progress import shard_progress
+    from tasks.progress import shard_progress
 
     with shard_progress(f"embeddings eval {m['name']}") as on_progress:  # stderr, and only on a terminal
         result = build_embeddings_eval(embeddings, cfg, ArtifactStore(_store(store)), on_progress=on_progress)

@@ -132,7 +132,7 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
     from prefect.artifacts import create_markdown_artifact
     from prefect.runtime import flow_run
 
-    from flows.progress import shard_progress
+    from tasks.progress import shard_progress
 
     cfg = pipeline_config_from_dict(config)
     resolved = to_dict(cfg)

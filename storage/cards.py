@@ -10,6 +10,7 @@ host details), so the same inputs and config give the same card bytes.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,9 @@ WHAT = {
     "lm": "A neural language model (safetensors weights, its config and tokenizer).",
 }
 SKIP_METRICS = {"seconds", "timings"}
+# Measurements of the run, not of the artifact (they differ between two builds of the same bytes): left out
+# so the card stays byte-identical; they stay in the manifest and in MLflow.
+TIMING = re.compile(r"seconds|_per_s(ec)?$|per_second|throughput|elapsed|speed|(^|_)time($|_)|rss|memory")
 
 
 def _yaml_scalar(value: Any) -> str:
@@ -51,7 +55,7 @@ def _scalars(metrics: Any, prefix: str = "") -> list[tuple[str, Any]]:
     if not isinstance(metrics, Mapping):
         return out
     for key, value in metrics.items():
-        if key in SKIP_METRICS:
+        if key in SKIP_METRICS or TIMING.search(key):
             continue
         name = f"{prefix}{key}"
         if isinstance(value, bool) or value is None:

@@ -189,9 +189,9 @@ def build_embeddings(corpus: StepResult, cfg: EmbeddingsConfig, store: ArtifactS
 @contextlib.contextmanager
 def phase_progress(prefix: str) -> Iterator[Callable[[str, int, int], None]]:
     """Yield ``update(phase, done, total)``: one bar per phase ("<prefix>: <phase>"), the previous one closed when
-    the next phase starts. Drawn by flows/progress.py's ``shard_progress``: on stderr, and only when stderr is a
+    the next phase starts. Drawn by tasks/progress.py's ``shard_progress``: on stderr, and only when stderr is a
     terminal (silent in pipes, logs, CI and worker processes, as the corpus bars are)."""
-    from flows.progress import shard_progress
+    from tasks.progress import shard_progress
 
     current: dict[str, Any] = {}
 

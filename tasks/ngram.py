@@ -450,7 +450,7 @@ def ngram_merge_task(files: list[str], out_path: str, order: int, settings: dict
 
 @prefect_task(name="ngram")
 def ngram_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str) -> dict[str, Any]:
-    from flows.progress import stage_progress
+    from tasks.progress import stage_progress
 
     cfg = ngram_config_from_dict(config)
     with stage_progress(f"ngram {cfg.artifact_name}") as progress:

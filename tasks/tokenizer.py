@@ -204,9 +204,9 @@ def _no_bar():
 @prefect_task(name="tokenizer")
 def tokenizer_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str) -> list[dict[str, Any]]:
     """On a terminal, training shows progress on stderr: a bar of merges for classic-bpe (the corpus shards' bar
-    style, flows/progress.py), the trainer's own bars for the Hugging Face kinds. Elsewhere (pipes, logs, CI,
+    style, tasks/progress.py), the trainer's own bars for the Hugging Face kinds. Elsewhere (pipes, logs, CI,
     worker processes) nothing is drawn, as for the corpus bars."""
-    from flows.progress import shard_progress
+    from tasks.progress import shard_progress
 
     cfg = tokenizer_config_from_dict(config)
     terminal = sys.stderr.isatty()

@@ -135,7 +135,7 @@ def test_partitioned_inline_gives_the_same_artifact_and_progress(corpus, tmp_pat
 
 
 def test_stage_progress_is_silent_off_a_terminal(capsys):
-    from flows.progress import stage_progress
+    from tasks.progress import stage_progress
 
     with stage_progress("ngram x") as update:
         update("counting", 1, 2)

@@ -129,7 +129,7 @@ def test_phase_progress_is_silent_off_a_terminal(capfd):
 
 
 def test_phase_progress_draws_one_bar_per_phase_on_a_terminal(monkeypatch):
-    import flows.progress as progress
+    import tasks.progress as progress
 
     opened = []
 
