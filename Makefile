@@ -37,7 +37,7 @@ demo: $(STAMP)
 	$(VENV)/bin/corpusforge run configs/demo.yaml --store $(STORE)
 
 lint: $(STAMP)
-	$(VENV)/bin/lint-imports
+	LINT_IMPORTS=$(VENV)/bin/lint-imports .ci/lint-imports
 
 test: $(STAMP) lint
 	$(PY) -m pytest

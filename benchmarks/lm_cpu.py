@@ -9,7 +9,7 @@ Shape: shakespeare-char-cpu (4 layers, 4 heads, 128 dim, block 64, batch 12, no 
 
 1. Training loop, in one process (same torch threads). The anchor is a self-contained copy of nanoGPT's
    model and training loop (below; the same maths as karpathy/nanoGPT model.py + train.py minus DDP and
-   checkpointing). It and ``models.training.train`` run in ``--rounds`` rounds of ``--round-iters`` steps
+   checkpointing). It and ``corpusforge.models.training.train`` run in ``--rounds`` rounds of ``--round-iters`` steps
    each; the side that goes first alternates from round to round, so a load spike or a warm cache does not
    always favour the same side. Ours continues from its own checkpoint every round (which exercises exact
    resume; reading and writing that checkpoint is inside its timing). Per side: median and minimum
@@ -32,7 +32,7 @@ Shape: shakespeare-char-cpu (4 layers, 4 heads, 128 dim, block 64, batch 12, no 
    val losses are not comparable; ours evaluates 20 consecutive val windows, the anchor 20 random batches
    (nanoGPT's estimate_loss also scores 20 train batches; the anchor skips that, as ours does); ours
    samples with a full-sequence forward, nanoGPT with the last position's logits only.
-3. Quality (skipped by ``--no-full``): ``models.training.train`` runs the preset's 2000 steps and we report
+3. Quality (skipped by ``--no-full``): ``corpusforge.models.training.train`` runs the preset's 2000 steps and we report
    the validation loss over the whole val split (nanoGPT reports 1.88 on these settings; target <= 1.95).
 
 Ends with one ``BENCH_JSON {...}`` line (benchmarks/common.py).
@@ -256,8 +256,8 @@ def anchor_process(iters: int, source: Path, out_dir: Path) -> None:
 # --- the benchmark ---------------------------------------------------------------------------------
 
 def speed_rounds(args, train_ids, val_ids, vocab) -> dict:
-    from models.gpt import GPT, GPTConfig
-    from models.training import TrainConfig, train
+    from corpusforge.models.gpt import GPT, GPTConfig
+    from corpusforge.models.training import TrainConfig, train
 
     cfg = GPTConfig(vocab_size=vocab, **SHAPE)
     torch.manual_seed(1337)
@@ -390,8 +390,8 @@ def whole_process(args) -> dict:
 
 
 def full_run(train_ids, val_ids, vocab) -> dict:
-    from models.gpt import GPT, GPTConfig
-    from models.training import TrainConfig, evaluate, train
+    from corpusforge.models.gpt import GPT, GPTConfig
+    from corpusforge.models.training import TrainConfig, evaluate, train
 
     torch.manual_seed(1337)
     model = GPT(GPTConfig(vocab_size=vocab, **SHAPE))

@@ -25,9 +25,9 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from models.gpt import GPT, GPTConfig  # noqa: E402
-from models.rnn import RNNConfig, RNNLM  # noqa: E402
-from models.training import TrainConfig, evaluate, train  # noqa: E402
+from corpusforge.models.gpt import GPT, GPTConfig  # noqa: E402
+from corpusforge.models.rnn import RNNConfig, RNNLM  # noqa: E402
+from corpusforge.models.training import TrainConfig, evaluate, train  # noqa: E402
 
 
 def shakespeare(smoke: bool) -> dict:

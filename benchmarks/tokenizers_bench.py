@@ -1,6 +1,6 @@
 """Tokenizer benchmarks, each next to its anchor in the same run (medians; ratios).
 
-1. Wrapper overhead: ``models.tokenization`` byte-level BPE vs calling ``tokenizers`` directly with the
+1. Wrapper overhead: ``corpusforge.models.tokenization`` byte-level BPE vs calling ``tokenizers`` directly with the
    same model/trainer/pre-tokenizer settings, for training and for batch encoding (Tiny Shakespeare).
    Runs alternate (ours, direct, ours, ...) so machine noise hits both alike.
 2. Classic BPE: our incremental implementation vs the straightforward pure-Python one from Sennrich
@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from models.tokenization import make_tokenizer  # noqa: E402
-from models.tokenization.classic_bpe import count_words, learn_bpe  # noqa: E402
+from corpusforge.models.tokenization import make_tokenizer  # noqa: E402
+from corpusforge.models.tokenization.classic_bpe import count_words, learn_bpe  # noqa: E402
 
 
 def corpus_text() -> str:
@@ -79,7 +79,7 @@ def timed(fn) -> tuple[float, object]:
 
 
 def direct_byte_bpe(vocab_size: int):
-    """The same configuration as models.tokenization's byte-bpe, written against tokenizers directly."""
+    """The same configuration as corpusforge.models.tokenization's byte-bpe, written against tokenizers directly."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     hf = Tokenizer(models.BPE())
@@ -156,7 +156,7 @@ def main() -> None:
 
     from common import header
 
-    header("tokenizer: models.tokenization next to tokenizers called directly")
+    header("tokenizer: corpusforge.models.tokenization next to tokenizers called directly")
 
     text = corpus_text()
     docs = [d for d in text.split("\n\n") if d]
@@ -172,8 +172,8 @@ def main() -> None:
 
 
 def compare_kinds(docs: list[str], vocab_size: int = 2000) -> None:
-    from models.tokenization import KINDS
-    from models.tokenization.evaluation import comparison_rows, evaluate_tokenizer, format_table
+    from corpusforge.models.tokenization import KINDS
+    from corpusforge.models.tokenization.evaluation import comparison_rows, evaluate_tokenizer, format_table
 
     cut = int(len(docs) * 0.9)
     train, held_out = docs[:cut], docs[cut:]

@@ -1,4 +1,4 @@
-"""The ``corpusforge`` command line: a thin typer layer over flows and storage.catalog.
+"""The ``corpusforge`` command line: a thin typer layer over flows and corpusforge.storage.catalog.
 
 Heavy libraries (prefect, mlflow, great_expectations, polars) are imported inside the commands that
 need them, so ``corpusforge artifacts ...`` answers in a fraction of a second.
@@ -8,65 +8,29 @@ Exit codes: 0 success, 1 the work failed (or verify found problems), 2 bad usage
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
-from enum import Enum
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
-from flows.entry import CLI_DEFAULTS
-from tasks.clean import PRESETS as CLEAN_PRESETS
-
-for _key, _value in CLI_DEFAULTS.items():  # before any command imports torch (see flows/entry.py)
-    os.environ.setdefault(_key, _value)
-
-
-def _tidy_help_labels() -> None:
-    """Help output for every command, fixed once where typer makes it.
-
-    typer (0.2x, its bundled click) labels each parameter in ``--help`` with its Python annotation: ``<bool>`` on
-    every flag (``--json``, ``--help``), ``<str>``, ``<list[str]>``, ``<int range>``, and ``<str>`` even where
-    the values are fixed. Both its label paths (the Rich panel and plain help) go through
-    ``_TyperParameter.display_type``; this replaces that one method: flags get no label, choices (Enum or
-    Literal annotations) show as ``[a|b|c]``, everything else gets click's classic name (TEXT, INTEGER, FLOAT,
-    PATH, FILE, DIRECTORY). A default containing a newline, CR or tab is shown escaped (``\\n``), so it cannot
-    break the help layout. Only help text changes: parsing and the values users type stay exactly as before.
-    """
-    from typer import core
-    from typer._param_types import normalize_choice_value
-
-    if getattr(core._TyperParameter.display_type, "_corpusforge", False):
-        return
-    names = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "bool": "BOOLEAN", "UUID": "UUID",
-             "datetime": "DATETIME", "path": "PATH", "file": "FILE", "dir": "DIRECTORY"}
-
-    def display_type(self, ctx):
-        if getattr(self, "is_flag", False) or getattr(self, "count", False):
-            return None
-        desc = self.type_descriptor
-        if desc.is_choice:
-            values = [normalize_choice_value(c, desc.case_sensitive, ctx) for c in desc.choices or ()]
-            return "[" + " | ".join(dict.fromkeys(values)) + "]"  # spaced: a narrow column wraps between choices
-        if desc.is_path or (desc.is_list and self.bare_type() in ("list[Path]", "list[PosixPath]")):
-            return names[desc.path_type]
-        bare = self.bare_type()
-        element = bare[5:-1] if bare.startswith("list[") else bare
-        return names.get(element, element.upper())
-
-    def default_string(obj, **kwargs):
-        text = plain_default_string(obj, **kwargs)
-        return text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-
-    display_type._corpusforge = True
-    plain_default_string = core._get_default_string
-    core._TyperParameter.display_type = display_type
-    core._get_default_string = default_string
-
-
-_tidy_help_labels()
+from corpusforge.cli_common import (  # noqa: F401 - re-exported: scripts and tests import them from here
+    PRESET_HELP,
+    SOURCES_HELP,
+    CleanPreset,
+    JsonOpt,
+    SetOpt,
+    StoreOpt,
+    _fail,
+    _no_space,
+    _print_result,
+    _run_flow,
+    _store,
+    _writable_store,
+    choices,
+    err,
+    out,
+)
 
 app = typer.Typer(
     name="corpusforge",
@@ -79,155 +43,9 @@ artifacts_app = typer.Typer(help="Find, show and verify published artifacts (rea
                             no_args_is_help=True)
 app.add_typer(artifacts_app, name="artifacts")
 
-def _console(stderr: bool = False) -> Console:
-    """On a terminal, Rich's usual layout; piped or redirected, no wrapping at 80 columns (a printed command
-    or path stays on one line for the script or file that reads it), tables as wide as they need."""
-    console = Console(stderr=stderr)
-    if console.is_terminal or os.environ.get("COLUMNS"):
-        return console
-    return Console(stderr=stderr, soft_wrap=True, width=240)
-
-
-out = _console()
-err = _console(stderr=True)
-
-StoreOpt = Annotated[
-    Optional[Path],
-    typer.Option("--store", help="Artifact store root. Default: $CORPUSFORGE_STORE, else ./.corpusforge"),
-]
-SetOpt = Annotated[
-    Optional[list[str]],
-    typer.Option("--set", help="Override a config key, e.g. --set corpus.split.valid=0.1 (repeatable)."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON as the last stdout line.")]
-
-# What the readers take today (storage/formats.py; README "The corpus stage"), for every command that reads sources.
-SOURCES_HELP = ("Files or directories (read recursively, in sorted order): .txt/.md, .jsonl, .json, .csv/.tsv, "
-                ".parquet, each optionally compressed as .gz, .bz2, .xz or .zst.")
-
-
-def choices(name: str, values: tuple[str, ...]) -> type[Enum]:
-    """An Enum whose values are exactly ``values``: typer then accepts only them and ``--help`` lists them."""
-    return Enum(name, [(v, v) for v in values], type=str)
-
-
-CleanPreset = choices("CleanPreset", CLEAN_PRESETS)
-PRESET_HELP = ("Cleaning preset: lm (NFC, whitespace; keeps case and punctuation), raw (text unchanged), classic "
-               "(NFKC, strips HTML/emails/URLs/emoji, lowercase, no punctuation or stop words; for BoW/TF-IDF), "
-               "social (mentions, hashtags, elongation, emoji -> :name:, lowercase).")
-
 
 def main() -> None:
     app()
-
-
-def _fail(message: str, code: int) -> None:
-    from rich.markup import escape
-
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)  # 'corpusforge[hf]' is no markup tag
-    raise typer.Exit(code)
-
-
-def _store(store: Optional[Path]) -> Path:
-    from storage.store import resolve_store_root
-
-    root = resolve_store_root(store)
-    if root.exists() and not root.is_dir():
-        _fail(f"the store {root} is a file, not a directory (--store or $CORPUSFORGE_STORE)", 2)
-    return root
-
-
-def _writable_store(root: Path) -> None:
-    """A command that writes needs a store it can create or write into: say so before any work starts."""
-    probe = root
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir():
-        _fail(f"the store {root} cannot be created: {probe} is a file, not a directory", 2)
-    if not os.access(probe, os.W_OK | os.X_OK):
-        what = "store" if probe == root else f"store's parent directory {probe}"
-        _fail(f"the {what} is not writable by this user, so the store {root} cannot be written", 2)
-    import shutil
-
-    need_mb = float(os.environ.get("CORPUSFORGE_MIN_FREE_MB", "100"))
-    free_mb = shutil.disk_usage(probe).free / 2**20
-    if free_mb < need_mb:
-        _fail(f"no space left on device: {probe} has {free_mb:.1f} MiB free; a run needs at least {need_mb:g} MiB "
-              "to start (CORPUSFORGE_MIN_FREE_MB). Nothing was written.", 1)
-
-
-def _no_space(exc: BaseException, store_root: Path) -> str | None:
-    """The path a full disk refused, if ``exc`` (or what caused it) is one; None otherwise."""
-    import errno
-
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            return str(exc.filename or store_root)
-        if "No space left on device" in str(exc):  # wrapped by a library (polars, DuckDB, pyarrow)
-            return str(store_root)
-        if "database or disk is full" in str(exc):
-            return f"{store_root / 'mlflow.db'} (or the Prefect database)"
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
-def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> dict:
-    """Validate the config, answer from the store when every step is published, else run the pipeline flow
-    against the store's Prefect API. Known errors become clean exits."""
-    from flows.settings import configure_environment
-
-    _writable_store(store_root)
-    configure_environment(store_root)
-    from flows.pipeline_config import pipeline_config_from_dict
-    from flows.plan import answer_from_store, plan_pipeline
-    from storage.readers import SourceError
-    from tasks.config import ConfigError
-    from tasks.validate import DatasetValidationError
-
-    try:
-        cfg = pipeline_config_from_dict(config)  # fail fast, before any server starts
-        if cfg.runner.verify_inputs:  # read by the store before each reuse (threads and worker processes alike)
-            os.environ["CORPUSFORGE_VERIFY_INPUTS"] = "1"
-        summary = answer_from_store(cfg, store_root, plan_pipeline(cfg, store_root, base_dir))
-        if summary is not None:
-            return summary
-        from flows.local_server import ensure_prefect_api, hand_over
-
-        code = hand_over(store_root, console=err)  # the warm local server runs this command, if it can
-        if code is not None:
-            raise typer.Exit(code)
-        ensure_prefect_api(store_root, console=err)
-        from flows.pipeline import run_pipeline
-        from flows.settings import quiet_user_errors
-
-        quiet_user_errors()
-
-        return run_pipeline(config, store=store_root, base_dir=base_dir)
-    except (ConfigError, SourceError) as exc:
-        _fail(str(exc), 2)
-    except DatasetValidationError as exc:
-        _fail(f"validation stopped the publish: {exc}", 1)
-    except typer.Exit:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the flow already logged the traceback
-        full = _no_space(exc, store_root)
-        if full:
-            _fail(f"no space left on device: {full}. The store is intact (nothing half-written is visible); "
-                  "free some space and run the command again", 1)
-        _fail(f"{type(exc).__name__}: {exc}", 1)
-    raise AssertionError("unreachable")
-
-
-def _print_result(summary: dict, as_json: bool, json_payload: dict) -> None:
-    if as_json:
-        sys.stdout.flush()
-        print(json.dumps(json_payload, default=str), flush=True)
-        return
-    from flows.render import print_pipeline_summary
-
-    print_pipeline_summary(out, summary)
 
 
 @app.command()
@@ -244,7 +62,7 @@ def run(
 
     Relative paths inside CONFIG resolve against the config file's directory.
     """
-    from tasks.config import ConfigError, apply_overrides, load_yaml
+    from corpusforge.tasks.config import ConfigError, apply_overrides, load_yaml
 
     try:
         data = apply_overrides(load_yaml(config), [*(set_ or []), *(["runner.verify_inputs=true"] if verify_inputs
@@ -270,14 +88,11 @@ def corpus(
     --set keys address the corpus section (reader.txt_mode=paragraph, split.valid=0.1, validate.max_chars=5000)
     or the pipeline (runner.workers=4, tracking.enabled=false).
     """
-    from tasks.config import ConfigError, apply_overrides
+    from corpusforge.api import corpus_config
+    from corpusforge.tasks.config import ConfigError
 
-    pipeline_keys = ("runner.", "tracking.", "name=", "corpus.")
-    overrides = [s if s.startswith(pipeline_keys) else f"corpus.{s}" for s in (set_ or [])]
-    base = {"name": name, "corpus": {"name": name, "sources": [str(s) for s in sources],
-                                     "clean": {"preset": preset.value}}}
     try:
-        data = apply_overrides(base, overrides)
+        data = corpus_config([str(s) for s in sources], name, preset.value, set_ or [])
     except ConfigError as exc:
         _fail(str(exc), 2)
     summary = _run_flow(data, _store(store), Path.cwd(), as_json)
@@ -299,9 +114,9 @@ def artifacts_find(
     as_json: JsonOpt = False,
 ) -> None:
     """List published artifacts, oldest first."""
-    from storage.catalog import Catalog
-    from storage.store import ArtifactStore
-    from tasks.config import ConfigError, parse_override
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.config import ConfigError, parse_override
 
     wanted = {}
     try:
@@ -336,8 +151,8 @@ def artifacts_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Print an artifact's manifest: config, lineage tree, files, and what happened to every input record."""
-    from storage.catalog import Catalog
-    from storage.store import ArtifactStore
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
 
     catalog = Catalog(ArtifactStore(_store(store)))
     try:
@@ -347,7 +162,7 @@ def artifacts_show(
     if as_json:
         print(json.dumps(found.manifest, ensure_ascii=False))
         return
-    from flows.render import print_manifest
+    from corpusforge.render import print_manifest
 
     print_manifest(out, found.manifest, str(found.path), catalog.lineage(found.manifest["id"]))
 
@@ -358,8 +173,8 @@ def artifacts_verify(
     store: StoreOpt = None,
 ) -> None:
     """Re-hash every file of an artifact and re-derive its id. Exit code 1 if anything changed."""
-    from storage.catalog import Catalog
-    from storage.store import ArtifactStore
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
 
     try:
         report = Catalog(ArtifactStore(_store(store))).verify(artifact_id)
@@ -386,7 +201,7 @@ def schedule(
     Needs a running Prefect server (PREFECT_API_URL). Each run re-reads the sources, so only new or
     changed files are recomputed.
     """
-    from flows.schedule import serve_schedule
+    from corpusforge.schedule import serve_schedule
 
     serve_schedule(config, cron, name, set_ or [], _store(store), fail=_fail, console=err)
 
@@ -399,7 +214,7 @@ def ui(
     host: Annotated[str, typer.Option(help="Bind address; keep 127.0.0.1 unless you know why.")] = "127.0.0.1",
 ) -> None:
     """Start the Prefect server and the MLflow UI for this store on 127.0.0.1; print their URLs and Data Docs."""
-    from flows.ui import serve_uis
+    from corpusforge.ui import serve_uis
 
     serve_uis(_store(store), host, prefect_port, mlflow_port, fail=_fail, console=err)
 
@@ -422,12 +237,12 @@ def _root(
 
 # Stage command groups. Imported last because each sub-app uses the helpers defined above
 # (their own heavy imports stay inside their commands, so `corpusforge artifacts ...` stays fast).
-from flows.cli_embed import app as embed_app  # noqa: E402
-from flows.cli_export import export as export_command  # noqa: E402
-from flows.cli_lm import app as lm_app  # noqa: E402
-from flows.cli_ngram import app as ngram_app  # noqa: E402
-from flows.cli_server import app as server_app  # noqa: E402
-from flows.cli_tokenizer import app as tokenizer_app  # noqa: E402
+from corpusforge.cli_embed import app as embed_app  # noqa: E402
+from corpusforge.cli_export import export as export_command  # noqa: E402
+from corpusforge.cli_lm import app as lm_app  # noqa: E402
+from corpusforge.cli_ngram import app as ngram_app  # noqa: E402
+from corpusforge.cli_server import app as server_app  # noqa: E402
+from corpusforge.cli_tokenizer import app as tokenizer_app  # noqa: E402
 
 app.add_typer(tokenizer_app, name="tokenizer")
 app.add_typer(embed_app, name="embed")

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from flows.cli import SOURCES_HELP, JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, choices, err, out
+from corpusforge.cli_common import SOURCES_HELP, JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, choices, err, out
 
 app = typer.Typer(help="Text representations: TF-IDF, word2vec, fastText, GloVe; evaluate and query them.",
                   no_args_is_help=True)
@@ -25,7 +25,7 @@ PIPELINE_KEYS = ("runner.", "tracking.", "name=", "corpus.", "embeddings.")
 
 def _payload(summary: dict, kind: str) -> dict:
     """What scripts read: the trained artifact's id/path (+ vectors_path), metrics and the evaluation."""
-    from storage.store import read_manifest
+    from corpusforge.storage.store import read_manifest
 
     stage = summary["stages"]["embeddings"]
     manifest = read_manifest(Path(stage["path"])) or {}
@@ -57,29 +57,14 @@ def train(
     sample=1e-3, workers=2, seed=1, analogies=FILE, similarity=[F1,F2] ...) or, with their prefix, the
     pipeline (corpus.reader.txt_mode=paragraph, corpus.split.valid=0.1, tracking.enabled=false).
     """
-    from tasks.config import ConfigError, apply_overrides
-    from tasks.step import slug
+    from corpusforge.api import embed_config
+    from corpusforge.tasks.config import ConfigError
 
     kind = kind.value
-    stem = slug(sources[0].resolve().stem if sources else "corpus")
-    overrides = [s if s.startswith(PIPELINE_KEYS) else f"embeddings.{s}" for s in (set_ or [])]
-    base = {
-        "name": "embed",
-        "corpus": {"name": stem, "sources": [str(s) for s in sources], "reader": {"txt_mode": "line"},
-                   "split": {"valid": 0.0, "test": 0.0}},
-        "embeddings": {"kind": kind, "name": slug(f"{stem}-{kind}")},
-    }
     try:
-        data = apply_overrides(base, overrides)
+        data = embed_config([str(s) for s in sources], kind, set_ or [])
     except ConfigError as exc:
         _fail(str(exc), 2)
-    for key in ("analogies",):
-        if isinstance(data["embeddings"].get(key), str):
-            data["embeddings"][key] = str(Path(data["embeddings"][key]).resolve())
-    if isinstance(data["embeddings"].get("similarity"), str):
-        data["embeddings"]["similarity"] = [data["embeddings"]["similarity"]]
-    if isinstance(data["embeddings"].get("similarity"), list):
-        data["embeddings"]["similarity"] = [str(Path(p).resolve()) for p in data["embeddings"]["similarity"]]
     summary = _run_flow(data, _store(store), Path.cwd(), as_json)
     payload = _payload(summary, data["embeddings"]["kind"])
     if as_json:
@@ -94,8 +79,8 @@ def train(
 
 
 def _find_embeddings(artifact_id: str, store: Optional[Path]):
-    from storage.catalog import Catalog
-    from storage.store import ArtifactStore
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
 
     catalog = Catalog(ArtifactStore(_store(store)))
     try:
@@ -120,10 +105,10 @@ def eval_(
     as_json: JsonOpt = False,
 ) -> None:
     """Evaluate an embeddings artifact: analogy accuracy (per section, coverage), Spearman on word pairs."""
-    from storage.store import ArtifactStore
-    from tasks.embeddings import EmbeddingsConfig
-    from tasks.embeddings_eval import build_embeddings_eval
-    from tasks.step import StepResult
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.embeddings import EmbeddingsConfig
+    from corpusforge.tasks.embeddings_eval import build_embeddings_eval
+    from corpusforge.tasks.step import StepResult
 
     found = _find_embeddings(artifact_id, store)
     for p in [analogies, *(similarity or [])]:
@@ -140,12 +125,12 @@ def eval_(
     except ValueError as exc:
         _fail(str(exc), 2)
     embeddings = StepResult(id=m["id"], step=m["step"], name=m["name"], path=str(found.path), reused=True, seconds=0.0)
-    from tasks.progress import shard_progress
+    from corpusforge.tasks.progress import shard_progress
 
     with shard_progress(f"embeddings eval {m['name']}") as on_progress:  # stderr, and only on a terminal
         result = build_embeddings_eval(embeddings, cfg, ArtifactStore(_store(store)), on_progress=on_progress)
     report = json.loads((Path(result.path) / "eval.json").read_text(encoding="utf-8"))
-    from storage.store import read_manifest
+    from corpusforge.storage.store import read_manifest
 
     metrics = (read_manifest(Path(result.path)) or {}).get("metrics", {})
     if as_json:
@@ -176,8 +161,8 @@ def neighbors(
     as_json: JsonOpt = False,
 ) -> None:
     """Nearest neighbours of WORD by cosine similarity (fastText also answers for unseen words)."""
-    from models.embedding_eval import WordVectors, parse_query
-    from models.word2vec import load_vectors
+    from corpusforge.models.embedding_eval import WordVectors, parse_query
+    from corpusforge.models.word2vec import load_vectors
 
     if top < 1:
         _fail("--top: must be >= 1", 2)
@@ -196,7 +181,7 @@ def neighbors(
     if oov and (found.path / "fasttext.bin").is_file():
         import numpy as np
 
-        from models.word2vec import load_fasttext_vectors
+        from corpusforge.models.word2vec import load_fasttext_vectors
 
         ft = load_fasttext_vectors(found.path / "fasttext.bin")
         query = sum(ft[w] / (np.linalg.norm(ft[w]) or 1.0) for w in positive)

@@ -14,7 +14,7 @@ from enum import Enum
 
 import typer
 
-from flows.cli import JsonOpt, StoreOpt, _fail, _store, out
+from corpusforge.cli_common import JsonOpt, StoreOpt, _fail, _store, out
 
 
 class ExportFormat(str, Enum):
@@ -30,9 +30,9 @@ def export(
     as_json: JsonOpt = False,
 ) -> None:
     """Export a corpus artifact: splits train/validation/test, meta as a struct, and a dataset card."""
-    from storage.catalog import Catalog
-    from storage.store import ArtifactStore, TamperedArtifact
-    from tasks.export import ExportError, export_hf_datasets
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore, TamperedArtifact
+    from corpusforge.tasks.export import ExportError, export_hf_datasets
 
     artifact_store = ArtifactStore(_store(store))
     try:

@@ -24,48 +24,12 @@ def _above_zero(value):
 app = typer.Typer(help="Neural language models: train (NPLM, RNN/LSTM/GRU, GPT), generate, inspect.",
                   no_args_is_help=True)
 
-# after `app` exists: flows.cli imports this module at its end, so either may be imported first
-from flows.cli import SOURCES_HELP, JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, err, out  # noqa: E402,E501
+# after `app` exists: corpusforge.cli imports this module at its end, so either may be imported first
+from corpusforge.cli_common import SOURCES_HELP, JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, err, out  # noqa: E402,E501
 
-PRESET_DIR = Path(__file__).resolve().parent.parent / "configs" / "lm"
-PIPELINE_KEYS = ("corpus.", "tokenizer.", "lm.", "runner.", "tracking.", "name=")
-
-
-def preset_names() -> list[str]:
-    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
-
-
-def load_preset(name: str) -> dict:
-    """A preset by name (configs/lm/NAME.yaml) or a path to a YAML file of the same shape."""
-    from tasks.config import ConfigError, load_yaml
-
-    path = Path(name)
-    if not (path.suffix in (".yaml", ".yml") and path.is_file()):
-        path = PRESET_DIR / f"{name}.yaml"
-    if not path.is_file():
-        raise ConfigError(f"--preset {name!r}: no such preset; choose one of {', '.join(preset_names())}")
-    return load_yaml(path)
-
-
-def train_config(sources: list[Path], preset: str, overrides: list[str]) -> dict:
-    """The pipeline config for ``lm train``. --set keys without a section prefix address the lm section."""
-    from tasks.config import apply_overrides
-
-    data = load_preset(preset)
-    name = Path(preset).stem
-    corpus_name = "-".join(sorted({Path(s).stem.split(".")[0] for s in sources}))[:40] or "corpus"
-    base = {
-        "name": f"lm-{name}",
-        "corpus": {"name": corpus_name, "sources": [str(s) for s in sources], **data.get("corpus", {})},
-        "tokenizer": {"name": f"{name}-tok", **data.get("tokenizer", {})},
-        "lm": data.get("lm", {}),
-        "runner": data.get("runner", {"kind": "threads", "workers": 2}),
-    }
-    for key in ("tracking",):
-        if key in data:
-            base[key] = data[key]
-    fixed = [s if s.startswith(PIPELINE_KEYS) else f"lm.{s}" for s in overrides]
-    return apply_overrides(base, fixed)
+from corpusforge.api import LM_PIPELINE_KEYS as PIPELINE_KEYS  # noqa: E402,F401
+from corpusforge.api import PRESET_DIR, load_preset, preset_names  # noqa: E402,F401
+from corpusforge.api import lm_config as train_config  # noqa: E402 - the API builds the config
 
 
 @app.command("train")
@@ -84,7 +48,7 @@ def train(
     prefix corpus., tokenizer., runner. or tracking. to reach the other sections. A newly trained model is
     registered in MLflow under its lm name (models:/NAME@latest); the JSON result has `registered_model`.
     """
-    from tasks.config import ConfigError
+    from corpusforge.tasks.config import ConfigError
 
     try:
         config = train_config(sources, preset, set_ or [])
@@ -100,8 +64,8 @@ def train(
 
 
 def _find_lm(artifact_id: str, store: Optional[Path]) -> Path:
-    from storage.catalog import Catalog
-    from storage.store import ArtifactStore
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
 
     try:
         found = Catalog(ArtifactStore(_store(store))).get(artifact_id)
@@ -127,7 +91,7 @@ def generate(
     as_json: JsonOpt = False,
 ) -> None:
     """Continue PROMPT with a trained LM."""
-    from tasks.lm_inspect import generate_from
+    from corpusforge.tasks.lm_inspect import generate_from
 
     path = _find_lm(artifact_id, store)
     try:
@@ -151,7 +115,7 @@ def inspect(
     as_json: JsonOpt = False,
 ) -> None:
     """Attention heatmaps per layer and head (PNG) and the top-k next tokens for PROMPT."""
-    from tasks.lm_inspect import inspect_lm
+    from corpusforge.tasks.lm_inspect import inspect_lm
 
     path = _find_lm(artifact_id, store)
     target = out_dir or Path.cwd() / f"lm-inspect-{artifact_id[:12]}"

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from flows.cli import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, out
+from corpusforge.cli_common import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, out
 
 
 def _above_zero(value):
@@ -45,7 +45,7 @@ def estimate(
     Each line is a sentence and whitespace separates tokens; the text is not altered. --set keys address
     the ngram section (memory_limit=2GB, threads=2, sentence=document) or the pipeline (runner., tracking.).
     """
-    from tasks.config import ConfigError, apply_overrides
+    from corpusforge.tasks.config import ConfigError
 
     if smoothing not in SMOOTHINGS:
         _fail(f"--smoothing: {smoothing!r} is not allowed; use one of {', '.join(SMOOTHINGS)}", 2)
@@ -55,19 +55,10 @@ def estimate(
     for path in evals:
         if not path.is_file():
             _fail(f"--eval: no such file: {path}", 2)
-    name = "ngram-train"
-    base = {
-        "name": "ngram",
-        "corpus": {"name": name, "sources": [str(s) for s in sources], "reader": {"txt_mode": "line"},
-                   "clean": {"preset": "raw"}, "dedup": {"exact": False}, "split": {"valid": 0, "test": 0},
-                   "validate": {"min_chars": 1, "max_chars": 100_000_000}},
-        "ngram": {"order": order, "smoothing": smoothing, "k": k, "eval_splits": [],
-                  "eval": [str(p.resolve()) for p in evals]},
-    }
-    pipeline_keys = ("runner.", "tracking.", "name=", "corpus.", "ngram.")
-    overrides = [s if s.startswith(pipeline_keys) else f"ngram.{s}" for s in (set_ or [])]
+    from corpusforge.api import ngram_config
+
     try:
-        data = apply_overrides(base, overrides)
+        data = ngram_config([str(s) for s in sources], order, smoothing, k, evals, set_ or [])
     except ConfigError as exc:
         _fail(str(exc), 2)
     summary = _run_flow(data, _store(store), Path.cwd(), as_json)
@@ -91,8 +82,8 @@ def estimate(
             arpa.parent.mkdir(parents=True, exist_ok=True)
             arpa_written = str(shutil.copyfile(built, arpa))
         else:
-            from models.ngram_arpa import write_arpa
-            from tasks.ngram import load_ngram_model
+            from corpusforge.models.ngram_arpa import write_arpa
+            from corpusforge.tasks.ngram import load_ngram_model
 
             arpa_written = str(write_arpa(load_ngram_model(result["path"]), arpa))
     payload = {"id": result["id"], "path": result["path"], "reused": result["reused"], "order": order,
@@ -122,12 +113,12 @@ def _load(model_ref: str, store: Optional[Path]):
     """An ngram artifact (id or prefix) or an ARPA file path."""
     path = Path(model_ref)
     if path.suffix in (".arpa", ".gz") and path.is_file():
-        from models.ngram_arpa import read_arpa
+        from corpusforge.models.ngram_arpa import read_arpa
 
         return read_arpa(path), str(path)
-    from storage.catalog import Catalog
-    from storage.store import ArtifactStore
-    from tasks.ngram import load_ngram_model
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.ngram import load_ngram_model
 
     try:
         found = Catalog(ArtifactStore(_store(store))).get(model_ref)
@@ -188,7 +179,7 @@ def evaluate(
     as_json: JsonOpt = False,
 ) -> None:
     """Perplexity (with and without OOVs) and OOV count of FILES under a model or an ARPA file."""
-    from tasks.ngram import read_sentences
+    from corpusforge.tasks.ngram import read_sentences
 
     model, ident = _load(model_ref, store)
     results = {}

@@ -16,7 +16,7 @@ import typer
 app = typer.Typer(help="The store's local server: one Prefect API and warm imports shared by every command.",
                   no_args_is_help=True)
 
-from flows.cli import JsonOpt, StoreOpt, _fail, _store, err, out  # noqa: E402
+from corpusforge.cli_common import JsonOpt, StoreOpt, _fail, _store, err, out  # noqa: E402
 
 
 @app.command()
@@ -27,9 +27,9 @@ def start(
                                                                   "$CORPUSFORGE_LOCAL_SERVER_IDLE).")] = None,
 ) -> None:
     """Start the local server for a store in the background and wait until it is warm."""
-    from flows.entry import pid_alive, read_state
-    from flows.local_server import start_in_background, wait_for
-    from flows.settings import configure_environment
+    from corpusforge.entry import pid_alive, read_state
+    from corpusforge.local_server import start_in_background, wait_for
+    from corpusforge.settings import configure_environment
 
     root = _store(store)
     configure_environment(root)
@@ -50,7 +50,7 @@ def start(
 @app.command()
 def stop(store: StoreOpt = None) -> None:
     """Stop the store's local server (running commands finish first) and its Prefect API."""
-    from flows.local_server import stop as stop_server
+    from corpusforge.local_server import stop as stop_server
 
     root = _store(store)
     if stop_server(root):
@@ -62,7 +62,7 @@ def stop(store: StoreOpt = None) -> None:
 @app.command()
 def status(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """Is a local server running for the store, where is its Prefect API, and would this shell use it?"""
-    from flows.entry import effective_environ, env_fingerprint, pid_alive, read_state, server_enabled
+    from corpusforge.entry import effective_environ, env_fingerprint, pid_alive, read_state, server_enabled
 
     root = _store(store)
     state = read_state(root)

@@ -16,37 +16,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from flows.cli import SOURCES_HELP, JsonOpt, SetOpt, StoreOpt, _fail, _run_flow, _store, choices, err, out
+from corpusforge.cli_common import SOURCES_HELP, JsonOpt, SetOpt, StoreOpt, _fail, _run_flow, _store, choices, err, out
 
 KINDS = ("word", "char", "classic-bpe", "bpe", "byte-bpe", "wordpiece", "unigram")
 Kind = choices("TokenizerKind", KINDS)
-PIPELINE_KEYS = ("runner.", "tracking.", "corpus.", "tokenizer.")
+from corpusforge.api import TOKENIZER_PIPELINE_KEYS as PIPELINE_KEYS  # noqa: E402,F401
+from corpusforge.api import tokenizer_config as train_config  # noqa: E402 - the API builds the config
 
 app = typer.Typer(help="Train, apply and compare tokenizers (word, char, classic BPE, byte-level BPE, ...).",
                   no_args_is_help=True)
-
-
-def train_config(sources: list[str], kind: str, vocab_size: int | None, merges: int | None, trace: bool,
-                 overrides: list[str]) -> dict:
-    """The pipeline config dict ``tokenizer train`` runs (``--set`` applied)."""
-    from tasks.config import apply_overrides
-    from tasks.step import slug
-
-    corpus_name = slug(Path(sources[0]).stem if sources else "corpus", 40)
-    section: dict = {"name": f"{corpus_name}-{kind}", "kind": kind, "encode": False}
-    if vocab_size is not None:
-        section["vocab_size"] = vocab_size
-    if merges is not None:
-        section["merges"] = merges
-    if trace:
-        section["trace"] = True
-    base = {
-        "name": "tokenizer",
-        "corpus": {"name": corpus_name, "sources": sources, "reader": {"txt_mode": "line"},
-                   "clean": {"preset": "raw"}, "dedup": {"exact": False}, "split": {"valid": 0.0, "test": 0.0}},
-        "tokenizer": section,
-    }
-    return apply_overrides(base, [s if s.startswith(PIPELINE_KEYS) else f"tokenizer.{s}" for s in overrides])
 
 
 @app.command("train")
@@ -63,7 +41,7 @@ def train(
     as_json: JsonOpt = False,
 ) -> None:
     """Train (or reuse) a tokenizer on SOURCES; print its id, path and evaluation metrics."""
-    from tasks.config import ConfigError
+    from corpusforge.tasks.config import ConfigError
 
     kind = kind.value
     try:
@@ -72,7 +50,7 @@ def train(
         _fail(str(exc), 2)
     summary = _run_flow(config, _store(store), Path.cwd(), as_json)
     step = next(s for s in summary["steps"] if s["step"] == "tokenizer")
-    from storage.store import read_manifest
+    from corpusforge.storage.store import read_manifest
 
     manifest = read_manifest(Path(step["path"])) or {}
     path = Path(step["path"])
@@ -99,9 +77,9 @@ def train(
 
 
 def _load(artifact_id: str, store: Optional[Path]):
-    from models.tokenization import load_tokenizer
-    from storage.catalog import Catalog
-    from storage.store import ArtifactStore
+    from corpusforge.models.tokenization import load_tokenizer
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
 
     try:
         found = Catalog(ArtifactStore(_store(store))).get(artifact_id)
@@ -132,7 +110,7 @@ def encode(
 
 def _print_table(results: dict[str, dict]) -> None:
     """Plain text, so the table never gets truncated to the terminal's width."""
-    from models.tokenization.evaluation import comparison_rows, format_table
+    from corpusforge.models.tokenization.evaluation import comparison_rows, format_table
 
     print(format_table(*comparison_rows(results)), flush=True)
 
@@ -150,9 +128,9 @@ def compare(
     results: dict[str, dict] = {}
     texts = None
     if corpus is not None:
-        from storage.catalog import Catalog
-        from storage.store import ArtifactStore
-        from tasks.tokenizer import read_split_texts
+        from corpusforge.storage.catalog import Catalog
+        from corpusforge.storage.store import ArtifactStore
+        from corpusforge.tasks.tokenizer import read_split_texts
 
         try:
             found = Catalog(ArtifactStore(_store(store))).get(corpus)
@@ -162,7 +140,7 @@ def compare(
     for aid in artifact_ids:
         found, tok = _load(aid, store)
         if texts is not None:
-            from models.tokenization.evaluation import evaluate_tokenizer
+            from corpusforge.models.tokenization.evaluation import evaluate_tokenizer
 
             metrics = evaluate_tokenizer(tok, texts)
         else:

@@ -60,7 +60,7 @@ def server_enabled(environ=os.environ) -> bool:
 
 def store_from_argv(argv: list[str], environ=os.environ) -> Path:
     """The store a command addresses: ``--store DIR`` (or ``--store=DIR``), else $CORPUSFORGE_STORE, else
-    ./.corpusforge, resolved like storage.store.resolve_store_root."""
+    ./.corpusforge, resolved like corpusforge.storage.store.resolve_store_root."""
     root = None
     for i, arg in enumerate(argv):
         if arg == "--":
@@ -247,7 +247,7 @@ def main() -> None:
     if code is not None:
         sys.stdout.flush()
         os._exit(code)  # nothing of ours to tear down; skip the interpreter's teardown
-    from flows.cli import main as run_here
+    from corpusforge.cli import main as run_here
 
     run_here()
 

@@ -13,12 +13,12 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from storage.catalog import Catalog
-from storage.store import ArtifactStore, resolve_store_root
-from storage.tracking import open_tracker
-from tasks.lm import lm_config_from_dict, lm_task
-from tasks.step import StepResult
-from tasks.track import LiveRuns, track_results
+from corpusforge.storage.catalog import Catalog
+from corpusforge.storage.store import ArtifactStore, resolve_store_root
+from corpusforge.storage.tracking import open_tracker
+from corpusforge.tasks.lm import lm_config_from_dict, lm_task
+from corpusforge.tasks.step import StepResult
+from corpusforge.tasks.track import LiveRuns, track_results
 
 
 def resolve_encoded(encoded: dict[str, Any] | str, store_root: Path) -> StepResult:
@@ -60,7 +60,7 @@ def lm_flow(encoded: dict[str, Any] | str, config: dict[str, Any], store: str | 
     live.close(failed=True)
     if parent:
         tracker.finish_pipeline_run(parent, {"lm": result.id, **counts})
-    from storage.store import read_manifest
+    from corpusforge.storage.store import read_manifest
 
     manifest = read_manifest(Path(result.path)) or {}
     return {**result.to_dict(), "metrics": manifest.get("metrics", {}), "mlflow_run_id": parent,

@@ -39,7 +39,7 @@ import traceback
 import urllib.request
 from pathlib import Path
 
-from flows.entry import (
+from corpusforge.entry import (
     code_fingerprint,
     effective_environ,
     env_fingerprint,
@@ -64,8 +64,8 @@ WARM_MODULES = (
     "great_expectations", "great_expectations.render.renderer", "pandas", "polars", "pyarrow", "pyarrow.parquet",
     "duckdb", "numpy", "scipy.sparse", "matplotlib", "matplotlib.pyplot", "rich", "typer", "yaml", "httpx",
     "tokenizers", "gensim.models", "torch", "safetensors.torch", "rensa",
-    "flows.pipeline", "flows.plan", "tasks.corpus_shard", "tasks.corpus", "tasks.tokenizer", "tasks.encode",
-    "tasks.embeddings", "tasks.ngram", "tasks.lm", "tasks.track", "storage.tracking", "models.training",
+    "corpusforge.pipeline", "corpusforge.plan", "corpusforge.tasks.corpus_shard", "corpusforge.tasks.corpus", "corpusforge.tasks.tokenizer", "corpusforge.tasks.encode",
+    "corpusforge.tasks.embeddings", "corpusforge.tasks.ngram", "corpusforge.tasks.lm", "corpusforge.tasks.track", "corpusforge.storage.tracking", "corpusforge.models.training",
 )
 
 
@@ -426,10 +426,10 @@ class LocalServer:
             colour = "FORCE_COLOR" in env or sys.stderr.isatty()
             if not same or colour:
                 refresh_prefect_settings(logging_too=True)
-            from flows import entry
+            from corpusforge import entry
 
             entry.IN_SERVER = True
-            from flows.cli import main
+            from corpusforge.cli import main
 
             main()
             code = 0
@@ -569,7 +569,7 @@ def hand_over(store_root: Path, console=None, timeout: float = READY_TIMEOUT_S) 
     if none runs, wait until it is warm, and run this same command there. Returns its exit code, or None
     when this process should run the command itself (server turned off, not the real CLI, a server started
     with another environment, or a server that failed to start)."""
-    from flows import entry
+    from corpusforge import entry
 
     if not entry.ENTRY_USED or entry.IN_SERVER or not server_enabled():
         return None
@@ -608,7 +608,7 @@ def ensure_prefect_api(store_root: Path, console=None) -> str | None:
                 url = None
             time.sleep(0.2)
     if url is None:
-        from flows.settings import start_ephemeral_prefect
+        from corpusforge.settings import start_ephemeral_prefect
 
         start_ephemeral_prefect()
         return None
@@ -660,13 +660,13 @@ def stop(store_root: Path, timeout: float = 60) -> bool:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m flows.local_server")
+    parser = argparse.ArgumentParser(prog="python -m corpusforge.local_server")
     parser.add_argument("command", choices=["serve"])
     parser.add_argument("--store", required=True)
     parser.add_argument("--idle", type=float, default=IDLE_SECONDS)
     args = parser.parse_args(argv)
     store_root = Path(args.store).resolve()
-    from flows.settings import configure_environment
+    from corpusforge.settings import configure_environment
 
     configure_environment(store_root)
     return LocalServer(store_root, args.idle).run()

@@ -16,16 +16,16 @@ from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
-from flows.pipeline_config import PipelineConfig, RunnerConfig, TrackingConfig, pipeline_config_from_dict  # noqa: F401
-from flows.plan import pipeline_summary
-from flows.stages import load
-from storage.store import ArtifactStore, resolve_store_root
-from storage.tracking import open_tracker
-from tasks.config import ConfigError, to_dict
-from tasks.corpus import corpus_task, discover_sources_task
-from tasks.corpus_shard import corpus_shard_task
-from tasks.step import StepResult
-from tasks.track import LiveRuns, track_results
+from corpusforge.pipeline_config import PipelineConfig, RunnerConfig, TrackingConfig, pipeline_config_from_dict  # noqa: F401
+from corpusforge.plan import pipeline_summary
+from corpusforge.stages import load
+from corpusforge.storage.store import ArtifactStore, resolve_store_root
+from corpusforge.storage.tracking import open_tracker
+from corpusforge.tasks.config import ConfigError, to_dict
+from corpusforge.tasks.corpus import corpus_task, discover_sources_task
+from corpusforge.tasks.corpus_shard import corpus_shard_task
+from corpusforge.tasks.step import StepResult
+from corpusforge.tasks.track import LiveRuns, track_results
 
 
 def make_task_runner(cfg: RunnerConfig):
@@ -87,7 +87,7 @@ def _api_for_workers(cfg: RunnerConfig):
         return
     from prefect.server.api.server import SubprocessASGIServer
 
-    from flows.settings import start_ephemeral_prefect
+    from corpusforge.settings import start_ephemeral_prefect
 
     start_ephemeral_prefect()
     url = SubprocessASGIServer().api_url
@@ -132,7 +132,7 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
     from prefect.artifacts import create_markdown_artifact
     from prefect.runtime import flow_run
 
-    from tasks.progress import shard_progress
+    from corpusforge.tasks.progress import shard_progress
 
     cfg = pipeline_config_from_dict(config)
     resolved = to_dict(cfg)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from flows.stages import KNOWN_SECTIONS, STAGES, Stage, load, stage_for
-from tasks.config import ConfigError, from_dict
-from tasks.corpus import CorpusConfig
+from corpusforge.stages import KNOWN_SECTIONS, STAGES, Stage, load, stage_for
+from corpusforge.tasks.config import ConfigError, from_dict
+from corpusforge.tasks.corpus import CorpusConfig
 
 
 @dataclass(frozen=True)

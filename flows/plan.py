@@ -1,7 +1,7 @@
 """Plan a pipeline run without orchestrating it: which steps are already published, and the run's summary.
 
 :func:`plan_pipeline` discovers and hashes the sources, then runs the same stage functions as the flow
-inside :func:`tasks.step.lookup_only`, so every artifact id is derived by the code that would build it.
+inside :func:`corpusforge.tasks.step.lookup_only`, so every artifact id is derived by the code that would build it.
 When every step is published (and every model that should be registered is known to be), the run is
 answered from the store by :func:`answer_from_store`: no Prefect flow run, no MLflow run, no heavy import.
 Otherwise the flow runs as usual and recomputes only the missing steps.
@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flows.pipeline_config import PipelineConfig
-from flows.stages import load
-from storage.store import ArtifactStore, read_manifest
-from storage.tracking import RegistryLedger, default_tracking_uri
-from tasks.corpus import build_corpus, describe, discover, order_like_previous
-from tasks.corpus_shard import SourceRef, build_corpus_shard
-from tasks.step import NotPublished, StepResult, lookup_only
+from corpusforge.pipeline_config import PipelineConfig
+from corpusforge.stages import load
+from corpusforge.storage.store import ArtifactStore, read_manifest
+from corpusforge.storage.tracking import RegistryLedger, default_tracking_uri
+from corpusforge.tasks.corpus import build_corpus, describe, discover, order_like_previous
+from corpusforge.tasks.corpus_shard import SourceRef, build_corpus_shard
+from corpusforge.tasks.step import NotPublished, StepResult, lookup_only
 
 
 @dataclass
@@ -93,7 +93,7 @@ def _registered(cfg: PipelineConfig, store_root: Path, plan: Plan) -> list[dict[
     under the current tracking URI (the flow then registers it, as it always has)."""
     if not (cfg.tracking.enabled and cfg.tracking.register_models):
         return []
-    from tasks.track import generates
+    from corpusforge.tasks.track import generates
 
     ledger = RegistryLedger(store_root)
     uri = default_tracking_uri(store_root)

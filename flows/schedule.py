@@ -25,11 +25,11 @@ def scheduled_pipeline(config_path: str, overrides: list[str], store: str) -> di
     subflow, no MLflow run), so a frequent schedule over unchanged data does not pile up empty runs."""
     from prefect import get_run_logger
 
-    from flows.pipeline import run_pipeline
-    from flows.pipeline_config import pipeline_config_from_dict
-    from flows.plan import answer_from_store, plan_pipeline
-    from storage.store import resolve_store_root
-    from tasks.config import apply_overrides, load_yaml
+    from corpusforge.pipeline import run_pipeline
+    from corpusforge.pipeline_config import pipeline_config_from_dict
+    from corpusforge.plan import answer_from_store, plan_pipeline
+    from corpusforge.storage.store import resolve_store_root
+    from corpusforge.tasks.config import apply_overrides, load_yaml
 
     data = apply_overrides(load_yaml(config_path), overrides)
     root = resolve_store_root(store)
@@ -51,8 +51,8 @@ def prefect_api_healthy(api_url: str, timeout: float = 3.0) -> bool:
 
 
 def serve_schedule(config: Path, cron: str, name: str | None, overrides: list[str], store_root: Path, *, fail, console) -> None:
-    from flows.settings import configure_environment
-    from tasks.config import ConfigError, apply_overrides, load_yaml
+    from corpusforge.settings import configure_environment
+    from corpusforge.tasks.config import ConfigError, apply_overrides, load_yaml
 
     try:
         data = apply_overrides(load_yaml(config), overrides)
@@ -60,7 +60,7 @@ def serve_schedule(config: Path, cron: str, name: str | None, overrides: list[st
         fail(str(exc), 2)
     from prefect.client.schemas.schedules import CronSchedule
 
-    from flows.pipeline_config import pipeline_config_from_dict
+    from corpusforge.pipeline_config import pipeline_config_from_dict
 
     try:  # bad input is answered before any server starts
         cfg = pipeline_config_from_dict(data)
@@ -75,8 +75,8 @@ def serve_schedule(config: Path, cron: str, name: str | None, overrides: list[st
     api = os.environ.get("PREFECT_API_URL")
     keepalive = None  # held while serving, so the local server does not stop as idle
     if not api:  # the store's local server (started if needed) holds the deployment and its runs
-        from flows.entry import server_enabled
-        from flows.local_server import hold_local_server, refresh_prefect_settings
+        from corpusforge.entry import server_enabled
+        from corpusforge.local_server import hold_local_server, refresh_prefect_settings
 
         url, keepalive = hold_local_server(store_root, console)
         if url is None:

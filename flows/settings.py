@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from flows.entry import QUIET_DEFAULTS
+from corpusforge.entry import QUIET_DEFAULTS
 
 
 def configure_environment(store_root: Path) -> None:
@@ -35,7 +35,7 @@ def start_ephemeral_prefect(timeout: int = 120) -> None:
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_HOME
 
-    from storage.locks import file_lock
+    from corpusforge.storage.locks import file_lock
 
     with file_lock(Path(PREFECT_HOME.value()) / ".corpusforge-ephemeral.lock"):
         server = SubprocessASGIServer()
@@ -74,7 +74,7 @@ def _stop_with_this_process(pid: int) -> None:
     import subprocess
     import sys
 
-    from flows.local_server import _die_with_parent
+    from corpusforge.local_server import _die_with_parent
 
     subprocess.Popen([sys.executable, "-S", "-c", _WATCHDOG, str(pid), str(os.getpid())],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -28,12 +28,12 @@ class Stage:
 
 # Filled in as stages land. Order is run order; a stage may only consume one listed before it.
 STAGES: tuple[Stage, ...] = (
-    Stage("tokenizer", "tasks.tokenizer:TokenizerConfig", "tasks.tokenizer:tokenizer_task",
-          "tasks.tokenizer:run_tokenizer_stage", after="corpus"),
-    Stage("embeddings", "tasks.embeddings:EmbeddingsConfig", "tasks.embeddings:embeddings_task",
-          "tasks.embeddings:build_embeddings", after="corpus"),
-    Stage("ngram", "tasks.ngram:NgramConfig", "tasks.ngram:ngram_task", "tasks.ngram:build_ngram", after="corpus"),
-    Stage("lm", "tasks.lm:LMConfig", "tasks.lm:lm_task", "tasks.lm:build_lm", after="tokenizer", live=True),
+    Stage("tokenizer", "corpusforge.tasks.tokenizer:TokenizerConfig", "corpusforge.tasks.tokenizer:tokenizer_task",
+          "corpusforge.tasks.tokenizer:run_tokenizer_stage", after="corpus"),
+    Stage("embeddings", "corpusforge.tasks.embeddings:EmbeddingsConfig", "corpusforge.tasks.embeddings:embeddings_task",
+          "corpusforge.tasks.embeddings:build_embeddings", after="corpus"),
+    Stage("ngram", "corpusforge.tasks.ngram:NgramConfig", "corpusforge.tasks.ngram:ngram_task", "corpusforge.tasks.ngram:build_ngram", after="corpus"),
+    Stage("lm", "corpusforge.tasks.lm:LMConfig", "corpusforge.tasks.lm:lm_task", "corpusforge.tasks.lm:build_lm", after="tokenizer", live=True),
 )
 KNOWN_SECTIONS = ("tokenizer", "ngram", "embeddings", "lm")
 

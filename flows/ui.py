@@ -35,8 +35,8 @@ def _wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> bool:
 
 
 def latest_data_docs(store_root: Path) -> str | None:
-    from storage.catalog import Catalog
-    from storage.store import ArtifactStore
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
 
     hits = Catalog(ArtifactStore(store_root)).find(step="corpus", latest=True)
     if not hits or not hits[0].manifest.get("data_docs"):
@@ -45,8 +45,8 @@ def latest_data_docs(store_root: Path) -> str | None:
 
 
 def serve_uis(store_root: Path, host: str, prefect_port: int, mlflow_port: int, *, fail, console) -> None:
-    from flows.local_server import hold_local_server
-    from flows.settings import configure_environment
+    from corpusforge.local_server import hold_local_server
+    from corpusforge.settings import configure_environment
 
     store_root.mkdir(parents=True, exist_ok=True)
     os.environ.pop("PREFECT_API_URL", None)  # the server we start is the API; the store's PREFECT_HOME holds past runs
@@ -125,7 +125,7 @@ def serve_uis(store_root: Path, host: str, prefect_port: int, mlflow_port: int, 
 
 
 def running_prefect_url_or_none(store_root: Path) -> str | None:
-    from flows.entry import pid_alive, read_state
+    from corpusforge.entry import pid_alive, read_state
 
     state = read_state(store_root)
     return state.get("prefect_url") if state and pid_alive(int(state.get("pid", 0))) else None

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from models.zoo import load_state, unique_state_dict
+from corpusforge.models.zoo import load_state, unique_state_dict
 
 
 def _state_tensors(state) -> list[torch.Tensor]:

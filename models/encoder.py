@@ -1,6 +1,6 @@
 """A Transformer encoder (BERT-style), trained as a masked language model, in one readable file.
 
-The blocks are the GPT decoder's (models.gpt) with the causal mask taken away: every position attends to
+The blocks are the GPT decoder's (corpusforge.models.gpt) with the causal mask taken away: every position attends to
 every other, left and right, so the model sees the whole window. That also means it cannot be trained on
 the next token (it would simply read it). It is trained instead on *masked* tokens (Devlin et al. 2019):
 about ``mask_prob`` of the positions in each window are chosen; of those, 80% become the extra ``[MASK]``
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from models.gpt import GPT, GPTConfig
+from corpusforge.models.gpt import GPT, GPTConfig
 
 IGNORE = -100  # F.cross_entropy's ignore_index: positions that were not chosen carry no loss
 

@@ -12,7 +12,7 @@ Choices, all in :class:`GPTConfig`:
 
 Attention runs through ``F.scaled_dot_product_attention`` (flash / memory-efficient kernels on GPU).
 ``forward(idx, return_attention=True)`` instead computes the weights explicitly with
-:func:`models.attention.scaled_dot_product_attention`, for inspection.
+:func:`corpusforge.models.attention.scaled_dot_product_attention`, for inspection.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.attention import causal_mask, scaled_dot_product_attention, sinusoidal_positions
+from corpusforge.models.attention import causal_mask, scaled_dot_product_attention, sinusoidal_positions
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head self-attention; causal unless built with ``causal=False`` (models.encoder)."""
+    """Multi-head self-attention; causal unless built with ``causal=False`` (corpusforge.models.encoder)."""
 
     def __init__(self, cfg: GPTConfig, causal: bool = True):
         super().__init__()
@@ -170,11 +170,11 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    stateful = False  # no hidden state between batches (contrast: models.rnn)
-    objective = "causal"  # trained on the next token (contrast: models.encoder, masked tokens)
+    stateful = False  # no hidden state between batches (contrast: corpusforge.models.rnn)
+    objective = "causal"  # trained on the next token (contrast: corpusforge.models.encoder, masked tokens)
 
     def __init__(self, cfg: GPTConfig, causal: bool = True, extra_tokens: int = 0):
-        """``causal=False`` and ``extra_tokens`` (ids past the vocabulary, e.g. [MASK]) are for models.encoder."""
+        """``causal=False`` and ``extra_tokens`` (ids past the vocabulary, e.g. [MASK]) are for corpusforge.models.encoder."""
         super().__init__()
         self.cfg, self.extra_tokens = cfg, extra_tokens
         self.wte = nn.Embedding(cfg.vocab_size + extra_tokens, cfg.n_embd)

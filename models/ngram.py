@@ -56,7 +56,7 @@ Table = tuple[np.ndarray, np.ndarray]  # (ids int32 (m, n), counts int64 (m,))
 
 # ----------------------------------------------------------------------------------------------- counting
 def count_sentences(sentences: Iterable[Sequence[str]], order: int) -> tuple[list[str], list[Table]]:
-    """Reference counter in pure Python (for tests and tiny data); the same ids as storage.ngram_counts."""
+    """Reference counter in pure Python (for tests and tiny data); the same ids as corpusforge.storage.ngram_counts."""
     from collections import Counter
 
     sents = [list(s) for s in sentences if len(s)]
@@ -467,7 +467,7 @@ def estimate(
 
     ``discounts`` ({order: (D1, D2, D3+)}, Kneser-Ney only) replaces the discounts computed from the
     counts-of-counts for those orders (for experiments, and to reproduce another tool's choice).
-    ``contexts``: the counter's context rows per order (storage.ngram_counts.NgramTables.contexts), which
+    ``contexts``: the counter's context rows per order (corpusforge.storage.ngram_counts.NgramTables.contexts), which
     spare the estimator its own prefix searches; the tables must then be in lexicographic order.
     ``on_progress(done, N)``: 0 once the tables are prepared, then per order as Kneser-Ney's probabilities
     are computed (the other methods report N at the end).

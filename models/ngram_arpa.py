@@ -1,4 +1,4 @@
-"""ARPA files for :class:`models.ngram.BackoffModel`: write (plain or .gz) and read.
+"""ARPA files for :class:`corpusforge.models.ngram.BackoffModel`: write (plain or .gz) and read.
 
 Written the way KenLM ``lmplz`` writes them: a ``\\data\\`` header with the n-gram counts, then per order
 ``log10prob<TAB>w1 .. wn<TAB>log10backoff`` (every order below the highest carries a backoff column, 0
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.ngram import BOS, BOS_ID, EOS, EOS_ID, UNK, UNK_ID, BackoffModel
-from models.ngram_arpa_text import ARPA_ZERO, arpa_lines, word_matrix
+from corpusforge.models.ngram import BOS, BOS_ID, EOS, EOS_ID, UNK, UNK_ID, BackoffModel
+from corpusforge.models.ngram_arpa_text import ARPA_ZERO, arpa_lines, word_matrix
 
 GZIP_LEVEL = 1  # ARPA text compresses about 3x at level 1; higher levels cost several times the CPU
 BLOCK_BYTES = 4 << 20  # size of one block's byte matrix: small enough to stay in cache-sized buffers

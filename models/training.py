@@ -36,9 +36,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from models.checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
-from models.rnn import detach_state
-from models.zoo import load_state, unique_state_dict
+from corpusforge.models.checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
+from corpusforge.models.rnn import detach_state
+from corpusforge.models.zoo import load_state, unique_state_dict
 
 LN2 = math.log(2.0)
 # dense bf16 peak FLOP/s by device name (no sparsity); MFU is reported only where we know the peak
@@ -173,7 +173,7 @@ def evaluate(model: nn.Module, data: np.ndarray, block: int, batch: int, max_bat
 
     Recurrent models read the split as ``batch`` contiguous streams, carrying their state; window models
     read non-overlapping windows. ``max_batches`` caps the work (0: the whole split). A masked model
-    (models.encoder) is scored on the masked tokens instead, with the same masks every time (seed 0)."""
+    (corpusforge.models.encoder) is scored on the masked tokens instead, with the same masks every time (seed 0)."""
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
@@ -284,7 +284,7 @@ def train(
     raw_model = model.to(device)
     optimizer = make_optimizer(raw_model, cfg, device)
     stateful = getattr(raw_model, "stateful", False)
-    masked = getattr(raw_model, "objective", "causal") == "masked"  # models.encoder: predict masked tokens
+    masked = getattr(raw_model, "objective", "causal") == "masked"  # corpusforge.models.encoder: predict masked tokens
     block = raw_model.cfg.block_size
     streams = StreamBatches(train_data, block, cfg.batch_size, rank, world) if stateful else None
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import torch.nn as nn
 
-from models.encoder import EncoderConfig, TransformerEncoder
-from models.gpt import GPT, GPTConfig
-from models.nplm import NPLM, NPLMConfig
-from models.rnn import RNNLM, RNNConfig
+from corpusforge.models.encoder import EncoderConfig, TransformerEncoder
+from corpusforge.models.gpt import GPT, GPTConfig
+from corpusforge.models.nplm import NPLM, NPLMConfig
+from corpusforge.models.rnn import RNNLM, RNNConfig
 
 FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
     "gpt": (GPTConfig, GPT),

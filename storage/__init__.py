@@ -1,4 +1,4 @@
 """Where bytes live: source readers, Parquet, the content-addressed artifact store, the catalog, tracking.
 
-Nothing here imports prefect, torch models or (except :mod:`storage.tracking`) mlflow.
+Nothing here imports prefect, torch models or (except :mod:`corpusforge.storage.tracking`) mlflow.
 """

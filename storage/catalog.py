@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storage.hashing import artifact_id as compute_artifact_id
-from storage.hashing import sha256_file
-from storage.store import MANIFEST, ArtifactStore, read_manifest
+from corpusforge.storage.hashing import artifact_id as compute_artifact_id
+from corpusforge.storage.hashing import sha256_file
+from corpusforge.storage.store import MANIFEST, ArtifactStore, read_manifest
 
 
 class ArtifactNotFound(LookupError):
@@ -171,7 +171,7 @@ class Catalog:
             if sha256_file(path) != meta.get("sha256"):
                 report.problems.append(f"content changed: {rel} (sha256 differs)")
         if m.get("step") == "lm":  # its MLflow copies are checked too: MLflow would load (and import) them
-            from storage.tracking import check_registered_copy
+            from corpusforge.storage.tracking import check_registered_copy
 
             report.problems.extend(check_registered_copy(self.store.root, m))
         for path in sorted(found.path.rglob("*")):

@@ -1,6 +1,6 @@
 """CSV/TSV without a Python step per row: runs of plain rows are parsed by polars' CSV reader.
 
-The per-record reader (``storage.formats.csv_records``: Python's ``csv`` module over the text decoded
+The per-record reader (``corpusforge.storage.formats.csv_records``: Python's ``csv`` module over the text decoded
 with ``surrogateescape``) is the definition. The file is read as the same text, and from the current
 row on, the longest run of rows that are *plain* is handed to ``polars.read_csv``:
 
@@ -27,9 +27,9 @@ import json
 import re
 from collections.abc import Iterator
 
-from storage.compression import Chunked
-from storage.fast_jsonl import JSON_ESCAPES
-from storage.records import BATCH_COLUMNS, RawRecord, RecordBatch
+from corpusforge.storage.compression import Chunked
+from corpusforge.storage.fast_jsonl import JSON_ESCAPES
+from corpusforge.storage.records import BATCH_COLUMNS, RawRecord, RecordBatch
 
 FAST_CHUNK = 8 << 20  # characters of text tried at once
 SLOW_WINDOW = 64 << 10  # characters read row by row before trying the fast path again
@@ -187,8 +187,8 @@ def csv_error(locator: str, exc: csv.Error, limit: int) -> RawRecord:
 
 def row_record(locator: str, row: list[str], header: list[str], idx: int, delimiter: str,
                limit: int | None = None) -> RawRecord:
-    """One parsed row as the per-record reader makes it (shared with storage.formats.csv_records)."""
-    from storage.records import RAW_CAP
+    """One parsed row as the per-record reader makes it (shared with corpusforge.storage.formats.csv_records)."""
+    from corpusforge.storage.records import RAW_CAP
 
     joined = delimiter.join(row)
     raw = joined.encode("utf-8", "surrogateescape")

@@ -1,6 +1,6 @@
 """JSONL without a Python step per record: a block of lines is parsed with polars expressions.
 
-The per-record reader (``storage.formats.jsonl_records``: ``json.loads`` per line, the text field popped,
+The per-record reader (``corpusforge.storage.formats.jsonl_records``: ``json.loads`` per line, the text field popped,
 the rest dumped as ``meta`` with sorted keys) is the definition. This path handles, vectorized, the lines
 whose result it can prove is the same, and sends every other line through that reader:
 
@@ -27,8 +27,8 @@ import io
 import json
 from collections.abc import Iterator
 
-from storage.line_blocks import REST, TEXT, line_blocks, per_record
-from storage.records import BATCH_COLUMNS, RawRecord, RecordBatch, meta_json
+from corpusforge.storage.line_blocks import REST, TEXT, line_blocks, per_record
+from corpusforge.storage.records import BATCH_COLUMNS, RawRecord, RecordBatch, meta_json
 
 WS = r"[ \t]*"
 KEY = r'"[^"\\\x00-\x1f]*"'
@@ -46,7 +46,7 @@ JSON_ESCAPES.update({chr(c): f"\\u{c:04x}" for c in range(0x20) if chr(c) not in
 
 
 def fast_jsonl(stream: io.BufferedReader, text_field: str, limit: int) -> Iterator[RecordBatch | RawRecord]:
-    from storage.formats import jsonl_records
+    from corpusforge.storage.formats import jsonl_records
 
     def slow(s: io.BufferedReader) -> Iterator[RawRecord]:
         return jsonl_records(s, text_field, limit)

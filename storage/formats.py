@@ -16,9 +16,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from storage.compression import Chunked
-from storage.fast_csv import row_record
-from storage.records import RAW_CAP, RawRecord, decode_strict
+from corpusforge.storage.compression import Chunked
+from corpusforge.storage.fast_csv import row_record
+from corpusforge.storage.records import RAW_CAP, RawRecord, decode_strict
 
 _WS = b" \t\n\r\f\v"
 
@@ -470,7 +470,7 @@ def csv_records(stream: io.BufferedReader, text_field: str, delimiter: str, limi
     """CSV/TSV with a header row; quoted fields may hold newlines. Other columns go to meta. A text field
     over ``limit`` bytes, a field over the csv module's field-size limit and a physical line too long to
     hold (``max_line_chars``, skipped unread) are quarantined as ``too_large``."""
-    from storage.fast_csv import LineTooLong, TextSource, csv_error, max_line_chars, too_long_row
+    from corpusforge.storage.fast_csv import LineTooLong, TextSource, csv_error, max_line_chars, too_long_row
 
     csv.field_size_limit(max(limit, 1 << 20))
     text = TextSource(stream, max_line_chars(limit))  # what TextIOWrapper(newline='') gives, bounded

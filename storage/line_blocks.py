@@ -2,7 +2,7 @@
 
 :func:`line_blocks` cuts a stream into blocks of decoded lines (8 MiB at a time) and hands every line it
 cannot decode, and any line too long to hold, to the caller separately. The text reader (line mode,
-:func:`fast_lines`) and the JSONL reader (``storage.fast_jsonl``) both build on it; each sends the lines
+:func:`fast_lines`) and the JSONL reader (``corpusforge.storage.fast_jsonl``) both build on it; each sends the lines
 its vectorized code cannot prove it handles exactly like the per-record reader through that reader, so
 the two paths give the same records, locators and reasons (tests/storage/test_fast_paths.py).
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Iterator
 
-from storage.compression import Chunked, CountingReader
-from storage.records import RawRecord, RecordBatch
+from corpusforge.storage.compression import Chunked, CountingReader
+from corpusforge.storage.records import RawRecord, RecordBatch
 
 FAST_CHUNK = 8 << 20
 

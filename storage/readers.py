@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from storage.compression import CorruptSource, compression_of, inner_suffix, open_source
-from storage.fast_csv import fast_csv
-from storage.fast_jsonl import fast_jsonl
-from storage.formats import (TextRecords, csv_records, json_records, jsonl_records, normalize_line_ends,
+from corpusforge.storage.compression import CorruptSource, compression_of, inner_suffix, open_source
+from corpusforge.storage.fast_csv import fast_csv
+from corpusforge.storage.fast_jsonl import fast_jsonl
+from corpusforge.storage.formats import (TextRecords, csv_records, json_records, jsonl_records, normalize_line_ends,
                              parquet_records)
-from storage.line_blocks import fast_lines
-from storage.records import RAW_CAP, RawRecord, RecordBatch, meta_json
+from corpusforge.storage.line_blocks import fast_lines
+from corpusforge.storage.records import RAW_CAP, RawRecord, RecordBatch, meta_json
 
 __all__ = ["RAW_CAP", "RawRecord", "RecordBatch", "ReaderConfig", "SourceError", "SourceFile", "Discovery",
            "discover_sources", "read_records", "read_batches"]
@@ -235,8 +235,8 @@ def read_records(
 def read_batches(source: SourceFile, cfg: ReaderConfig | None = None) -> Iterator[RecordBatch | RawRecord]:
     """Like read_records, but good records come in RecordBatches (bad ones stay single RawRecords).
 
-    Text in line mode, JSONL and CSV/TSV take vectorized paths (storage.line_blocks, storage.fast_jsonl,
-    storage.fast_csv) that give the same records as the per-record readers; records of other formats are
+    Text in line mode, JSONL and CSV/TSV take vectorized paths (corpusforge.storage.line_blocks, corpusforge.storage.fast_jsonl,
+    corpusforge.storage.fast_csv) that give the same records as the per-record readers; records of other formats are
     grouped into batches of up to BATCH_ROWS. Each record is yielded exactly once, good ones in order.
     """
     pending: list[RawRecord] = []

@@ -28,10 +28,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from storage.cards import CARD, card
-from storage.hashing import artifact_id as compute_artifact_id
-from storage.hashing import sha256_file
-from storage.locks import HAVE_FLOCK, file_lock
+from corpusforge.storage.cards import CARD, card
+from corpusforge.storage.hashing import artifact_id as compute_artifact_id
+from corpusforge.storage.hashing import sha256_file
+from corpusforge.storage.locks import HAVE_FLOCK, file_lock
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = 1
@@ -207,7 +207,7 @@ class ArtifactStore:
                 clash = sorted(RESERVED_FIELDS & set(fields))
                 if clash:  # the file table, identity and timings belong to the store alone
                     raise StoreError(f"step {step!r} returned manifest fields the store owns: {', '.join(clash)}")
-                if not (tmp / CARD).exists():  # the artifact's card (storage.cards), listed like any file
+                if not (tmp / CARD).exists():  # the artifact's card (corpusforge.storage.cards), listed like any file
                     (tmp / CARD).write_text(card({"id": aid, "step": step, "name": name, "version": version,
                                                   "config": dict(config), "inputs": [dict(i) for i in inputs],
                                                   **fields}), encoding="utf-8")

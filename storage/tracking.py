@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from storage.hashing import config_hash
-from storage.locks import file_lock
+from corpusforge.storage.hashing import config_hash
+from corpusforge.storage.locks import file_lock
 
 DIGEST_CHARS = 32  # MLflow's dataset digest column is short; our ids are 64 hex, the full id is in `source`.
 MAX_PARAM_CHARS = 6000
@@ -137,7 +137,7 @@ def rebase_moved_store(store_root: Path) -> str | None:
 
 def registered_copy_digests(location: str) -> dict[str, str]:
     """sha256 of every file of a registered model copy (a file:// location), recorded when it is registered."""
-    from storage.hashing import sha256_file
+    from corpusforge.storage.hashing import sha256_file
 
     root = Path(location[len("file://"):]) if location.startswith("file://") else Path(location)
     return {p.relative_to(root).as_posix(): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file()}
@@ -171,8 +171,8 @@ def check_registered_copy(store_root: Path, manifest: Mapping[str, Any]) -> list
                 problems.append(f"{where}: {rel} changed since it was registered")
         mlmodel = (root / "MLmodel").read_text(encoding="utf-8") if (root / "MLmodel").is_file() else ""
         loaders = re.findall(r"^\s*loader_module:\s*(\S+)", mlmodel, flags=re.M)
-        if loaders != ["tasks.lm_pyfunc"]:
-            problems.append(f"{where}: MLmodel loads {loaders or 'nothing'}, not tasks.lm_pyfunc")
+        if loaders != ["corpusforge.tasks.lm_pyfunc"]:
+            problems.append(f"{where}: MLmodel loads {loaders or 'nothing'}, not corpusforge.tasks.lm_pyfunc")
         if re.search(r"^\s*code:\s*(?!null\b)\S", mlmodel, flags=re.M) or (root / "code").exists():
             problems.append(f"{where}: has a code/ folder, which MLflow would import")
         for rel, meta in (manifest.get("files") or {}).items():

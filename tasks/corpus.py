@@ -16,18 +16,18 @@ from pathlib import Path
 from typing import Any
 
 
-from storage.readers import ReaderConfig, discover_sources
-from storage.store import ArtifactStore, read_manifest
-from tasks.accounting import accounting_from_tables
-from tasks.clean import CleanConfig
-from tasks.config import ConfigError, from_dict, to_dict
-from tasks.corpus_shard import SourceRef, digest_source, drop_examples
-from tasks.filters import FilterConfig
-from tasks.near_dedup import NearDedupConfig, near_duplicates, streamed_signatures
-from tasks.orchestration import prefect_task
-from tasks.split import SPLITS, SplitConfig
-from tasks.step import StepResult, artifact_input, log_step_outcome, run_step
-from tasks.validate import ValidationConfig
+from corpusforge.storage.readers import ReaderConfig, discover_sources
+from corpusforge.storage.store import ArtifactStore, read_manifest
+from corpusforge.tasks.accounting import accounting_from_tables
+from corpusforge.tasks.clean import CleanConfig
+from corpusforge.tasks.config import ConfigError, from_dict, to_dict
+from corpusforge.tasks.corpus_shard import SourceRef, digest_source, drop_examples
+from corpusforge.tasks.filters import FilterConfig
+from corpusforge.tasks.near_dedup import NearDedupConfig, near_duplicates, streamed_signatures
+from corpusforge.tasks.orchestration import prefect_task
+from corpusforge.tasks.split import SPLITS, SplitConfig
+from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
+from corpusforge.tasks.validate import ValidationConfig
 
 CORPUS_STEP = "corpus"
 CORPUS_VERSION = 2  # 2: optional MinHash near-dedup
@@ -62,7 +62,7 @@ class CorpusConfig:
         "doc": "Publish a corpus even when its sources yield no document (by default that is an error)."})
 
     def __post_init__(self) -> None:
-        from storage.store import check_name
+        from corpusforge.storage.store import check_name
 
         try:
             check_name("artifact", self.name)
@@ -133,7 +133,7 @@ def build_corpus(
 def _refuse_empty(shards: list[StepResult], cfg: CorpusConfig) -> None:
     """Sources that yield no document at all (a PNG alone, only broken records) are an error, not an empty
     corpus published with exit 0: the user most likely pointed at the wrong files."""
-    from storage.readers import SourceError
+    from corpusforge.storage.readers import SourceError
 
     read = kept = 0
     reasons: dict[str, int] = {}
@@ -202,7 +202,7 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
     _write_table(dropped, out / "dropped.parquet")
 
     accounting = accounting_from_tables(records_read, docs, quarantine, dropped)
-    from tasks.report import plot_doc_lengths, plot_reasons, write_corpus_report, write_data_docs_index
+    from corpusforge.tasks.report import plot_doc_lengths, plot_reasons, write_corpus_report, write_data_docs_index
 
     plot_doc_lengths(docs, out / "doc_lengths.png", title=f"{cfg.name}: document length")
     plot_reasons(accounting, out / "reasons.png", title=f"{cfg.name}: records not kept, by reason")
@@ -289,7 +289,7 @@ def order_like_previous(shards: list[StepResult], store: ArtifactStore, name: st
     """Put sources that the latest published corpus of this name already had first, in its order,
     then new sources in name order. With dedup keeping the first occurrence, documents that were
     already published stay and a newly arrived copy is the one dropped, whatever its file name."""
-    from storage.catalog import Catalog
+    from corpusforge.storage.catalog import Catalog
 
     latest = Catalog(store).find(step=CORPUS_STEP, name=name, latest=True)
     if not latest:

@@ -3,7 +3,7 @@
 Sharding by source file makes runs incremental: a changed file changes its own content digest, so only
 its shard id changes and only that shard is recomputed.
 
-Within a shard, in order: read (storage.readers, strict UTF-8) -> clean (polars expressions) ->
+Within a shard, in order: read (corpusforge.storage.readers, strict UTF-8) -> clean (polars expressions) ->
 filter empty documents -> exact dedup (first occurrence wins) -> split -> GX validation (row failures
 to quarantine). Every record read ends in exactly one of kept / quarantined / filtered / deduplicated.
 """
@@ -16,18 +16,18 @@ from pathlib import Path
 from typing import Any
 
 
-from storage.hashing import sha256_bytes, sha256_file
-from storage.readers import SourceFile, read_batches
-from storage.records import RAW_CAP, RecordBatch
-from storage.store import ArtifactStore
-from tasks.accounting import accounting_from_tables
-from tasks.clean import clean_expr, word_count_expr
-from tasks.filters import apply_filters
-from tasks.config import to_dict
-from tasks.identity import add_identity
-from tasks.orchestration import prefect_task
-from tasks.step import StepResult, log_step_outcome, run_step, slug
-from tasks.validate import COLUMNS, validate_frame
+from corpusforge.storage.hashing import sha256_bytes, sha256_file
+from corpusforge.storage.readers import SourceFile, read_batches
+from corpusforge.storage.records import RAW_CAP, RecordBatch
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.accounting import accounting_from_tables
+from corpusforge.tasks.clean import clean_expr, word_count_expr
+from corpusforge.tasks.filters import apply_filters
+from corpusforge.tasks.config import to_dict
+from corpusforge.tasks.identity import add_identity
+from corpusforge.tasks.orchestration import prefect_task
+from corpusforge.tasks.step import StepResult, log_step_outcome, run_step, slug
+from corpusforge.tasks.validate import COLUMNS, validate_frame
 
 SHARD_STEP = "corpus_shard"
 SHARD_VERSION = 4  # 4: cleaning ops and quality filters; 3: md5 hashes, control chars, more formats
@@ -208,7 +208,7 @@ def _retry_on_io_error(task, task_run, state) -> bool:
 @prefect_task(name="corpus_shard", retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_on_io_error,
               task_run_name="corpus_shard[{source[name]}]")
 def corpus_shard_task(source: dict[str, Any], corpus_config: dict[str, Any], store_root: str) -> dict[str, Any]:
-    from tasks.corpus import corpus_config_from_dict
+    from corpusforge.tasks.corpus import corpus_config_from_dict
 
     result = build_corpus_shard(SourceRef(**source), corpus_config_from_dict(corpus_config), ArtifactStore(store_root))
     log_step_outcome(result)

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 
-from storage.store import ArtifactStore
-from tasks.config import from_dict, to_dict
-from tasks.orchestration import prefect_task
-from tasks.step import StepResult, log_step_outcome
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.config import from_dict, to_dict
+from corpusforge.tasks.orchestration import prefect_task
+from corpusforge.tasks.step import StepResult, log_step_outcome
 
 Kind = Literal["tfidf", "word2vec", "fasttext", "glove"]
 DENSE_KINDS = ("word2vec", "fasttext", "glove")
@@ -123,7 +123,7 @@ class EmbeddingsConfig:
             raise ValueError(f"max_df: must be a fraction in (0, 1], got {self.max_df}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"device: use auto, cpu or cuda, got {self.device!r}")
-        from storage.store import check_name
+        from corpusforge.storage.store import check_name
 
         try:
             check_name("artifact", self.name)
@@ -165,22 +165,22 @@ def build_embeddings(corpus: StepResult, cfg: EmbeddingsConfig, store: ArtifactS
         return None if on_progress is None else (lambda done, total: on_progress(name, done, total))
 
     if cfg.kind == "tfidf":
-        from tasks.embeddings_sparse import build_sparse_vectors
+        from corpusforge.tasks.embeddings_sparse import build_sparse_vectors
 
         return [build_sparse_vectors(corpus, cfg, store)]
     if cfg.kind == "glove":
-        from tasks.embeddings_glove import build_cooccurrence, build_glove
+        from corpusforge.tasks.embeddings_glove import build_cooccurrence, build_glove
 
         cooc = build_cooccurrence(corpus, cfg, store)
         trained = build_glove(cooc, cfg, store, on_progress=phase("epochs"))
         steps = [cooc]
     else:
-        from tasks.embeddings_gensim import build_gensim_embeddings
+        from corpusforge.tasks.embeddings_gensim import build_gensim_embeddings
 
         trained = build_gensim_embeddings(corpus, cfg, store, on_progress=phase("epochs"))
         steps = []
     if cfg.has_evaluation:
-        from tasks.embeddings_eval import build_embeddings_eval
+        from corpusforge.tasks.embeddings_eval import build_embeddings_eval
 
         steps.append(build_embeddings_eval(trained, cfg, store, on_progress=phase("evaluation")))
     return [*steps, trained]
@@ -191,7 +191,7 @@ def phase_progress(prefix: str) -> Iterator[Callable[[str, int, int], None]]:
     """Yield ``update(phase, done, total)``: one bar per phase ("<prefix>: <phase>"), the previous one closed when
     the next phase starts. Drawn by tasks/progress.py's ``shard_progress``: on stderr, and only when stderr is a
     terminal (silent in pipes, logs, CI and worker processes, as the corpus bars are)."""
-    from tasks.progress import shard_progress
+    from corpusforge.tasks.progress import shard_progress
 
     current: dict[str, Any] = {}
 

@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from storage.hashing import sha256_file
-from storage.store import ArtifactStore
-from tasks.embeddings import EVAL_FIELDS, EmbeddingsConfig
-from tasks.step import StepResult, artifact_input, run_step
+from corpusforge.storage.hashing import sha256_file
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.embeddings import EVAL_FIELDS, EmbeddingsConfig
+from corpusforge.tasks.step import StepResult, artifact_input, run_step
 
 EVAL_STEP = "embeddings_eval"
 EVAL_VERSION = 1
@@ -46,7 +46,7 @@ def evaluate_vectors(
     ``on_progress(done, total)`` counts analogy questions, word pairs, neighbour words and queries: 0 first,
     then after each analogy section, each similarity file, each neighbour word and each query.
     """
-    from models.embedding_eval import WordVectors, evaluate_word_pairs, parse_query, read_analogies, read_word_pairs
+    from corpusforge.models.embedding_eval import WordVectors, evaluate_word_pairs, parse_query, read_analogies, read_word_pairs
 
     wv = WordVectors(words, vectors)
     report: dict[str, Any] = {"vocab_size": len(words)}
@@ -98,9 +98,9 @@ def evaluate_vectors(
 
 
 def _analogies_by_section(wv, questions, restrict_vocab: int, advance: Callable[[int], None]) -> dict[str, Any]:
-    """models.embedding_eval.evaluate_analogies, one section at a time (each question is scored on its own, so the
+    """corpusforge.models.embedding_eval.evaluate_analogies, one section at a time (each question is scored on its own, so the
     totals are the same), calling ``advance(questions_in_section)`` after each."""
-    from models.embedding_eval import evaluate_analogies
+    from corpusforge.models.embedding_eval import evaluate_analogies
 
     by_section: dict[str, list] = {}
     for q in questions:
@@ -124,7 +124,7 @@ def plot_groups(words: Sequence[str], vectors, groups: Sequence[Sequence[str]], 
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from models.embedding_eval import pca_2d
+    from corpusforge.models.embedding_eval import pca_2d
 
     index = {w: i for i, w in enumerate(words)}
     members = [[w for w in g if w in index] for g in groups]
@@ -171,7 +171,7 @@ def build_embeddings_eval(embeddings: StepResult, cfg: EmbeddingsConfig, store: 
 
 def _evaluate(out: Path, embeddings: StepResult, cfg: EmbeddingsConfig,
               on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    from models.word2vec import load_vectors
+    from corpusforge.models.word2vec import load_vectors
 
     words, vectors = load_vectors(Path(embeddings.path) / "vectors.bin")
     report, metrics = evaluate_vectors(words, vectors, analogies=cfg.analogies, similarity=cfg.similarity,

@@ -13,9 +13,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from storage.store import ArtifactStore
-from tasks.embeddings import COMMON_FIELDS, FIELDS_BY_KIND, EmbeddingsConfig, train_split_path
-from tasks.step import StepResult, artifact_input, run_step
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.embeddings import COMMON_FIELDS, FIELDS_BY_KIND, EmbeddingsConfig, train_split_path
+from corpusforge.tasks.step import StepResult, artifact_input, run_step
 
 EMBEDDINGS_STEP = "embeddings"
 EMBEDDINGS_VERSION = 2  # 2: gensim model saved without lifecycle events (dates); nondeterministic files declared
@@ -24,7 +24,7 @@ LIBRARIES = ("gensim", "numpy", "polars")
 
 def gensim_params_for(cfg: EmbeddingsConfig) -> dict[str, Any]:
     """The exact gensim keyword arguments a config trains with (the benchmark reuses them)."""
-    from models.word2vec import gensim_params
+    from corpusforge.models.word2vec import gensim_params
 
     return gensim_params(
         sg=cfg.sg, dim=cfg.dim, window=cfg.window, negative=cfg.negative, min_count=cfg.min_count,
@@ -54,7 +54,7 @@ def build_gensim_embeddings(corpus: StepResult, cfg: EmbeddingsConfig, store: Ar
 def _train(out: Path, corpus: StepResult, cfg: EmbeddingsConfig, on_progress=None) -> dict[str, Any]:
     import polars as pl
 
-    from models.word2vec import save_vectors, train_gensim, write_sentences
+    from corpusforge.models.word2vec import save_vectors, train_gensim, write_sentences
 
     texts = pl.read_parquet(train_split_path(corpus), columns=["text"])["text"].to_list()
     fasttext = cfg.kind == "fasttext"

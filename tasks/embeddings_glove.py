@@ -17,9 +17,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from storage.store import ArtifactStore
-from tasks.embeddings import COMMON_FIELDS, COOCCURRENCE_FIELDS, FIELDS_BY_KIND, EmbeddingsConfig, train_split_path
-from tasks.step import StepResult, artifact_input, run_step
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.embeddings import COMMON_FIELDS, COOCCURRENCE_FIELDS, FIELDS_BY_KIND, EmbeddingsConfig, train_split_path
+from corpusforge.tasks.step import StepResult, artifact_input, run_step
 
 COOCCURRENCE_STEP = "cooccurrence"
 COOCCURRENCE_VERSION = 1
@@ -99,7 +99,7 @@ def build_cooccurrence(corpus: StepResult, cfg: EmbeddingsConfig, store: Artifac
 
 
 def glove_params_for(cfg: EmbeddingsConfig):
-    from models.glove import GloveParams
+    from corpusforge.models.glove import GloveParams
 
     return GloveParams(dim=cfg.dim, epochs=cfg.epochs, learning_rate=cfg.learning_rate or 0.05, x_max=cfg.x_max,
                        alpha=cfg.glove_alpha, batch_size=cfg.batch_size, seed=cfg.seed)
@@ -118,8 +118,8 @@ def build_glove(cooc: StepResult, cfg: EmbeddingsConfig, store: ArtifactStore, o
 def _fit(out: Path, cooc: StepResult, cfg: EmbeddingsConfig, on_progress) -> dict[str, Any]:
     import polars as pl
 
-    from models.glove import fit_glove, resolve_device
-    from models.word2vec import keyed_vectors, save_vectors
+    from corpusforge.models.glove import fit_glove, resolve_device
+    from corpusforge.models.word2vec import keyed_vectors, save_vectors
 
     triplets = pl.read_parquet(Path(cooc.path) / "cooccurrence.parquet")
     vocab = pl.read_parquet(Path(cooc.path) / "vocab.parquet").sort("id")

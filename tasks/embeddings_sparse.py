@@ -21,10 +21,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from storage.store import ArtifactStore
-from tasks.embeddings import COMMON_FIELDS, FIELDS_BY_KIND, EmbeddingsConfig
-from tasks.embeddings_glove import WHITESPACE_RE, WORDS_RE
-from tasks.step import StepResult, artifact_input, run_step
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.embeddings import COMMON_FIELDS, FIELDS_BY_KIND, EmbeddingsConfig
+from corpusforge.tasks.embeddings_glove import WHITESPACE_RE, WORDS_RE
+from corpusforge.tasks.step import StepResult, artifact_input, run_step
 
 SPARSE_STEP = "sparse_vectors"
 SPARSE_VERSION = 1
@@ -72,7 +72,7 @@ def _build(out: Path, corpus_dir: Path, cfg: EmbeddingsConfig) -> dict[str, Any]
     import polars as pl
     from scipy import sparse
 
-    from models.sparse_vectors import csr_from_triplets, idf_weights, select_vocabulary, tfidf
+    from corpusforge.models.sparse_vectors import csr_from_triplets, idf_weights, select_vocabulary, tfidf
 
     con = duckdb.connect()
     try:

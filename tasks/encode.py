@@ -21,9 +21,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from storage.store import ArtifactStore, store_relative
-from tasks.split import SPLITS
-from tasks.step import StepResult, artifact_input, run_step
+from corpusforge.storage.store import ArtifactStore, store_relative
+from corpusforge.tasks.split import SPLITS
+from corpusforge.tasks.step import StepResult, artifact_input, run_step
 
 ENCODE_STEP = "encode"
 ENCODE_VERSION = 2  # 2: meta.json records the tokenizer path relative to the store (same bytes in any store)
@@ -45,7 +45,7 @@ def build_encode(corpus: StepResult, tokenizer: StepResult, cfg, store: Artifact
 
 def _init_worker(tokenizer_dir: str) -> None:
     global _WORKER_TOKENIZER
-    from models.tokenization import load_tokenizer
+    from corpusforge.models.tokenization import load_tokenizer
 
     _WORKER_TOKENIZER = load_tokenizer(tokenizer_dir)
 
@@ -76,7 +76,7 @@ def _build(out: Path, corpus: StepResult, tokenizer: StepResult, fmt: str, worke
     import numpy as np
     import polars as pl
 
-    from models.tokenization import load_tokenizer
+    from corpusforge.models.tokenization import load_tokenizer
 
     tok = load_tokenizer(tokenizer.path)
     dtype = dtype_for(tok.vocab_size)

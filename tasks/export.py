@@ -101,7 +101,7 @@ def export_hf_datasets(artifact_dir: Path, manifest: dict[str, Any], out: Path) 
     try:
         datasets.DatasetDict(splits).save_to_disk(str(tmp))
         summary = {"id": manifest["id"], "format": "hf-datasets", "path": str(out), "splits": rows, "meta": meta}
-        from storage.cards import dataset_card
+        from corpusforge.storage.cards import dataset_card
 
         (tmp / "README.md").write_text(dataset_card(manifest, export=summary), encoding="utf-8")
         if out.exists():

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 
-from tasks.split import SplitConfig, assign_split
+from corpusforge.tasks.split import SplitConfig, assign_split
 
 SEP = "\x1f"
 

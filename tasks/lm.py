@@ -7,7 +7,7 @@ The id follows from the token-shard id and this config. Training checkpoints go 
 ``<store>/.scratch/lm/<key>/`` (never into the artifact): a run killed half way resumes from its last
 checkpoint when the same step is started again, and the scratch is removed once the artifact is published.
 
-The training loop is :func:`models.training.train`; it reports through ``on_metrics``, which this module
+The training loop is :func:`corpusforge.models.training.train`; it reports through ``on_metrics``, which this module
 collects into metrics.json and forwards to the caller (the Prefect task logs it).
 """
 
@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 
-from storage.hashing import config_hash
-from storage.store import ArtifactStore, resolve_recorded, store_relative
-from tasks.config import ConfigError, from_dict, to_dict
-from tasks.orchestration import prefect_task
-from tasks.step import StepResult, artifact_input, log_step_outcome, run_step
+from corpusforge.storage.hashing import config_hash
+from corpusforge.storage.store import ArtifactStore, resolve_recorded, store_relative
+from corpusforge.tasks.config import ConfigError, from_dict, to_dict
+from corpusforge.tasks.orchestration import prefect_task
+from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
 
 TIMING_KEYS = frozenset({"train_seconds", "tokens_per_s", "mfu", "seconds"})
 LM_VERSION = 2  # 2: config.json records the tokenizer store-relative; metrics.json holds no timings
@@ -57,7 +57,7 @@ class SampleConfig:
 
 
 def _train_config_class():
-    from models.training import TrainConfig
+    from corpusforge.models.training import TrainConfig
 
     return TrainConfig
 
@@ -72,14 +72,14 @@ class LMConfig:
                "(bidirectional Transformer trained on masked tokens; its val_loss/val_ppl score the masked "
                "tokens and it cannot generate)."})
     model: dict[str, Any] = field(default_factory=dict, metadata={
-        "doc": "The family's config (models.gpt.GPTConfig, models.rnn.RNNConfig, models.nplm.NPLMConfig, "
-               "models.encoder.EncoderConfig); vocab_size comes from the tokenizer."})
-    train: dict[str, Any] = field(default_factory=dict, metadata={"doc": "models.training.TrainConfig fields."})
+        "doc": "The family's config (corpusforge.models.gpt.GPTConfig, corpusforge.models.rnn.RNNConfig, corpusforge.models.nplm.NPLMConfig, "
+               "corpusforge.models.encoder.EncoderConfig); vocab_size comes from the tokenizer."})
+    train: dict[str, Any] = field(default_factory=dict, metadata={"doc": "corpusforge.models.training.TrainConfig fields."})
     sample: SampleConfig = field(default_factory=SampleConfig, metadata={"doc": "The sample written after training."})
     evaluate_test: bool = field(default=True, metadata={"doc": "Also report loss/perplexity on the test split."})
 
     def __post_init__(self) -> None:
-        from storage.store import check_name
+        from corpusforge.storage.store import check_name
 
         try:
             check_name("artifact", self.name)
@@ -94,7 +94,7 @@ class LMConfig:
             raise ValueError(str(exc)) from None
 
     def model_config(self, vocab_size: int):
-        from models.zoo import FAMILIES
+        from corpusforge.models.zoo import FAMILIES
 
         cls = FAMILIES[self.family][0]
         return from_dict(cls, {**self.model, "vocab_size": vocab_size}, "model")
@@ -144,8 +144,8 @@ def build_lm(upstream: StepResult, cfg: LMConfig, store: ArtifactStore,
 def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metrics) -> dict[str, Any]:
     import torch
 
-    from models.training import evaluate, loss_metrics, pick_device, train
-    from models.zoo import build_model, save_lm
+    from corpusforge.models.training import evaluate, loss_metrics, pick_device, train
+    from corpusforge.models.zoo import build_model, save_lm
 
     meta, splits = read_shards(encoded_dir)
     tokenizer_dir = resolve_recorded(meta["tokenizer_path"], encoded_dir) if meta.get("tokenizer_path") else None
@@ -219,7 +219,7 @@ def _write_sample(out: Path, model, meta: dict[str, Any], sc: SampleConfig, toke
 
 
 def load_tokenizer(path: str | Path):
-    from models.tokenization import load_tokenizer as load
+    from corpusforge.models.tokenization import load_tokenizer as load
 
     return load(path)
 
@@ -227,7 +227,7 @@ def load_tokenizer(path: str | Path):
 def generate_text(model, tok, prompt: str, max_new_tokens: int, *, greedy: bool = False, temperature: float = 1.0,
                   top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
                   eot_id: int | None = None) -> str:
-    from models.sampling import generate
+    from corpusforge.models.sampling import generate
 
     ids = tok.encode(prompt) if prompt else []
     if not ids:

@@ -3,7 +3,7 @@
 Inspection draws what the teaching texts draw: one attention heatmap per layer, one panel per head
 (rows: the query token, columns: the key token it attends to; the causal mask leaves the upper triangle
 empty), and a table of the k most probable next tokens. Only attention models have heatmaps. For an
-encoder (models.encoder) the matrices are full, and the table says what fills a ``[MASK]`` appended to
+encoder (corpusforge.models.encoder) the matrices are full, and the table says what fills a ``[MASK]`` appended to
 the prompt.
 """
 
@@ -17,12 +17,12 @@ from typing import Any
 def load_trained(lm_dir: str | Path, device: str = "cpu", tokenizer_dir: str | Path | None = None):
     """(model, tokenizer, spec) from an lm artifact directory. The tokenizer is the one recorded in
     config.json unless ``tokenizer_dir`` points at a copy (e.g. inside an MLflow model's artifacts)."""
-    from models.zoo import load_lm
-    from tasks.lm import load_tokenizer
+    from corpusforge.models.zoo import load_lm
+    from corpusforge.tasks.lm import load_tokenizer
 
     lm_dir = Path(lm_dir)
     spec = json.loads((lm_dir / "config.json").read_text(encoding="utf-8"))
-    from storage.store import resolve_recorded
+    from corpusforge.storage.store import resolve_recorded
 
     recorded = (spec.get("tokenizer") or {}).get("path")
     tok_path = str(tokenizer_dir) if tokenizer_dir else (str(resolve_recorded(recorded, lm_dir)) if recorded else None)
@@ -33,7 +33,7 @@ def load_trained(lm_dir: str | Path, device: str = "cpu", tokenizer_dir: str | P
 
 def generate_from(lm_dir: str | Path, prompt: str, max_new_tokens: int = 200, tokenizer_dir: str | Path | None = None,
                   **sampling: Any) -> str:
-    from tasks.lm import generate_text
+    from corpusforge.tasks.lm import generate_text
 
     model, tok, spec = load_trained(lm_dir, tokenizer_dir=tokenizer_dir)
     return generate_text(model, tok, prompt, max_new_tokens, eot_id=spec["tokenizer"].get("eot_id"), **sampling)
@@ -59,7 +59,7 @@ def inspect_lm(lm_dir: str | Path, prompt: str, out_dir: str | Path, k: int = 10
     """Write ``attention_layer<L>.png`` per layer into out_dir; return the tokens, the top-k table, the files."""
     import torch
 
-    from models.sampling import next_token_table
+    from corpusforge.models.sampling import next_token_table
 
     model, tok, spec = load_trained(lm_dir)
     ids = tok.encode(prompt)

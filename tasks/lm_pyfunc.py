@@ -3,7 +3,7 @@
 MLflow imports this module by name (the model's ``loader_module``) and calls ``_load_pyfunc(data_path)``.
 Nothing is pickled: the data directory holds ``lm/`` (``config.json`` + ``model.safetensors``) and
 ``tokenizer/`` (the tokenizer artifact's files). The PyTorch module itself is ``get_raw_model()``,
-or ``models.zoo.load_lm(<model dir>/data/lm)`` from a downloaded copy.
+or ``corpusforge.models.zoo.load_lm(<model dir>/data/lm)`` from a downloaded copy.
 
 Input: a string, a list of strings, a dict with ``prompt``, or a DataFrame with a ``prompt`` column.
 Output: one continuation (without the prompt) per prompt. Params (all optional): see ``DEFAULT_PARAMS``.
@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.lm import generate_text
-from tasks.lm_inspect import load_trained
+from corpusforge.tasks.lm import generate_text
+from corpusforge.tasks.lm_inspect import load_trained
 
 # the defaults of `corpusforge lm generate`; top_k 0 and top_p 1.0 mean "off"
 DEFAULT_PARAMS: dict[str, Any] = {"max_new_tokens": 200, "temperature": 0.8, "top_k": 0, "top_p": 1.0,

@@ -3,7 +3,7 @@
 Glue only: the counting SQL is storage/ngram_counts.py, the smoothing math models/ngram.py, the ARPA
 format models/ngram_arpa.py. The artifact holds:
 
-- ``counts.duckdb``: vocabulary and raw n-gram counts per order (see storage.ngram_counts);
+- ``counts.duckdb``: vocabulary and raw n-gram counts per order (see corpusforge.storage.ngram_counts);
 - ``model/``: the estimated model (``model.npz`` plain arrays, ``words.json``, ``model.json``);
 - ``model.arpa.gz``: the same model as KenLM-readable ARPA (probability models only, when ``arpa``);
 - ``stats.json``: distinct n-grams and singleton ratios per order, discounts, and every evaluation;
@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 
-from storage.hashing import sha256_file
-from storage.store import ArtifactStore, check_name
-from tasks.config import from_dict
-from tasks.orchestration import prefect_task
-from tasks.step import StepResult, artifact_input, log_step_outcome, run_step, slug
+from corpusforge.storage.hashing import sha256_file
+from corpusforge.storage.store import ArtifactStore, check_name
+from corpusforge.tasks.config import from_dict
+from corpusforge.tasks.orchestration import prefect_task
+from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step, slug
 
 NGRAM_STEP = "ngram"
 NGRAM_VERSION = 4  # 2: counts.duckdb holds ngrams_padded + views; model.arpa.gz has a fixed gzip header
@@ -156,7 +156,7 @@ def build_ngram(corpus: StepResult, cfg: NgramConfig, store: ArtifactStore,
          "size": Path(p).stat().st_size} for p in cfg.eval]
     tokenizer_dir = None
     if cfg.tokenizer:
-        from storage.catalog import Catalog
+        from corpusforge.storage.catalog import Catalog
 
         found = Catalog(store).get(cfg.tokenizer)
         if found.manifest.get("step") != "tokenizer":
@@ -182,7 +182,7 @@ def tokenize_corpus(corpus_dir: Path, tokenizer_dir: Path, out_dir: Path, senten
     """Copies of the corpus's split files whose ``text`` is the tokenizer's tokens, for counting."""
     import polars as pl
 
-    from models.tokenization import load_tokenizer
+    from corpusforge.models.tokenization import load_tokenizer
 
     tok = load_tokenizer(tokenizer_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -204,8 +204,8 @@ def estimate_from_corpus(corpus_dir: Path, out: Path, cfg: NgramConfig, on_progr
     ``on_progress(done, 3)`` marks the end of counting and of estimation; ``progress(stage, done, total)``
     gets "counting" (per partition; 0/1 then 1/1 in one process), "merging" (per partition) and "estimating"
     (per order) events. ``cfg.partitions`` > 0 counts with the tasks of :func:`count_partitioned`."""
-    from models.ngram import estimate
-    from storage.ngram_counts import DuckSettings, count_ngram_tables
+    from corpusforge.models.ngram import estimate
+    from corpusforge.storage.ngram_counts import DuckSettings, count_ngram_tables
 
     settings = DuckSettings(memory_limit=cfg.memory_limit, temp_directory=cfg.temp_directory or str(out / ".spill"),
                             threads=cfg.threads)
@@ -233,13 +233,13 @@ def estimate_from_corpus(corpus_dir: Path, out: Path, cfg: NgramConfig, on_progr
 def count_partitioned(train: Path, out: Path, cfg: NgramConfig, settings, progress: Progress | None = None):
     """Distributed counting (``cfg.partitions`` = P): P :func:`ngram_count_task` runs each count 1/P of the
     documents into P hash partitions, P :func:`ngram_merge_task` runs each sum one partition over the workers,
-    then the merged partitions are read into ``out/counts.duckdb`` (storage.ngram_counts.tables_from_partitions).
+    then the merged partitions are read into ``out/counts.duckdb`` (corpusforge.storage.ngram_counts.tables_from_partitions).
     Inside a flow the tasks go to its task runner; outside one (the core called directly) they run inline.
     Scratch files live in ``out/.partitions`` (in the store, so that workers on other hosts see them)."""
     import shutil
     from dataclasses import asdict
 
-    from storage.ngram_counts import document_slices, tables_from_partitions
+    from corpusforge.storage.ngram_counts import document_slices, tables_from_partitions
 
     P = cfg.partitions
     scratch = out / ".partitions"
@@ -319,8 +319,8 @@ def _estimate_and_report(out: Path, corpus_dir: Path, cfg: NgramConfig, tokenize
                          progress: Progress | None = None) -> dict[str, Any]:
     import shutil
 
-    from models.ngram import save_model
-    from models.ngram_arpa import write_arpa
+    from corpusforge.models.ngram import save_model
+    from corpusforge.models.ngram_arpa import write_arpa
 
     model, summary, tables = estimate_from_corpus(corpus_dir, out, cfg, progress=progress)
     shutil.rmtree(out / ".spill", ignore_errors=True)
@@ -346,7 +346,7 @@ def _estimate_and_report(out: Path, corpus_dir: Path, cfg: NgramConfig, tokenize
         sets.append((split, split, _parquet_sentences([corpus_dir / f"{split}.parquet"], cfg.sentence)))
     tokenizer = None
     if tokenizer_dir is not None:
-        from models.tokenization import load_tokenizer
+        from corpusforge.models.tokenization import load_tokenizer
 
         tokenizer = load_tokenizer(tokenizer_dir)
     for i, path in enumerate(cfg.eval):
@@ -424,8 +424,8 @@ def _plot_zipf(unigrams, path: Path, title: str) -> None:
 
 
 def load_ngram_model(artifact_dir: str | Path):
-    """The estimated model of an ngram artifact (models.ngram.BackoffModel)."""
-    from models.ngram import load_model
+    """The estimated model of an ngram artifact (corpusforge.models.ngram.BackoffModel)."""
+    from corpusforge.models.ngram import load_model
 
     return load_model(Path(artifact_dir) / "model")
 
@@ -434,7 +434,7 @@ def load_ngram_model(artifact_dir: str | Path):
 def ngram_count_task(parquet_file: str, rows: list[int], out_dir: str, order: int, partitions: int, sentence: str,
                      settings: dict[str, Any]) -> dict[str, Any]:
     """Map side of partitioned counting: one slice of the documents into ``partitions`` Parquet files."""
-    from storage.ngram_counts import DuckSettings, count_slice_partitions
+    from corpusforge.storage.ngram_counts import DuckSettings, count_slice_partitions
 
     return count_slice_partitions(parquet_file, (rows[0], rows[1]), out_dir, order, partitions, sentence,
                                   DuckSettings(**settings))
@@ -443,14 +443,14 @@ def ngram_count_task(parquet_file: str, rows: list[int], out_dir: str, order: in
 @prefect_task(name="ngram_merge")
 def ngram_merge_task(files: list[str], out_path: str, order: int, settings: dict[str, Any]) -> int:
     """Reduce side of partitioned counting: one partition's files summed into one."""
-    from storage.ngram_counts import DuckSettings, merge_partition
+    from corpusforge.storage.ngram_counts import DuckSettings, merge_partition
 
     return merge_partition(files, out_path, order, DuckSettings(**settings))
 
 
 @prefect_task(name="ngram")
 def ngram_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str) -> dict[str, Any]:
-    from tasks.progress import stage_progress
+    from corpusforge.tasks.progress import stage_progress
 
     cfg = ngram_config_from_dict(config)
     with stage_progress(f"ngram {cfg.artifact_name}") as progress:

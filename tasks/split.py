@@ -48,7 +48,7 @@ class SplitConfig:
 
 
 def assign_split(doc_id: str, cfg: SplitConfig) -> str:
-    """The definition; tasks.identity computes the same for whole columns in DuckDB."""
+    """The definition; corpusforge.tasks.identity computes the same for whole columns in DuckDB."""
     u = int(hashlib.md5(f"{cfg.seed}:{doc_id}".encode()).hexdigest()[:8], 16) / 2**32
     if u < cfg.valid:
         return "valid"

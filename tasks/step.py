@@ -1,7 +1,7 @@
 """The step mechanism shared by every step: identity, publish-or-reuse, and what a step returns.
 
 A step's core function calls :func:`run_step` with its name, version, config and inputs and a
-``build(tmp_dir)`` callback. The id is content-derived (storage.hashing.artifact_id); if it is already
+``build(tmp_dir)`` callback. The id is content-derived (corpusforge.storage.hashing.artifact_id); if it is already
 published the step returns at once with ``reused=True``. Between tasks only the small
 :class:`StepResult` travels: ids and paths, never data.
 
@@ -24,8 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from storage.hashing import artifact_id
-from storage.store import ArtifactStore
+from corpusforge.storage.hashing import artifact_id
+from corpusforge.storage.store import ArtifactStore
 
 BASE_LIBRARIES = ("corpusforge",)
 _LOOKUP_ONLY = contextvars.ContextVar("corpusforge_lookup_only", default=False)

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 
-from storage.store import ArtifactStore
-from tasks.config import from_dict
-from tasks.orchestration import prefect_task
-from tasks.step import StepResult, artifact_input, log_step_outcome, run_step
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.config import from_dict
+from corpusforge.tasks.orchestration import prefect_task
+from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
 
 TOKENIZER_STEP = "tokenizer"
 TOKENIZER_VERSION = 2  # 2: metrics.json holds no timings (the same bytes on every rebuild)
@@ -66,10 +66,10 @@ class TokenizerConfig:
     workers: int = field(default=0, metadata={"doc": "Encoding processes for classic-bpe; 0: one per CPU core."})
 
     def __post_init__(self) -> None:
-        from models.tokenization.classic_bpe import PRE_TOKENIZERS as CLASSIC_PRE
-        from models.tokenization.hf_backend import NORMALIZERS, PRE_TOKENIZERS
+        from corpusforge.models.tokenization.classic_bpe import PRE_TOKENIZERS as CLASSIC_PRE
+        from corpusforge.models.tokenization.hf_backend import NORMALIZERS, PRE_TOKENIZERS
 
-        from storage.store import check_name
+        from corpusforge.storage.store import check_name
 
         try:
             check_name("artifact", self.name)
@@ -131,7 +131,7 @@ def train_tokenizer(texts: list[str], cfg: TokenizerConfig, on_progress: Progres
     Progress: classic-bpe calls ``on_progress(merges_done, merges_total)`` before the first merge, every 100
     merges and at the end; the Hugging Face kinds draw the trainer's own bars on stderr when ``show_progress``.
     """
-    from models.tokenization import make_tokenizer
+    from corpusforge.models.tokenization import make_tokenizer
 
     tok = make_tokenizer(cfg.kind, cfg.unk_token, cfg.eot_token, cfg.special_tokens, cfg.normalizers,
                          cfg.pre_tokenizer)
@@ -155,7 +155,7 @@ def build_tokenizer(corpus: StepResult, cfg: TokenizerConfig, store: ArtifactSto
 
 def _build_tokenizer(out: Path, corpus: StepResult, cfg: TokenizerConfig, on_progress: Progress | None = None,
                      show_progress: bool = False) -> dict[str, Any]:
-    from models.tokenization.evaluation import evaluate_tokenizer
+    from corpusforge.models.tokenization.evaluation import evaluate_tokenizer
 
     train = read_split_texts(corpus.path, "train")
     if not train:
@@ -188,7 +188,7 @@ def run_tokenizer_stage(corpus: StepResult, cfg: TokenizerConfig, store: Artifac
                         on_progress: Progress | None = None, show_progress: bool = False) -> list[StepResult]:
     """The stage's core: the tokenizer step, then (with ``encode``) the encode step, which is the main output.
     ``on_progress``/``show_progress``: training progress (see :func:`train_tokenizer`)."""
-    from tasks.encode import build_encode
+    from corpusforge.tasks.encode import build_encode
 
     tok = build_tokenizer(corpus, cfg, store, on_progress, show_progress)
     if not cfg.encode:
@@ -206,7 +206,7 @@ def tokenizer_task(upstream: dict[str, Any], config: dict[str, Any], store_root:
     """On a terminal, training shows progress on stderr: a bar of merges for classic-bpe (the corpus shards' bar
     style, tasks/progress.py), the trainer's own bars for the Hugging Face kinds. Elsewhere (pipes, logs, CI,
     worker processes) nothing is drawn, as for the corpus bars."""
-    from tasks.progress import shard_progress
+    from corpusforge.tasks.progress import shard_progress
 
     cfg = tokenizer_config_from_dict(config)
     terminal = sys.stderr.isatty()

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from storage.store import read_manifest
-from storage.tracking import RegistryLedger
-from tasks.step import StepResult
+from corpusforge.storage.store import read_manifest
+from corpusforge.storage.tracking import RegistryLedger
+from corpusforge.tasks.step import StepResult
 
 # step -> (files to log, (dir, artifact_path) pairs to log)
 STEP_ARTIFACTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
@@ -112,7 +112,7 @@ def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResu
 def _self_contained_data_docs(artifact_dir: Path, manifest: dict[str, Any], dirs):
     """``dirs`` with a shard's Data Docs folder swapped for a temp folder holding the page with its assets
     inlined: the MLflow UI shows an .html artifact from a blob: URL in a sandboxed iframe, where the page's
-    relative links to ``<store>/_static/data-docs/`` resolve to nothing (tasks.data_docs_assets)."""
+    relative links to ``<store>/_static/data-docs/`` resolve to nothing (corpusforge.tasks.data_docs_assets)."""
     page = manifest.get("data_docs")
     if not page or not any(dest == "data_docs" for _, dest in dirs):
         yield dirs
@@ -120,7 +120,7 @@ def _self_contained_data_docs(artifact_dir: Path, manifest: dict[str, Any], dirs
     import logging
     import tempfile
 
-    from tasks.data_docs_assets import self_contained
+    from corpusforge.tasks.data_docs_assets import self_contained
 
     with tempfile.TemporaryDirectory(prefix="corpusforge-data-docs-") as tmp:
         try:
@@ -152,7 +152,7 @@ def _try_register(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path,
         if if_missing and previous.get("files") and previous.get("location") == location:
             recorded["files"] = previous["files"]  # found again: keep the digests taken when it was registered
         elif location.startswith("file://"):  # what `artifacts verify` checks the registered copy against
-            from storage.tracking import registered_copy_digests
+            from corpusforge.storage.tracking import registered_copy_digests
 
             recorded["files"] = registered_copy_digests(location)
         ledger.put(tracker.tracking_uri, manifest["id"], recorded, location)
@@ -172,17 +172,17 @@ def generates(lm_dir: Path) -> bool:
 
 
 def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) -> dict[str, str]:
-    """Register a trained lm in the MLflow model registry as a text-generating pyfunc (tasks.lm_pyfunc).
+    """Register a trained lm in the MLflow model registry as a text-generating pyfunc (corpusforge.tasks.lm_pyfunc).
 
     The registered name is the lm's name; each new artifact adds a version, which ``@latest`` resolves to.
     """
     import json
     from importlib.metadata import PackageNotFoundError, version
 
-    from tasks.lm_pyfunc import DEFAULT_PARAMS
+    from corpusforge.tasks.lm_pyfunc import DEFAULT_PARAMS
 
     spec = json.loads((lm_dir / "config.json").read_text(encoding="utf-8"))
-    from storage.store import resolve_recorded
+    from corpusforge.storage.store import resolve_recorded
 
     recorded = (spec.get("tokenizer") or {}).get("path")
     tokenizer_dir = resolve_recorded(recorded, lm_dir) if recorded else None
@@ -198,7 +198,7 @@ def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) ->
             "corpusforge.family": str(spec.get("family")), "corpusforge.tokenizer_id": str(spec["tokenizer"].get("id"))}
     return tracker.register_pyfunc_model(
         run_id, str(manifest["name"]), {"lm": lm_dir, "tokenizer": Path(tokenizer_dir)},
-        loader_module="tasks.lm_pyfunc", pip_requirements=requirements, params=DEFAULT_PARAMS, tags=tags)
+        loader_module="corpusforge.tasks.lm_pyfunc", pip_requirements=requirements, params=DEFAULT_PARAMS, tags=tags)
 
 
 def _history(artifact_dir: Path) -> list[dict[str, Any]]:

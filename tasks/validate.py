@@ -20,7 +20,7 @@ own renderer and page view (``ValidationResultsPageRenderer`` + ``DefaultJinjaPa
 Docs site build does for each result) into ``gx/uncommitted/data_docs/local_site/index.html``. A full
 site build per shard cost ~0.2 s and copied ~4.2 MB of static assets into every shard; the page inlines
 GX's styles, and the CSS, JS, fonts and logo it took from CDNs come from one folder per store,
-``<store>/_static/data-docs/<version>/`` (``tasks.data_docs_assets``), so it looks the same offline.
+``<store>/_static/data-docs/<version>/`` (``corpusforge.tasks.data_docs_assets``), so it looks the same offline.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def write_data_docs(validation_result, out_dir: Path, static_root: Path | None =
     from great_expectations.render.renderer import ValidationResultsPageRenderer
     from great_expectations.render.view import DefaultJinjaPageView
 
-    from tasks.data_docs_assets import ensure_assets, localize
+    from corpusforge.tasks.data_docs_assets import ensure_assets, localize
 
     # One page view per thread: a view owns a jinja Environment, which compiles GX's templates on first use
     # and caches them; a new view per shard recompiled them every time (~0.045 of ~0.06 CPU-s per page).

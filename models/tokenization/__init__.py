@@ -1,6 +1,6 @@
 """Tokenizers with one API (minbpe-style): word, char, classic BPE, bpe, byte-bpe, wordpiece, unigram.
 
-    from models.tokenization import make_tokenizer, load_tokenizer
+    from corpusforge.models.tokenization import make_tokenizer, load_tokenizer
     tok = make_tokenizer("classic-bpe")
     tok.train(texts, merges=5)
     tok.save("out/");  tok = load_tokenizer("out/")
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from models.tokenization.base import HF_FILE, META_FILE, Tokenizer, read_meta
-from models.tokenization.classic_bpe import ClassicBPETokenizer
-from models.tokenization.hf_backend import HF_KINDS, HFTokenizer
+from corpusforge.models.tokenization.base import HF_FILE, META_FILE, Tokenizer, read_meta
+from corpusforge.models.tokenization.classic_bpe import ClassicBPETokenizer
+from corpusforge.models.tokenization.hf_backend import HF_KINDS, HFTokenizer
 
 KINDS = ("word", "char", "classic-bpe", "bpe", "byte-bpe", "wordpiece", "unigram")
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from models.tokenization.base import HF_FILE, Tokenizer
+from corpusforge.models.tokenization.base import HF_FILE, Tokenizer
 
 END = "</w>"
 PRE_TOKENIZERS = ("whitespace", "punct")
@@ -329,13 +329,13 @@ class ClassicBPETokenizer(Tokenizer):
         data = {"kind": self.kind, "version": 1, "pre_tokenizer": self.pre_tokenizer, "alphabet": self.alphabet,
                 "merges": [list(m) for m in self.merges], "specials": self.special_token_list()}
         (directory / FILE).write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
-        from models.tokenization.hf_export import classic_bpe_to_hf
+        from corpusforge.models.tokenization.hf_export import classic_bpe_to_hf
 
         classic_bpe_to_hf(self).save(str(directory / HF_FILE))
 
     @classmethod
     def load(cls, directory: str | Path) -> ClassicBPETokenizer:
-        from models.tokenization.base import read_meta
+        from corpusforge.models.tokenization.base import read_meta
 
         d = Path(directory)
         meta = read_meta(d)

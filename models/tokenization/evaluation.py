@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from models.tokenization.base import Tokenizer
+from corpusforge.models.tokenization.base import Tokenizer
 
 METRICS = ("fertility", "bytes_per_token", "unk_rate", "oov_rate", "vocab_used", "roundtrip_exact",
            "encode_mb_per_s")

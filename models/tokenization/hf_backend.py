@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from models.tokenization.base import HF_FILE, Tokenizer
+from corpusforge.models.tokenization.base import HF_FILE, Tokenizer
 
 HF_KINDS = ("word", "char", "bpe", "byte-bpe", "wordpiece", "unigram")
 PRE_TOKENIZERS = ("default", "whitespace", "whitespace_split", "metaspace", "byte_level", "bert", "char")
@@ -165,7 +165,7 @@ class HFTokenizer(Tokenizer):
     def load(cls, directory: str | Path) -> HFTokenizer:
         from tokenizers import Tokenizer as HF
 
-        from models.tokenization.base import read_meta
+        from corpusforge.models.tokenization.base import read_meta
 
         d = Path(directory)
         meta = read_meta(d)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from models.tokenization.classic_bpe import ClassicBPETokenizer
+    from corpusforge.models.tokenization.classic_bpe import ClassicBPETokenizer
 
 HELPER_MERGES = (("<", "/"), ("</", "w"), ("</w", ">"))
 
@@ -30,7 +30,7 @@ HELPER_MERGES = (("<", "/"), ("</", "w"), ("</w", ">"))
 def classic_bpe_to_hf(tok: ClassicBPETokenizer):
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-    from models.tokenization.classic_bpe import END
+    from corpusforge.models.tokenization.classic_bpe import END
 
     vocab = dict(tok.vocab)
     for helper in ("<", "/", "w", ">", "</", "</w", END):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
+from corpusforge.cli import app
 from tests.conftest import write
 
 CLI = str(Path(sys.executable).parent / "corpusforge")
@@ -38,9 +38,9 @@ def small_corpus(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """A store with one corpus, built through the step core functions (no Prefect needed)."""
-    from storage.store import ArtifactStore
-    from tasks.corpus import build_corpus, corpus_config_from_dict, resolve_sources
-    from tasks.corpus_shard import build_corpus_shard
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.corpus import build_corpus, corpus_config_from_dict, resolve_sources
+    from corpusforge.tasks.corpus_shard import build_corpus_shard
 
     root = tmp_path_factory.mktemp("cli")
     store = ArtifactStore(root / "store")

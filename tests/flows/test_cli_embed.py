@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
+from corpusforge.cli import app
 from tests.conftest import write
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,7 @@ def make_corpus(root: Path) -> Path:
 def test_pipeline_trains_glove_evaluates_and_logs_to_mlflow(prefect_harness, tmp_path):
     from mlflow import MlflowClient
 
-    from flows.pipeline import run_pipeline
+    from corpusforge.pipeline import run_pipeline
 
     pairs = write(tmp_path / "pairs.tsv", "king\tqueen\t9\nman\twoman\t8\nking\tland\t2\nqueen\tunicorn\t5\n")
     config = {

@@ -15,7 +15,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from flows.cli import app
+from corpusforge.cli import app
 
 CLI = str(Path(sys.executable).parent / "corpusforge")
 runner = CliRunner()
@@ -87,7 +87,7 @@ def test_choice_flags_list_their_choices(path, flag, values):
         assert re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", narrow), (value, narrow)
 
 
-MODULES = {"corpus": "flows.cli", "tokenizer": "flows.cli_tokenizer", "embed": "flows.cli_embed"}
+MODULES = {"corpus": "corpusforge.cli", "tokenizer": "corpusforge.cli_tokenizer", "embed": "corpusforge.cli_embed"}
 
 
 @pytest.mark.parametrize(("path", "flag", "values"), CHOICE_FLAGS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
@@ -124,7 +124,7 @@ def test_source_help_names_every_supported_format(path):
 
 
 def test_corpus_help_names_the_presets_that_exist():
-    from tasks.clean import PRESETS
+    from corpusforge.tasks.clean import PRESETS
 
     text = _unboxed(_help(("corpus",), 200))
     for preset in PRESETS:
@@ -133,7 +133,7 @@ def test_corpus_help_names_the_presets_that_exist():
 
 
 def test_lm_train_help_names_the_lm_presets():
-    from flows.cli_lm import preset_names
+    from corpusforge.cli_lm import preset_names
 
     text = _unboxed(_help(("lm", "train"), 200))
     assert all(name in text for name in preset_names())
@@ -161,7 +161,7 @@ def test_lm_generate_shows_the_newline_default_escaped():
 
 
 def test_real_command_help_in_a_subprocess():
-    """The installed entry point renders the same help (the help fix is applied on import of flows.cli)."""
+    """The installed entry point renders the same help (the help fix is applied on import of corpusforge.cli)."""
     res = subprocess.run([CLI, "tokenizer", "train", "--help"], capture_output=True, text=True, timeout=60,
                          env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "CORPUSFORGE_LOCAL_SERVER": "off"})
     assert res.returncode == 0, res.stderr

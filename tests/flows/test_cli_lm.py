@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli_lm import load_preset, preset_names, train_config
-from tasks.config import ConfigError
+from corpusforge.cli_lm import load_preset, preset_names, train_config
+from corpusforge.tasks.config import ConfigError
 from tests.conftest import REPO, write
 
 CLI = str(Path(sys.executable).parent / "corpusforge")
@@ -25,7 +25,7 @@ TINY = ["--set", "model.n_layer=1", "--set", "model.n_head=2", "--set", "model.n
 
 
 def test_every_issue_preset_exists_and_validates():
-    from flows.pipeline import pipeline_config_from_dict
+    from corpusforge.pipeline import pipeline_config_from_dict
 
     assert preset_names() == PRESETS
     for name in PRESETS:
@@ -90,7 +90,7 @@ def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatc
     assert bad.returncode == 2 and "not an lm" in bad.stderr
 
     # the LM flow on its own (the GPU-pool entry point): same shards + same config -> the same artifact
-    from flows.lm_flow import lm_flow
+    from corpusforge.lm_flow import lm_flow
 
     config = train_config([src], "shakespeare-char-cpu", [a for a in TINY if a != "--set"])["lm"]
     flow_out = lm_flow(out["steps"]["encode"][:12], config, str(store), track=False)
@@ -102,7 +102,7 @@ def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatc
     import mlflow
     import torch
 
-    from models.zoo import load_lm
+    from corpusforge.models.zoo import load_lm
 
     reg = out["registered_model"]
     assert (reg["name"], reg["version"], reg["latest_uri"]) == ("shakespeare-char-cpu", "1",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
+from corpusforge.cli import app
 from tests.conftest import REPO, write
 
 CLI = str(Path(sys.executable).parent / "corpusforge")
@@ -24,7 +24,7 @@ TEXTBOOK = " ".join(["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 
 def test_pipeline_runs_tokenizer_and_encode_and_logs_to_mlflow(prefect_harness, tmp_path):
     from mlflow import MlflowClient
 
-    from flows.pipeline import run_pipeline
+    from corpusforge.pipeline import run_pipeline
 
     src = write(tmp_path / "src" / "s.txt",
                 "\n".join((REPO / "data" / "sample" / "tinyshakespeare.txt").read_text().splitlines()[:400]) + "\n")
@@ -104,8 +104,8 @@ def test_cli_encode_unknown_id_and_bad_kind(tmp_path):
 
 
 def test_train_config_keeps_text_as_written_and_routes_overrides():
-    from flows.cli_tokenizer import train_config
-    from flows.pipeline import pipeline_config_from_dict
+    from corpusforge.cli_tokenizer import train_config
+    from corpusforge.pipeline import pipeline_config_from_dict
 
     cfg = train_config(["/x/words.txt"], "classic-bpe", None, 5, True,
                        ["min_frequency=1", "name=mine", "corpus.split.valid=0.1", "runner.workers=1"])

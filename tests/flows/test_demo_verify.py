@@ -60,8 +60,8 @@ def test_the_demo_built_twice_gives_byte_identical_files(prefect_harness, demo_s
 
 
 def test_every_artifact_of_the_demo_verifies(demo_store):
-    from storage.catalog import Catalog
-    from storage.store import ArtifactStore
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
 
     store = ArtifactStore(demo_store)
     dirs = list(store.iter_artifact_dirs())
@@ -80,7 +80,7 @@ def test_every_artifact_of_the_demo_verifies(demo_store):
 
 
 def test_a_step_cannot_return_the_fields_the_store_owns(store_root):
-    from storage.store import ArtifactStore, StoreError
+    from corpusforge.storage.store import ArtifactStore, StoreError
 
     def build(out: Path):
         (out / "a.txt").write_text("a")
@@ -96,9 +96,9 @@ def test_a_copied_store_uses_its_own_registered_model_and_tampering_with_it_is_c
 
     from mlflow import MlflowClient
 
-    from storage.catalog import Catalog
-    from storage.store import ArtifactStore
-    from storage.tracking import Tracker, check_registered_copy
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.storage.tracking import Tracker, check_registered_copy
 
     copy = tmp_path / "copied-store"
     shutil.copytree(demo_store, copy, symlinks=True)
@@ -116,7 +116,7 @@ def test_a_copied_store_uses_its_own_registered_model_and_tampering_with_it_is_c
 
     registered = Path(version.source[len("file://"):])
     mlmodel = registered / "MLmodel"
-    mlmodel.write_text(mlmodel.read_text().replace("loader_module: tasks.lm_pyfunc", "loader_module: evil"))
+    mlmodel.write_text(mlmodel.read_text().replace("loader_module: corpusforge.tasks.lm_pyfunc", "loader_module: evil"))
     (registered / "code").mkdir()
     (registered / "code" / "evil.py").write_text("import os\n")
     report = Catalog(ArtifactStore(copy)).verify(manifest["id"])

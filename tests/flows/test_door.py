@@ -191,3 +191,20 @@ def test_a_bad_cron_is_said_in_the_users_words(tmp_path):
     said = " ".join(res.stderr.split())
     assert res.returncode == 2 and "is not a valid cron expression" in said and "'61 * * * *'" in said
     assert "validation error for" not in said and "Traceback" not in said
+
+
+def test_missing_sources_are_refused_before_prefect_or_mlflow_start(tmp_path):
+    """A missing source path or `sources: []` was retried twice as a transient error (two tracebacks, ~35 s).
+    It is checked before any server starts: exit 2, one line, and nothing left behind (no Prefect run, no
+    MLflow database, no local server)."""
+    store = tmp_path / "store"
+    config = write(tmp_path / "empty.yaml", "name: empty\ncorpus:\n  name: c\n  sources: []\n")
+    cases = [([CLI, "corpus", str(tmp_path / "missing"), "--name", "x"], "does not exist"),
+             ([CLI, "run", str(config)], "corpus.sources: give at least one file or directory")]
+    for args, words in cases:
+        res = subprocess.run([*args, "--store", str(store)], capture_output=True, text=True, env=os.environ,
+                             timeout=120)
+        assert res.returncode == 2, res.stderr
+        assert words in res.stderr and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    left = sorted(p.name for p in store.iterdir()) if store.exists() else []
+    assert not any(name.startswith(("mlflow", "prefect", ".server", "server")) for name in left), left

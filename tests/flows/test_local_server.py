@@ -147,7 +147,7 @@ def test_killed_client_stops_its_command_and_ctrl_c_is_forwarded(served):
 
 
 def test_new_code_makes_the_server_reload(served):
-    from flows.entry import recv_message, send_message
+    from corpusforge.entry import recv_message, send_message
 
     root, store, env = served
     log = store / "logs" / "local-server.log"
@@ -187,7 +187,7 @@ def test_idle_server_stops_and_a_killed_server_takes_its_prefect_api_along(tmp_p
 
 
 def test_the_socket_directory_must_be_private(tmp_path, monkeypatch):
-    from flows.local_server import socket_path_for
+    from corpusforge.local_server import socket_path_for
 
     shared = tmp_path / f"corpusforge-{os.getuid()}"
     shared.mkdir(mode=0o777)

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from storage.ngram_counts import (count_ngram_tables, count_slice_partitions, document_slices, merge_partition,
+from corpusforge.storage.ngram_counts import (count_ngram_tables, count_slice_partitions, document_slices, merge_partition,
                                   tables_from_partitions)
-from storage.store import ArtifactStore
-from tasks.config import ConfigError
-from tasks.ngram import build_ngram, ngram_config_from_dict
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.config import ConfigError
+from corpusforge.tasks.ngram import build_ngram, ngram_config_from_dict
 from tests.conftest import write
 from tests.flows.test_runners import dask_address  # noqa: F401 - the module's local Dask cluster
 
@@ -89,15 +89,15 @@ def test_partitions_is_validated_and_not_in_the_id():
     with pytest.raises(ConfigError, match=r"ngram.partitions: must be >= 0") as err:
         ngram_config_from_dict({"partitions": -1})
     assert "\n" not in str(err.value)
-    from tasks.ngram import NgramConfig, identity_config
+    from corpusforge.tasks.ngram import NgramConfig, identity_config
 
     assert identity_config(NgramConfig(partitions=4)) == identity_config(NgramConfig())
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    from tasks.corpus import build_corpus, corpus_config_from_dict, resolve_sources
-    from tasks.corpus_shard import build_corpus_shard
+    from corpusforge.tasks.corpus import build_corpus, corpus_config_from_dict, resolve_sources
+    from corpusforge.tasks.corpus_shard import build_corpus_shard
 
     root = tmp_path_factory.mktemp("partitioned")
     src = write(root / "train.txt", make_text())
@@ -135,7 +135,7 @@ def test_partitioned_inline_gives_the_same_artifact_and_progress(corpus, tmp_pat
 
 
 def test_stage_progress_is_silent_off_a_terminal(capsys):
-    from tasks.progress import stage_progress
+    from corpusforge.tasks.progress import stage_progress
 
     with stage_progress("ngram x") as update:
         update("counting", 1, 2)
@@ -157,7 +157,7 @@ def ngram_tasks_finished(address: str) -> dict[str, int]:
 def dask_runs(prefect_harness, corpus, dask_address):
     """Pipeline runs (corpus + ngram, orders 3 and 5): single-node counting (partitions 0) on threads, and 3
     partitions on a local Dask cluster of 2 worker processes (the one test_runners starts)."""
-    from flows.pipeline import run_pipeline
+    from corpusforge.pipeline import run_pipeline
 
     _, root = corpus
     out = {}

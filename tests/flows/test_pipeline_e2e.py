@@ -44,7 +44,7 @@ def child_runs(client, summary: dict):
 
 @pytest.fixture(scope="module")
 def first_run(prefect_harness, tmp_path_factory):
-    from flows.pipeline import run_pipeline
+    from corpusforge.pipeline import run_pipeline
 
     root = tmp_path_factory.mktemp("e2e")
     corpus, store = make_corpus(root), root / "store"
@@ -108,7 +108,7 @@ def test_mlflow_has_parent_and_nested_runs_with_lineage_tags(first_run):
 def test_rerun_recomputes_nothing_and_reuse_is_visible(first_run):
     from prefect.artifacts import Artifact
 
-    from flows.pipeline import run_pipeline
+    from corpusforge.pipeline import run_pipeline
 
     corpus, store, summary = first_run
     again = run_pipeline(config(corpus), store=store)
@@ -121,7 +121,7 @@ def test_rerun_recomputes_nothing_and_reuse_is_visible(first_run):
 
 
 def test_changing_one_of_three_files_changes_exactly_one_shard(prefect_harness, tmp_path):
-    from flows.pipeline import run_pipeline
+    from corpusforge.pipeline import run_pipeline
 
     corpus, store = make_corpus(tmp_path), tmp_path / "store"
     before = run_pipeline(config(corpus), store=store)
@@ -137,8 +137,8 @@ def test_changing_one_of_three_files_changes_exactly_one_shard(prefect_harness, 
 
 
 def test_bad_config_names_the_field(tmp_path):
-    from flows.pipeline import run_pipeline
-    from tasks.config import ConfigError
+    from corpusforge.pipeline import run_pipeline
+    from corpusforge.tasks.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"corpus\.reader\.txt_mode.*'line', 'paragraph', 'file'"):
         run_pipeline({"name": "x", "corpus": {"sources": ["."], "reader": {"txt_mode": "lines"}}}, store=tmp_path)
@@ -147,8 +147,8 @@ def test_bad_config_names_the_field(tmp_path):
 
 
 def test_lm_without_encoded_shards_is_a_config_error(tmp_path):
-    from flows.pipeline import pipeline_config_from_dict
-    from tasks.config import ConfigError
+    from corpusforge.pipeline import pipeline_config_from_dict
+    from corpusforge.tasks.config import ConfigError
 
     base = {"corpus": {"sources": ["."]}, "lm": {"family": "gpt"}}
     with pytest.raises(ConfigError, match="lm: needs a tokenizer section"):

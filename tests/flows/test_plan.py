@@ -32,8 +32,8 @@ def cli(args: list[str], api_url: str | None, **env: str) -> subprocess.Complete
 
 
 def test_lookup_only_finds_published_steps_and_never_builds(store_root):
-    from storage.store import ArtifactStore
-    from tasks.step import NotPublished, lookup_only, run_step
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.step import NotPublished, lookup_only, run_step
 
     store = ArtifactStore(store_root)
     built = []

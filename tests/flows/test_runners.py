@@ -56,7 +56,7 @@ def fingerprint(summary: dict) -> dict:
 
 
 def run(config: dict, store: Path) -> dict:
-    from flows.pipeline import run_pipeline
+    from corpusforge.pipeline import run_pipeline
 
     summary = run_pipeline(config, store=store)
     assert summary["steps_computed"] == len(summary["steps"]), "every step computed in a fresh store"
@@ -98,8 +98,8 @@ def dask_address():
     pytest.importorskip("prefect_dask", reason="corpusforge[dask] is not installed")
     import os
 
-    from flows.pipeline import make_task_runner
-    from flows.pipeline_config import RunnerConfig
+    from corpusforge.pipeline import make_task_runner
+    from corpusforge.pipeline_config import RunnerConfig
 
     with make_task_runner(RunnerConfig(kind="dask", workers=2)) as runner:
         client = runner.client  # creates the LocalCluster
@@ -117,8 +117,8 @@ def local_ray():
     pytest.importorskip("prefect_ray", reason="corpusforge[ray] is not installed")
     ray = pytest.importorskip("ray", reason="corpusforge[ray] is not installed")
 
-    from flows.pipeline import make_task_runner
-    from flows.pipeline_config import RunnerConfig
+    from corpusforge.pipeline import make_task_runner
+    from corpusforge.pipeline_config import RunnerConfig
 
     with make_task_runner(RunnerConfig(kind="ray", workers=2)):
         assert ray.cluster_resources()["CPU"] == 2
@@ -152,9 +152,9 @@ def test_same_artifacts_on_ray(stage, baseline, data, local_ray, tmp_path):
 
 
 def test_runner_address_is_checked():
-    from flows.pipeline import make_task_runner
-    from flows.pipeline_config import pipeline_config_from_dict
-    from tasks.config import ConfigError
+    from corpusforge.pipeline import make_task_runner
+    from corpusforge.pipeline_config import pipeline_config_from_dict
+    from corpusforge.tasks.config import ConfigError
 
     base = {"corpus": {"sources": ["."]}}
     with pytest.raises(ConfigError, match="runner.address: joins a dask or ray cluster"):

@@ -11,8 +11,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from models.gpt import GPT, GPTConfig  # noqa: E402
-from models.training import TrainConfig, train  # noqa: E402
+from corpusforge.models.gpt import GPT, GPTConfig  # noqa: E402
+from corpusforge.models.training import TrainConfig, train  # noqa: E402
 
 
 def main() -> None:

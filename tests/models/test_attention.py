@@ -14,14 +14,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.attention import (
+from corpusforge.models.attention import (
     additive_attention,
     causal_mask,
     dot_attention,
     scaled_dot_product_attention,
     sinusoidal_positions,
 )
-from models.training import loss_metrics
+from corpusforge.models.training import loss_metrics
 
 
 def np_softmax(s: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""models.embedding_eval against hand-built vectors and against gensim's own evaluators (the reference)."""
+"""corpusforge.models.embedding_eval against hand-built vectors and against gensim's own evaluators (the reference)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.embedding_eval import (Analogy, WordVectors, evaluate_analogies, evaluate_word_pairs, parse_query,
+from corpusforge.models.embedding_eval import (Analogy, WordVectors, evaluate_analogies, evaluate_word_pairs, parse_query,
                                    pca_2d, read_analogies, read_word_pairs)
 
 

@@ -1,4 +1,4 @@
-"""The Transformer encoder (models.encoder): bidirectional attention and the masked-LM objective."""
+"""The Transformer encoder (corpusforge.models.encoder): bidirectional attention and the masked-LM objective."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from models.encoder import IGNORE, EncoderConfig, TransformerEncoder
-from models.gpt import GPT, GPTConfig
-from models.sampling import generate
-from models.training import TrainConfig, evaluate, train
-from models.zoo import load_lm, model_config_dict, save_lm
+from corpusforge.models.encoder import IGNORE, EncoderConfig, TransformerEncoder
+from corpusforge.models.gpt import GPT, GPTConfig
+from corpusforge.models.sampling import generate
+from corpusforge.models.training import TrainConfig, evaluate, train
+from corpusforge.models.zoo import load_lm, model_config_dict, save_lm
 
 SCHEMES = ["learned", "sinusoidal", "rope", "alibi"]
 SHAPE = dict(vocab_size=11, block_size=16, n_layer=2, n_head=2, n_embd=16)

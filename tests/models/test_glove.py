@@ -1,4 +1,4 @@
-"""models.glove: the weighting, the loss, one AdaGrad step by hand, determinism and convergence."""
+"""corpusforge.models.glove: the weighting, the loss, one AdaGrad step by hand, determinism and convergence."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.glove import GloVe, GloveParams, fit_glove, glove_loss, glove_step, glove_weight
+from corpusforge.models.glove import GloVe, GloveParams, fit_glove, glove_loss, glove_step, glove_weight
 
 
 def test_weighting_function_by_hand():

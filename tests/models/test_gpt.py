@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.gpt import GPT, GPTConfig, alibi_slopes, apply_rope, rope_tables
+from corpusforge.models.gpt import GPT, GPTConfig, alibi_slopes, apply_rope, rope_tables
 
 SCHEMES = ["learned", "sinusoidal", "rope", "alibi"]
 

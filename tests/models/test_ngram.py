@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from models.ngram import (
+from corpusforge.models.ngram import (
     BOS,
     EOS,
     FALLBACK_DISCOUNTS,

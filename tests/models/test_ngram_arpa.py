@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.ngram import count_sentences, estimate
-from models.ngram_arpa import read_arpa, write_arpa
+from corpusforge.models.ngram import count_sentences, estimate
+from corpusforge.models.ngram_arpa import read_arpa, write_arpa
 from tests.models.test_ngram import CORPUS, SENTS
 
 EVAL = [s.split() for s in ["w0 w1 w2 w3", "w7 w0 never-seen w1", "w3", "w150 w2 w0 w0 w0 w1 w9 w4"]]
@@ -112,7 +112,7 @@ def test_writer_equals_reference_byte_for_byte(tmp_path, method, block_rows):
 def test_number_format_is_python_g8_exactly():
     """Decimal conversion in integer arithmetic against Python's, on the hard cases: ties, carries into
     a new digit, powers of ten, the switch to exponent notation, -0, -inf, nan, and random magnitudes."""
-    from models.ngram_arpa_text import FILL, format_g8
+    from corpusforge.models.ngram_arpa_text import FILL, format_g8
 
     rng = np.random.default_rng(3)
     edge = [0.0, -0.0, 1.0, -1.0, 0.5, 2.5, 0.125, 1e-4, 9.99999995e-5, 1e-5, 0.1, 0.30000000000000004,

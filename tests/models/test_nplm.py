@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from models.nplm import NPLM, NPLMConfig
+from corpusforge.models.nplm import NPLM, NPLMConfig
 
 
 def test_hidden_layer_on_the_cat_sat_mat_example():

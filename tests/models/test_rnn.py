@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.rnn import (
+from corpusforge.models.rnn import (
     ElmanCell,
     GRUCell,
     LSTMCell,

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from models.gpt import GPT, GPTConfig
-from models.rnn import RNNConfig, RNNLM
-from models.sampling import filter_logits, generate, next_token_table
+from corpusforge.models.gpt import GPT, GPTConfig
+from corpusforge.models.rnn import RNNConfig, RNNLM
+from corpusforge.models.sampling import filter_logits, generate, next_token_table
 
 PROBS = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05], dtype=torch.float64)
 

@@ -1,4 +1,4 @@
-"""models.sparse_vectors: TF/IDF variants against hand computation and scikit-learn (a reference tool)."""
+"""corpusforge.models.sparse_vectors: TF/IDF variants against hand computation and scikit-learn (a reference tool)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from models.sparse_vectors import (bag_of_words, csr_from_triplets, idf_weights, normalize_rows, one_hot,
+from corpusforge.models.sparse_vectors import (bag_of_words, csr_from_triplets, idf_weights, normalize_rows, one_hot,
                                    select_vocabulary, tf_weights, tfidf)
 
 

@@ -1,4 +1,4 @@
-"""models.tokenization: the textbook BPE example, classic BPE against a naive reference, every kind's
+"""corpusforge.models.tokenization: the textbook BPE example, classic BPE against a naive reference, every kind's
 save/load contract, byte-level round trips, word/char vocab policies and the evaluation metrics."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from models.tokenization import KINDS, load_tokenizer, make_tokenizer
-from models.tokenization.classic_bpe import count_words, learn_bpe
-from models.tokenization.evaluation import evaluate_tokenizer, format_table, comparison_rows
+from corpusforge.models.tokenization import KINDS, load_tokenizer, make_tokenizer
+from corpusforge.models.tokenization.classic_bpe import count_words, learn_bpe
+from corpusforge.models.tokenization.evaluation import evaluate_tokenizer, format_table, comparison_rows
 from tests.conftest import REPO, SHARED
 
 TEXTBOOK = " ".join(["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3 + ["highest"] * 2)
@@ -300,7 +300,7 @@ def test_evaluation_metrics_by_hand():
 def test_vocab_size_covers_every_id_when_a_special_token_occurs_in_the_text():
     # PTB writes rare words as the literal "<unk>": the trainer then gives "<unk>" a word id and leaves a
     # hole at the special's id. vocab_size must still be one past the largest id (embedding tables use it).
-    from models.tokenization import make_tokenizer
+    from corpusforge.models.tokenization import make_tokenizer
 
     tok = make_tokenizer("word", unk_token="<unk>", eot_token="<eos>", pre_tokenizer="whitespace_split")
     tok.train(["the <unk> sat", "a <unk> ran", "the cat sat"] * 3, vocab_size=100)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from models.gpt import GPT, GPTConfig
-from models.nplm import NPLM, NPLMConfig
-from models.rnn import RNNConfig, RNNLM
-from models.training import TrainConfig, evaluate, learning_rate, read_checkpoint, train
-from models.zoo import load_lm, save_lm, unique_state_dict
+from corpusforge.models.gpt import GPT, GPTConfig
+from corpusforge.models.nplm import NPLM, NPLMConfig
+from corpusforge.models.rnn import RNNConfig, RNNLM
+from corpusforge.models.training import TrainConfig, evaluate, learning_rate, read_checkpoint, train
+from corpusforge.models.zoo import load_lm, save_lm, unique_state_dict
 
 
 def pattern_tokens(n: int, vocab: int = 7, seed: int = 0) -> np.ndarray:

@@ -41,7 +41,7 @@ FORMATS = {
 READ = """
 import json, sys
 from pathlib import Path
-from storage.readers import ReaderConfig, SourceFile, read_batches, read_records
+from corpusforge.storage.readers import ReaderConfig, SourceFile, read_batches, read_records
 path, how = Path(sys.argv[1]), sys.argv[2]
 cfg = ReaderConfig(txt_mode=sys.argv[3], max_document_bytes=int(sys.argv[4]))
 reader = read_batches if how == "batches" else read_records

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from storage.catalog import AmbiguousArtifactId, ArtifactNotFound, Catalog
-from storage.hashing import artifact_id
-from storage.store import MANIFEST, ArtifactStore
+from corpusforge.storage.catalog import AmbiguousArtifactId, ArtifactNotFound, Catalog
+from corpusforge.storage.hashing import artifact_id
+from corpusforge.storage.store import MANIFEST, ArtifactStore
 from tests.conftest import write
 
 SOURCE = {"id": hashlib.sha256(b"raw source bytes").hexdigest(), "kind": "source", "path": "data/a.txt"}

@@ -14,10 +14,10 @@ import random
 
 import pytest
 
-import storage.fast_csv as fast_csv
-import storage.line_blocks as line_blocks
-from storage.readers import ReaderConfig, RecordBatch, SourceFile, read_batches, read_records
-from storage.records import meta_json
+import corpusforge.storage.fast_csv as fast_csv
+import corpusforge.storage.line_blocks as line_blocks
+from corpusforge.storage.readers import ReaderConfig, RecordBatch, SourceFile, read_batches, read_records
+from corpusforge.storage.records import meta_json
 from tests.conftest import write
 
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from storage.readers import ReaderConfig, SourceFile, discover_sources, read_records
+from corpusforge.storage.readers import ReaderConfig, SourceFile, discover_sources, read_records
 from tests.conftest import write
 
 LINES = ["first line", "zweite Zeile \u00e4\u00f6\u00fc", "third \U0001F44B line"]
@@ -189,7 +189,7 @@ def test_include_exclude_globs_are_listed(tmp_path):
 
 
 def test_fast_line_path_isolates_bad_lines_and_keeps_numbering(tmp_path):
-    from storage.readers import RecordBatch, read_batches
+    from corpusforge.storage.readers import RecordBatch, read_batches
 
     body = b"".join(f"line {i}\n".encode() for i in range(1, 1001))
     data = body.replace(b"line 500\n", b"line \xff500\n").replace(b"line 1\n", b"\xfeline 1\n", 1)
@@ -209,7 +209,7 @@ def test_fast_line_path_isolates_bad_lines_and_keeps_numbering(tmp_path):
 
 
 def test_fast_line_path_hands_a_huge_line_to_the_bounded_reader(tmp_path):
-    from storage.readers import RecordBatch, read_batches
+    from corpusforge.storage.readers import RecordBatch, read_batches
 
     huge = b"x" * (9 << 20)  # longer than a whole fast-path chunk: no newline in sight
     path = write(tmp_path / "huge.txt", b"first\n" + huge + b"\nlast\n")

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from storage.hashing import artifact_id, canonical_json, sha256_file
+from corpusforge.storage.hashing import artifact_id, canonical_json, sha256_file
 from tests.conftest import write
 
 BASE = {"step": "corpus", "version": 3, "config": {"lower": True, "min_chars": 5}, "inputs": ["aa11", "bb22"]}

@@ -1,4 +1,4 @@
-"""storage.ngram_counts: DuckDB counting equals the pure-Python reference counter (models.ngram)."""
+"""corpusforge.storage.ngram_counts: DuckDB counting equals the pure-Python reference counter (corpusforge.models.ngram)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from models.ngram import count_sentences
-from storage.ngram_counts import (
+from corpusforge.models.ngram import count_sentences
+from corpusforge.storage.ngram_counts import (
     DuckSettings,
     count_ngram_tables,
     count_ngrams,
@@ -101,7 +101,7 @@ def test_tokenization_equals_python_split(tmp_path, text):
 
 
 def test_resource_settings_reach_duckdb(tmp_path):
-    from storage.ngram_counts import connect
+    from corpusforge.storage.ngram_counts import connect
 
     con = connect(tmp_path / "x.duckdb", DuckSettings(memory_limit="300MB", temp_directory=str(tmp_path / "spill"),
                                                       threads=1))
@@ -129,7 +129,7 @@ def test_packed_and_column_grouping_agree(n):
     """Packing a window into one BIGINT/HUGEINT and grouping by n id columns give the same table."""
     import duckdb
 
-    from storage.ngram_counts import _padded_count_sql
+    from corpusforge.storage.ngram_counts import _padded_count_sql
 
     con = duckdb.connect()
     rng = np.random.default_rng(n)

@@ -7,8 +7,8 @@ import subprocess
 import sys
 import os
 
-from storage.store import ArtifactStore
-from storage.tracking import Tracker
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.storage.tracking import Tracker
 from tests.conftest import REPO
 
 
@@ -34,7 +34,7 @@ def test_sweep_removes_only_temp_dirs_of_dead_writers(store_root):
 KILLED_MID_RUN = """
 import os, sys
 from pathlib import Path
-from storage.tracking import Tracker
+from corpusforge.storage.tracking import Tracker
 tracker = Tracker(Path(sys.argv[1]), "orphans")
 run = tracker.start_pipeline_run("doomed", {"k": 1}, {})
 step = tracker.start_step_run(run, "lm", "m")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.readers import RAW_CAP, RawRecord, SourceError, SourceFile, discover_sources, read_records
+from corpusforge.storage.readers import RAW_CAP, RawRecord, SourceError, SourceFile, discover_sources, read_records
 from tests.conftest import REPO, write
 
 
@@ -112,7 +112,7 @@ def test_symlink_loop_is_refused_and_discovery_terminates(tmp_path):
     # Run in a child with a deadline so that a regression fails the test instead of hanging the suite.
     script = (
         "import json, sys\n"
-        "from storage.readers import discover_sources\n"
+        "from corpusforge.storage.readers import discover_sources\n"
         "print(json.dumps({sf.name: sf.refused for sf in discover_sources([sys.argv[1]]).files}))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -187,7 +187,7 @@ def test_paragraph_mode_locators(tmp_path):
 
 def _both_paths(path, **kw):
     """(locator, text or reason) from the per-record reader and from the batched fast path (must agree)."""
-    from storage.readers import ReaderConfig, read_batches
+    from corpusforge.storage.readers import ReaderConfig, read_batches
 
     sf = discover_sources([path]).files[0]
     slow = [(r.locator, r.text if r.ok else r.reason) for r in read_records(sf, ReaderConfig(**kw))]

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from storage.catalog import Catalog
-from storage.hashing import artifact_id
-from storage.store import MANIFEST, ArtifactStore, StoreError
+from corpusforge.storage.catalog import Catalog
+from corpusforge.storage.hashing import artifact_id
+from corpusforge.storage.store import MANIFEST, ArtifactStore, StoreError
 from tests.conftest import REPO, write
 
 CONFIG = {"min_chars": 5, "nested": {"lower": True}}
@@ -170,7 +170,7 @@ def _read_line(proc: subprocess.Popen, timeout: float) -> str:
 CRASH_SCRIPT = textwrap.dedent(
     """
     import sys, time
-    from storage.store import ArtifactStore
+    from corpusforge.storage.store import ArtifactStore
 
     def build(tmp):
         (tmp / "data.txt").write_bytes(b"partial output")
@@ -222,7 +222,7 @@ RACE_SCRIPT = textwrap.dedent(
     """
     import json, os, sys, time
     from pathlib import Path
-    from storage.store import ArtifactStore
+    from corpusforge.storage.store import ArtifactStore
 
     root, sync = sys.argv[1], Path(sys.argv[2])
     (sync / f"ready-{os.getpid()}").touch()

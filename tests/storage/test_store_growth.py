@@ -22,7 +22,7 @@ def tree_bytes(root: Path) -> int:
 
 
 def test_tiny_files_do_not_blow_up_the_store(prefect_harness, tmp_path):
-    from flows.pipeline import run_pipeline
+    from corpusforge.pipeline import run_pipeline
 
     src = tmp_path / "src"
     for i in range(FILES):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.catalog import Catalog
-from storage.store import ArtifactStore, TamperedArtifact
+from corpusforge.storage.catalog import Catalog
+from corpusforge.storage.store import ArtifactStore, TamperedArtifact
 from tests.conftest import write
 
 CLI = str(Path(sys.executable).parent / "corpusforge")

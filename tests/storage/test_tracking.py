@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from storage.tracking import Tracker, flatten
+from corpusforge.storage.tracking import Tracker, flatten
 
 
 def test_log_step_records_tags_inputs_metrics_history_and_files(tmp_path):

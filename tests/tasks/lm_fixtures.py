@@ -7,14 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks.step import StepResult
+from corpusforge.tasks.step import StepResult
 
 TEXT = ("the cat sat on the mat. the dog sat on the log. a cat and a dog sat on a mat and a log.\n" * 40)
 
 
 def write_char_shards(root: Path, text: str = TEXT) -> StepResult:
     """Train a char tokenizer on ``text`` and write train/valid/test shards (90/5/5 by documents)."""
-    from models.tokenization import make_tokenizer
+    from corpusforge.models.tokenization import make_tokenizer
 
     tok_dir, enc_dir = root / "tokenizer", root / "encoded"
     tok = make_tokenizer("char")

@@ -1,10 +1,10 @@
-"""tasks.accounting: every record read ends in exactly one bucket, per source and overall."""
+"""corpusforge.tasks.accounting: every record read ends in exactly one bucket, per source and overall."""
 
 from __future__ import annotations
 
 import pytest
 
-from tasks.accounting import AccountingError, build_accounting, total
+from corpusforge.tasks.accounting import AccountingError, build_accounting, total
 
 
 def test_sums_per_source_and_overall():

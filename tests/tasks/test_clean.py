@@ -1,4 +1,4 @@
-"""tasks.clean: the 'lm' preset as polars expressions."""
+"""corpusforge.tasks.clean: the 'lm' preset as polars expressions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import unicodedata
 import polars as pl
 import pytest
 
-from tasks.clean import CleanConfig, clean_expr, word_count_expr
+from corpusforge.tasks.clean import CleanConfig, clean_expr, word_count_expr
 
 COMBINING_E = "e\u0301"  # 'e' + COMBINING ACUTE ACCENT (NFD)
 PRECOMPOSED_E = "\u00e9"  # 'é'
@@ -95,8 +95,8 @@ def test_raw_preset_leaves_text_byte_identical():
 import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from tasks.clean import OPS, PRESET_OPS, clean_texts, stopwords  # noqa: E402
-from tasks.config import ConfigError, from_dict  # noqa: E402
+from corpusforge.tasks.clean import OPS, PRESET_OPS, clean_texts, stopwords  # noqa: E402
+from corpusforge.tasks.config import ConfigError, from_dict  # noqa: E402
 
 TEACHING_GREETING = "👋 Hello, together we will learn NLP (Natural Language Processing)!!!"
 TEACHING_GYM = "Running was considered better than going to gym."

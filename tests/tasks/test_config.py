@@ -1,4 +1,4 @@
-"""tasks.config: YAML/dict -> frozen dataclasses, with errors that name the dotted path and what is allowed."""
+"""corpusforge.tasks.config: YAML/dict -> frozen dataclasses, with errors that name the dotted path and what is allowed."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tasks.clean import CleanConfig
-from tasks.config import ConfigError, apply_overrides, from_dict, load_yaml, parse_override, to_dict
-from tasks.corpus import CorpusConfig, DedupConfig, corpus_config_from_dict
-from tasks.split import SplitConfig
-from tasks.validate import ValidationConfig
-from storage.readers import ReaderConfig
+from corpusforge.tasks.clean import CleanConfig
+from corpusforge.tasks.config import ConfigError, apply_overrides, from_dict, load_yaml, parse_override, to_dict
+from corpusforge.tasks.corpus import CorpusConfig, DedupConfig, corpus_config_from_dict
+from corpusforge.tasks.split import SplitConfig
+from corpusforge.tasks.validate import ValidationConfig
+from corpusforge.storage.readers import ReaderConfig
 from tests.conftest import REPO, write
 
 

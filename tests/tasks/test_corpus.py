@@ -1,4 +1,4 @@
-"""tasks.corpus + tasks.corpus_shard on real files: accounting on hostile input, reuse and incrementality.
+"""corpusforge.tasks.corpus + corpusforge.tasks.corpus_shard on real files: accounting on hostile input, reuse and incrementality.
 
 The hostile corpus is built once per module (GX validation costs ~0.5 s per shard) and every test
 reads the published artifacts. Expected numbers are computed from the bytes the test wrote, never
@@ -16,13 +16,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from storage.store import ArtifactStore, read_manifest
-from tasks.config import ConfigError
-from tasks.corpus import build_corpus, corpus_config_from_dict, resolve_sources
-from tasks.corpus_shard import SourceRef, build_corpus_shard
-from tasks.split import SPLITS, SplitConfig
-from tasks.step import StepResult
-from tasks.validate import COLUMNS
+from corpusforge.storage.store import ArtifactStore, read_manifest
+from corpusforge.tasks.config import ConfigError
+from corpusforge.tasks.corpus import build_corpus, corpus_config_from_dict, resolve_sources
+from corpusforge.tasks.corpus_shard import SourceRef, build_corpus_shard
+from corpusforge.tasks.split import SPLITS, SplitConfig
+from corpusforge.tasks.step import StepResult
+from corpusforge.tasks.validate import COLUMNS
 from tests.conftest import write
 
 BUCKETS = ("quarantined", "filtered", "deduplicated")
@@ -472,7 +472,7 @@ def test_identical_files_get_distinct_doc_ids_without_exact_dedup(tmp_path: Path
 
 
 def test_hidden_entries_are_listed_in_the_corpus_manifest(tmp_path: Path):
-    from tasks.corpus import discover
+    from corpusforge.tasks.corpus import discover
 
     write(tmp_path / "d" / "a.txt", "visible\n")
     write(tmp_path / "d" / ".secret.txt", "hidden\n")

@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from storage.store import ArtifactStore, read_manifest
-from tasks.corpus import build_corpus, corpus_config_from_dict, order_like_previous, resolve_sources
-from tasks.corpus_shard import build_corpus_shard
-from tasks.near_dedup import NearDedupConfig, lsh_params, near_duplicate_of
+from corpusforge.storage.store import ArtifactStore, read_manifest
+from corpusforge.tasks.corpus import build_corpus, corpus_config_from_dict, order_like_previous, resolve_sources
+from corpusforge.tasks.corpus_shard import build_corpus_shard
+from corpusforge.tasks.near_dedup import NearDedupConfig, lsh_params, near_duplicate_of
 from tests.conftest import write
 
 random.seed(1234)
@@ -95,7 +95,7 @@ def test_user_row_expectation_quarantines_with_its_name(tmp_path):
 
 
 def test_user_dataset_expectation_stops_the_publish(tmp_path):
-    from tasks.validate import DatasetValidationError
+    from corpusforge.tasks.validate import DatasetValidationError
 
     write(tmp_path / "d" / "a.txt", "one\n")
     expectation = {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 5}, "level": "dataset"}
@@ -105,7 +105,7 @@ def test_user_dataset_expectation_stops_the_publish(tmp_path):
 
 
 def test_bad_user_expectation_is_a_clear_config_error():
-    from tasks.config import ConfigError
+    from corpusforge.tasks.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"corpus.validate.expectations\[0\].level"):
         corpus_config_from_dict({"validate": {"expectations": [{"type": "expect_x", "level": "rows"}]}})
@@ -138,7 +138,7 @@ def test_control_characters_are_removed_and_counted(tmp_path):
 
 
 def test_signatures_are_deterministic_for_a_seed():
-    from tasks.near_dedup import signatures
+    from corpusforge.tasks.near_dedup import signatures
 
     texts = [sentence(30) for _ in range(5)]
     cfg = NearDedupConfig(enabled=True, seed=3)
@@ -162,7 +162,7 @@ def test_filters_and_cleaning_presets_run_in_the_shard_step(tmp_path):
 def test_streamed_signatures_give_the_same_duplicates_as_one_batch(monkeypatch):
     """Signatures computed a few documents at a time (as the merge streams them shard by shard) must give
     exactly the duplicate_of of the whole corpus computed at once."""
-    import tasks.near_dedup as near_dedup
+    import corpusforge.tasks.near_dedup as near_dedup
 
     base = [sentence(80) for _ in range(40)]
     texts = []

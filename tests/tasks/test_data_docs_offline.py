@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tasks import data_docs_assets as dda
-from tasks.validate import COLUMNS, DATA_DOCS_SUBDIR, ValidationConfig, validate_frame
+from corpusforge.tasks import data_docs_assets as dda
+from corpusforge.tasks.validate import COLUMNS, DATA_DOCS_SUBDIR, ValidationConfig, validate_frame
 
 CFG = ValidationConfig(min_chars=3, max_chars=10)
 # npm's @sparticuz/chromium ships a headless Chromium inside the package (brotli-compressed), so it installs from
@@ -282,9 +282,9 @@ def test_screenshot_offline_shows_styled_table_and_icons(tmp_path, chromium):
 
 def logged_page(tmp_path) -> tuple[Path, str]:
     """A shard tracked as the flow tracks it (real sqlite MLflow store): its Data Docs artifact's text."""
-    from storage.tracking import Tracker
-    from tasks.step import StepResult
-    from tasks.track import track_results
+    from corpusforge.storage.tracking import Tracker
+    from corpusforge.tasks.step import StepResult
+    from corpusforge.tasks.track import track_results
 
     store = tmp_path / "store"
     index = shard_page(store)

@@ -1,4 +1,4 @@
-"""tasks.embeddings*: the steps on small corpora, with expected values computed independently."""
+"""corpusforge.tasks.embeddings*: the steps on small corpora, with expected values computed independently."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 from scipy import sparse
 
-from storage.store import ArtifactStore, read_manifest
-from tasks.config import ConfigError
-from tasks.embeddings import EmbeddingsConfig, build_embeddings, embeddings_config_from_dict
-from tasks.step import StepResult
+from corpusforge.storage.store import ArtifactStore, read_manifest
+from corpusforge.tasks.config import ConfigError
+from corpusforge.tasks.embeddings import EmbeddingsConfig, build_embeddings, embeddings_config_from_dict
+from corpusforge.tasks.step import StepResult
 from tests.conftest import SHARED
 
 
@@ -100,7 +100,7 @@ def reference_cooccurrence(docs: list[str], window: int, min_count: int) -> dict
 
 
 def test_cooccurrence_counts_match_a_python_reference(tmp_path):
-    from tasks.embeddings_glove import build_cooccurrence
+    from corpusforge.tasks.embeddings_glove import build_cooccurrence
 
     # Unicode whitespace (no-break space, em space) must split exactly as str.split() does
     docs = ["the cat sat on the mat", "The dog sat on the log rare", "cat\u00a0dog cat\u2003dog\nthe end"]
@@ -169,7 +169,7 @@ def test_word2vec_exports_load_with_gensim(tmp_path, sg):
 def test_fasttext_gives_vectors_for_unseen_words(tmp_path):
     from gensim.models import FastText
 
-    from models.word2vec import load_fasttext_vectors
+    from corpusforge.models.word2vec import load_fasttext_vectors
 
     corpus = fake_corpus(tmp_path, SENTENCES)
     cfg = EmbeddingsConfig(kind="fasttext", dim=8, min_count=1, epochs=1, workers=1, bucket=5000)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def corpus(prefect_harness, tmp_path_factory):
     """A corpus from JSONL with extra fields (meta) and a plain text file, with all three splits."""
-    from flows.pipeline import run_pipeline
+    from corpusforge.pipeline import run_pipeline
 
     root = tmp_path_factory.mktemp("export")
     src = root / "src"
@@ -31,7 +31,7 @@ def corpus(prefect_harness, tmp_path_factory):
 
 
 def invoke(*args: str):
-    from flows.cli import app
+    from corpusforge.cli import app
 
     return CliRunner().invoke(app, list(args))
 
@@ -83,7 +83,7 @@ def test_export_refuses_bad_requests_in_one_line(corpus, tmp_path):
 def test_every_artifact_has_a_card_listed_in_its_manifest(corpus):
     """The store writes README.md into each artifact (a dataset card here), digested like every file, and
     made only of identity fields and the step's own fields, so a rebuild writes the same bytes."""
-    from storage.cards import card
+    from corpusforge.storage.cards import card
 
     store, cid, path = corpus
     for manifest_path in store.glob("*/*/manifest.json"):

@@ -1,4 +1,4 @@
-"""tasks.filters: hand-built frames; expected drops and statistics computed independently in plain Python."""
+"""corpusforge.tasks.filters: hand-built frames; expected drops and statistics computed independently in plain Python."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections import Counter
 import polars as pl
 import pytest
 
-from tasks.config import ConfigError, from_dict
-from tasks.filters import REASONS, FilterConfig, apply_filters, document_stats
+from corpusforge.tasks.config import ConfigError, from_dict
+from corpusforge.tasks.filters import REASONS, FilterConfig, apply_filters, document_stats
 
 QUALITY_ONLY = dict(gopher_quality=True, gopher_min_words=None, gopher_max_words=None,
                     gopher_min_mean_word_length=None, gopher_max_mean_word_length=None,
@@ -241,7 +241,7 @@ def test_language_filter_fills_lang_and_drops_other_languages():
     kept, dropped = apply_filters(frame(texts[:3]), FilterConfig(lang_id=True))
     assert kept["lang"].to_list() == ["en", "fr", "de"] and dropped.height == 0
     # min_lang_prob around the library's own probability for a short, ambiguous text
-    from tasks.filters import _language_identifier  # py3langid's own classify (the model is loaded once)
+    from corpusforge.tasks.filters import _language_identifier  # py3langid's own classify (the model is loaded once)
 
     text = "ok go"
     _, p = _language_identifier()(text)
@@ -279,7 +279,7 @@ def test_yaml_dict_round_trip_and_errors():
 
 
 def test_staged_evaluation_equals_first_failure_over_all_filters():
-    from tasks.filters import FILTERS
+    from corpusforge.tasks.filters import FILTERS
 
     rng = random.Random(8)
     texts = [random_doc(rng) for _ in range(400)] + ["", "  ", "#" * 3]

@@ -6,8 +6,8 @@ import hashlib
 
 import polars as pl
 
-from tasks.identity import add_identity, content_hash_for, doc_id_for, split_for
-from tasks.split import SplitConfig
+from corpusforge.tasks.identity import add_identity, content_hash_for, doc_id_for, split_for
+from corpusforge.tasks.split import SplitConfig
 
 
 def test_vectorized_identity_matches_the_python_definitions():

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from storage.store import ArtifactStore
-from tasks.config import ConfigError, from_dict
-from tasks.lm import LMConfig, build_lm, lm_config_from_dict
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.config import ConfigError, from_dict
+from corpusforge.tasks.lm import LMConfig, build_lm, lm_config_from_dict
 from tests.tasks.lm_fixtures import write_char_shards
 
 GPT_SECTION = {
@@ -25,7 +25,7 @@ GPT_SECTION = {
 
 
 def test_build_lm_writes_model_metrics_plot_and_sample(tmp_path):
-    from models.zoo import load_lm
+    from corpusforge.models.zoo import load_lm
 
     upstream = write_char_shards(tmp_path)
     store = ArtifactStore(tmp_path / "store")
@@ -131,12 +131,12 @@ def test_training_progress_bar_draws_on_a_terminal_and_is_silent_otherwise(capsy
     import pty
     import sys
 
-    from tasks.lm import training_progress
+    from corpusforge.tasks.lm import training_progress
 
     with training_progress("lm x", 10) as advance:  # pytest's stderr is not a terminal
         advance(5, {"train_loss": 1.0})
     assert capsys.readouterr().err == ""
-    code = ("from tasks.lm import training_progress\n"
+    code = ("from corpusforge.tasks.lm import training_progress\n"
             "with training_progress('lm demo', 100) as adv:\n"
             "    adv(50, {'val_loss': 2.5, 'val_ppl': 12.18})\n"
             "    adv(100, {'train_loss': 2.0, 'lr': 1e-3, 'tokens_per_s': 1234.0})\n")
@@ -159,7 +159,7 @@ def test_training_progress_bar_draws_on_a_terminal_and_is_silent_otherwise(capsy
 
 
 def test_encoder_family_trains_skips_the_sample_and_inspects_a_mask(tmp_path):
-    from tasks.lm_inspect import generate_from, inspect_lm
+    from corpusforge.tasks.lm_inspect import generate_from, inspect_lm
 
     upstream = write_char_shards(tmp_path)
     section = {**GPT_SECTION, "family": "encoder", "model": {**GPT_SECTION["model"], "mask_prob": 0.3}}
@@ -179,8 +179,8 @@ def test_encoder_family_trains_skips_the_sample_and_inspects_a_mask(tmp_path):
 
 def test_generated_text_keeps_unk_and_breaks_lines_at_end_of_text():
     # PTB-style data: a literal "<unk>" word and an end-of-sentence token; a plain decode drops both silently
-    from models.tokenization import make_tokenizer
-    from tasks.lm import render_ids
+    from corpusforge.models.tokenization import make_tokenizer
+    from corpusforge.tasks.lm import render_ids
 
     tok = make_tokenizer("word", eot_token="<eos>", pre_tokenizer="whitespace_split")
     tok.train(["the <unk> sat on the mat", "a <unk> of cats"] * 3, vocab_size=50)

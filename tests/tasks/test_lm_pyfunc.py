@@ -1,4 +1,4 @@
-"""The pyfunc wrapper MLflow loads by module name (tasks.lm_pyfunc): inputs, params, and agreement with
+"""The pyfunc wrapper MLflow loads by module name (corpusforge.tasks.lm_pyfunc): inputs, params, and agreement with
 ``lm generate``'s code path. The registry round trip itself is in tests/flows/test_cli_lm.py."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from storage.store import ArtifactStore
-from tasks.lm import build_lm, generate_text, lm_config_from_dict
-from tasks.lm_pyfunc import _load_pyfunc, _prompts
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.lm import build_lm, generate_text, lm_config_from_dict
+from corpusforge.tasks.lm_pyfunc import _load_pyfunc, _prompts
 from tests.tasks.lm_fixtures import write_char_shards
 from tests.tasks.test_lm import GPT_SECTION
 

@@ -1,4 +1,4 @@
-"""tasks.ngram on real files: corpus artifact -> counts in DuckDB -> model -> evaluation -> ARPA.
+"""corpusforge.tasks.ngram on real files: corpus artifact -> counts in DuckDB -> model -> evaluation -> ARPA.
 
 Expected perplexities come from the naive dict-based Kneser-Ney in tests/models/test_ngram.py or
 from hand arithmetic, never from the code under test.
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from storage.store import ArtifactStore, read_manifest
-from tasks.config import ConfigError
-from tasks.corpus import build_corpus, corpus_config_from_dict, resolve_sources
-from tasks.corpus_shard import build_corpus_shard
-from tasks.ngram import build_ngram, load_ngram_model, ngram_config_from_dict
+from corpusforge.storage.store import ArtifactStore, read_manifest
+from corpusforge.tasks.config import ConfigError
+from corpusforge.tasks.corpus import build_corpus, corpus_config_from_dict, resolve_sources
+from corpusforge.tasks.corpus_shard import build_corpus_shard
+from corpusforge.tasks.ngram import build_ngram, load_ngram_model, ngram_config_from_dict
 from tests.conftest import write
 from tests.models.test_ngram import CORPUS, naive_mkn
 
@@ -136,7 +136,7 @@ def test_config_errors_name_the_field():
 
 
 def test_pipeline_end_to_end(prefect_harness, tmp_path):
-    from flows.pipeline import run_pipeline
+    from corpusforge.pipeline import run_pipeline
 
     src = write(tmp_path / "data" / "train.txt", TEACHING * 3)
     config = {"name": "ngram-e2e", "corpus": {"name": "teach", "sources": [str(src)], "reader": {"txt_mode": "line"},
@@ -158,7 +158,7 @@ def test_pipeline_end_to_end(prefect_harness, tmp_path):
 def test_counting_over_a_trained_tokenizer(tmp_path):
     """With ngram.tokenizer, n-grams are over the tokenizer's tokens: here a char tokenizer, so the
     unigram counts are character counts (computed by hand from the text below)."""
-    from tasks.tokenizer import build_tokenizer, tokenizer_config_from_dict
+    from corpusforge.tasks.tokenizer import build_tokenizer, tokenizer_config_from_dict
 
     store = ArtifactStore(tmp_path / "store")
     corpus = line_corpus(tmp_path, "abba\nab\n", store)

@@ -1,8 +1,8 @@
 """Parity with KenLM on Penn Treebank (needs ../shared; skipped without it).
 
 Reference numbers: ../shared/DATA.md (KenLM lmplz modified Kneser-Ney perplexities) and the lmplz ARPA
-../shared/reference/ptb.o3.kenlm.arpa.gz. Counting goes through DuckDB (storage.ngram_counts), the
-estimate through models.ngram: the same path as the ngram step (and read_counts, the estimator's own
+../shared/reference/ptb.o3.kenlm.arpa.gz. Counting goes through DuckDB (corpusforge.storage.ngram_counts), the
+estimate through corpusforge.models.ngram: the same path as the ngram step (and read_counts, the estimator's own
 prefix searches, for the lmplz-discount check).
 """
 
@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from models.ngram import estimate, kenlm_discounts
-from storage.ngram_counts import count_ngram_tables, read_counts
+from corpusforge.models.ngram import estimate, kenlm_discounts
+from corpusforge.storage.ngram_counts import count_ngram_tables, read_counts
 from tests.conftest import SHARED
 
 PTB = SHARED / "corpora" / "ptb"
@@ -102,7 +102,7 @@ def test_ptb_order3_entries_match_lmplz_arpa(tmp_path):
 
 def test_kenlm_scores_our_ptb_arpa_identically(tmp_path):
     kenlm = pytest.importorskip("kenlm")
-    from models.ngram_arpa import write_arpa
+    from corpusforge.models.ngram_arpa import write_arpa
 
     model = model_for(tmp_path, 3)  # literal <unk>: in the ARPA it is KenLM's unknown-word entry
     ken = kenlm.Model(str(write_arpa(model, tmp_path / "ptb3.arpa.gz")))

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.tokenization.classic_bpe import ClassicBPETokenizer
-from storage.store import ArtifactStore
-from tasks.embeddings import EmbeddingsConfig, build_embeddings, phase_progress
-from tasks.embeddings_eval import evaluate_vectors
-from tasks.step import StepResult
-from tasks.tokenizer import TokenizerConfig, train_tokenizer
+from corpusforge.models.tokenization.classic_bpe import ClassicBPETokenizer
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.embeddings import EmbeddingsConfig, build_embeddings, phase_progress
+from corpusforge.tasks.embeddings_eval import evaluate_vectors
+from corpusforge.tasks.step import StepResult
+from corpusforge.tasks.tokenizer import TokenizerConfig, train_tokenizer
 from tests.conftest import write
 
 TEXTBOOK = " ".join(["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3 + ["highest"] * 2)
@@ -102,7 +102,7 @@ def test_glove_epochs_and_evaluation_are_reported(tmp_path):
 
 
 def test_evaluation_by_section_gives_the_same_report_as_all_at_once(tmp_path):
-    from models.embedding_eval import WordVectors, evaluate_analogies, read_analogies
+    from corpusforge.models.embedding_eval import WordVectors, evaluate_analogies, read_analogies
 
     rng = np.random.default_rng(3)
     words = [f"w{i}" for i in range(40)]
@@ -129,7 +129,7 @@ def test_phase_progress_is_silent_off_a_terminal(capfd):
 
 
 def test_phase_progress_draws_one_bar_per_phase_on_a_terminal(monkeypatch):
-    import tasks.progress as progress
+    import corpusforge.tasks.progress as progress
 
     opened = []
 

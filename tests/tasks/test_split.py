@@ -1,4 +1,4 @@
-"""tasks.split: deterministic, per-document train/valid/test assignment."""
+"""corpusforge.tasks.split: deterministic, per-document train/valid/test assignment."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from tasks.split import SPLITS, SplitConfig, assign_split, assign_splits
+from corpusforge.tasks.split import SPLITS, SplitConfig, assign_split, assign_splits
 
 IDS = [f"doc-{i:06d}" for i in range(20_000)]
 

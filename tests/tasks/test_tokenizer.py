@@ -1,4 +1,4 @@
-"""tasks.tokenizer + tasks.encode on a real corpus artifact: training on the train split, metrics,
+"""corpusforge.tasks.tokenizer + corpusforge.tasks.encode on a real corpus artifact: training on the train split, metrics,
 nanoGPT-style shards checked against an independent encoding through ``tokenizers``, reuse, config errors."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from storage.store import ArtifactStore, read_manifest
-from tasks.config import ConfigError
-from tasks.corpus import build_corpus, corpus_config_from_dict, resolve_sources
-from tasks.corpus_shard import build_corpus_shard
-from tasks.encode import build_encode, dtype_for
-from tasks.tokenizer import build_tokenizer, tokenizer_config_from_dict
+from corpusforge.storage.store import ArtifactStore, read_manifest
+from corpusforge.tasks.config import ConfigError
+from corpusforge.tasks.corpus import build_corpus, corpus_config_from_dict, resolve_sources
+from corpusforge.tasks.corpus_shard import build_corpus_shard
+from corpusforge.tasks.encode import build_encode, dtype_for
+from corpusforge.tasks.tokenizer import build_tokenizer, tokenizer_config_from_dict
 from tests.conftest import REPO, write
 
 SAMPLE = REPO / "data" / "sample" / "tinyshakespeare.txt"
@@ -67,7 +67,7 @@ def test_tokenizer_and_encode_shards(corpus, kind):
     eot = hf.token_to_id("<|endoftext|>")
     assert emeta["eot_id"] == eot and emeta["dtype"] == "uint16" and emeta["tokenizer_id"] == tok.id
     # recorded relative to the store (the same bytes in any store), resolving to the tokenizer artifact
-    from storage.store import resolve_recorded
+    from corpusforge.storage.store import resolve_recorded
 
     assert not Path(emeta["tokenizer_path"]).is_absolute()
     assert resolve_recorded(emeta["tokenizer_path"], Path(enc.path)) == Path(tok.path).resolve()
@@ -95,8 +95,8 @@ def test_classic_bpe_trace_files_and_train_fallback_for_eval(tmp_path):
 
 
 def test_process_pool_encoding_equals_serial(tmp_path):
-    from models.tokenization import load_tokenizer
-    from tasks.encode import BATCH_DOCS, encode_documents
+    from corpusforge.models.tokenization import load_tokenizer
+    from corpusforge.tasks.encode import BATCH_DOCS, encode_documents
 
     lines = SAMPLE.read_text(encoding="utf-8").splitlines()[: BATCH_DOCS * 2 + 10]
     result, store = make_corpus(tmp_path, valid=0.0, text="\n".join(lines[:300]) + "\n")
@@ -107,7 +107,7 @@ def test_process_pool_encoding_equals_serial(tmp_path):
 
 
 def test_parquet_format_holds_one_id_list_per_document(corpus):
-    from models.tokenization import load_tokenizer
+    from corpusforge.models.tokenization import load_tokenizer
 
     result, store = corpus
     cfg = tokenizer_config_from_dict({"name": "pq", "kind": "wordpiece", "vocab_size": 300, "format": "parquet"})
@@ -122,7 +122,7 @@ def test_parquet_format_holds_one_id_list_per_document(corpus):
 
 
 def test_progress_callback_reports_merges():
-    from models.tokenization.classic_bpe import count_words, learn_bpe
+    from corpusforge.models.tokenization.classic_bpe import count_words, learn_bpe
 
     seen = []
     counts = count_words([SAMPLE.read_text(encoding="utf-8")[:50000]])

@@ -1,9 +1,9 @@
-"""tasks.track: live MLflow runs while a step trains, against a real sqlite tracking store in a temp dir."""
+"""corpusforge.tasks.track: live MLflow runs while a step trains, against a real sqlite tracking store in a temp dir."""
 
 from __future__ import annotations
 
-from storage.tracking import Tracker
-from tasks.track import LiveRuns
+from corpusforge.storage.tracking import Tracker
+from corpusforge.tasks.track import LiveRuns
 
 
 def test_live_step_run_is_completed_not_duplicated_and_a_dead_one_fails(tmp_path):
@@ -50,7 +50,7 @@ def test_a_registry_failure_is_reported_not_fatal(tmp_path):
     import json
     import logging
 
-    from tasks.track import _try_register
+    from corpusforge.tasks.track import _try_register
 
     records: list[logging.LogRecord] = []
     handler = logging.Handler()

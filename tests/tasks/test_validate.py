@@ -1,4 +1,4 @@
-"""tasks.validate: the Great Expectations suite run on every shard (real GX, ephemeral or file context)."""
+"""corpusforge.tasks.validate: the Great Expectations suite run on every shard (real GX, ephemeral or file context)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tasks.validate import (COLUMNS, DATA_DOCS_SUBDIR, DatasetValidationError, ValidationConfig, checkpoint_for,
+from corpusforge.tasks.validate import (COLUMNS, DATA_DOCS_SUBDIR, DatasetValidationError, ValidationConfig, checkpoint_for,
                             validate_frame)
 
 LENGTH = "expect_column_value_lengths_to_be_between"

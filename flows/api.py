@@ -1,0 +1,419 @@
+"""The Python API: what the ``corpusforge`` CLI does, as functions that return typed results.
+
+    import corpusforge as cf
+
+    result = cf.run("configs/demo.yaml", overrides=["ngram.order=3"])
+    lm = result["ngram"].load()                       # the n-gram model, with its query methods
+    tok = cf.tokenizer.train(["data/sample/tinyshakespeare.txt"], kind="byte-bpe", vocab_size=500)
+    tok.load().encode("To be, or not to be").tokens   # a tokenizers.Tokenizer
+    cf.artifacts.find(step="corpus")                   # [Artifact(...), ...]
+    cf.artifacts.verify(tok.id).ok                     # re-hash every file
+
+Each command-group function builds the same pipeline config its CLI command builds (the CLI calls these
+builders), so the API and the CLI give the same artifact ids and reuse each other's results. Runs happen in
+this process against the store's Prefect API (the local server's, started if needed, like the CLI) and are
+answered from the store without starting orchestration when every step is already published. Errors are
+exceptions: ``ConfigError`` (bad config), ``SourceError`` (bad sources), ``LookupError`` (unknown id).
+Everything loaded from the store is checked against its recorded digests first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+PathLike = str | Path
+
+
+# --------------------------------------------------------------------------------------------- results
+
+
+@dataclass
+class Artifact:
+    """One published artifact: its id, folder, manifest and metrics; ``load()`` gives the working object."""
+
+    id: str
+    step: str
+    name: str
+    path: Path
+    manifest: dict[str, Any] = field(repr=False)
+    reused: bool | None = None
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.manifest.get("metrics") or {}
+
+    @classmethod
+    def from_dir(cls, path: PathLike, reused: bool | None = None) -> Artifact:
+        from corpusforge.storage.store import read_manifest
+
+        manifest = read_manifest(Path(path))
+        if manifest is None:
+            raise LookupError(f"{path}: no published artifact (no complete manifest.json)")
+        return cls(manifest["id"], manifest["step"], manifest["name"], Path(path), manifest, reused)
+
+    def verify(self):
+        """Re-hash every file and re-derive the id (``corpusforge artifacts verify``)."""
+        from corpusforge.storage.catalog import Catalog
+        from corpusforge.storage.store import ArtifactStore
+
+        return Catalog(ArtifactStore(self.path.parents[1])).verify(self.id)
+
+    def load(self) -> Any:
+        """The working object, after checking the files against their recorded digests:
+
+        corpus: ``{split: polars.DataFrame}``; tokenizer: ``tokenizers.Tokenizer`` (classic-bpe: our
+        ``ClassicBPETokenizer``); embeddings/glove: gensim ``KeyedVectors``; ngram: the n-gram model
+        (``prob``, ``score_sentence``, ``perplexity``, ...); lm: ``(torch module, tokenizer)``.
+        """
+        from corpusforge.storage.store import ArtifactStore
+
+        ArtifactStore(self.path.parents[1]).check_intact(self.path, self.manifest)
+        loader = LOADERS.get(self.step)
+        if loader is None:
+            raise TypeError(f"{self.step} artifacts have no loader; read the files under {self.path}")
+        return loader(self)
+
+
+def _load_corpus(a: Artifact):
+    import polars as pl
+
+    return {split: pl.read_parquet(a.path / f"{split}.parquet") for split in ("train", "valid", "test")
+            if (a.path / f"{split}.parquet").is_file()}
+
+
+def _load_tokenizer(a: Artifact):
+    from corpusforge.models.tokenization import load_tokenizer
+
+    tok = load_tokenizer(a.path)
+    return getattr(tok, "hf", None) or tok  # the tokenizers.Tokenizer itself; classic-bpe: ours
+
+
+def _load_vectors(a: Artifact):
+    from gensim.models import KeyedVectors
+
+    rel = a.manifest.get("vectors_path")
+    if not rel:
+        raise TypeError(f"{a.step} {a.name} holds no dense vectors (kind {a.manifest.get('kind')!r})")
+    return KeyedVectors.load_word2vec_format(str(a.path / rel), binary=False)
+
+
+def _load_ngram(a: Artifact):
+    from corpusforge.tasks.ngram import load_ngram_model
+
+    return load_ngram_model(a.path)
+
+
+def _load_lm(a: Artifact):
+    from corpusforge.tasks.lm_inspect import load_trained
+
+    model, tok, _spec = load_trained(a.path)  # the tokenizer recorded in the lm's config.json
+    return model, tok
+
+
+LOADERS = {"corpus": _load_corpus, "tokenizer": _load_tokenizer, "embeddings": _load_vectors,
+           "glove": _load_vectors, "ngram": _load_ngram, "lm": _load_lm}
+
+
+@dataclass
+class RunResult:
+    """A pipeline run: every step in run order, the last artifact of each stage, and the raw summary."""
+
+    steps: list[Artifact]
+    stages: dict[str, Artifact]
+    summary: dict[str, Any] = field(repr=False)
+
+    @property
+    def computed(self) -> int:
+        return int(self.summary.get("steps_computed", sum(1 for s in self.steps if s.reused is False)))
+
+    def __getitem__(self, stage: str) -> Artifact:
+        try:
+            return self.stages[stage]
+        except KeyError:
+            raise KeyError(f"no {stage!r} stage in this run; stages: {', '.join(self.stages)}") from None
+
+
+def _result(summary: Mapping[str, Any]) -> RunResult:
+    steps = [Artifact.from_dir(s["path"], s.get("reused")) for s in summary["steps"]]
+    by_id = {a.id: a for a in steps}
+    stages: dict[str, Artifact] = {}
+    if summary.get("corpus"):
+        c = summary["corpus"]
+        stages["corpus"] = by_id.get(c["id"]) or Artifact.from_dir(c["path"], c.get("reused"))
+    for stage, info in (summary.get("stages") or {}).items():
+        # A stage's own artifact (the tokenizer, not the encoded shards that follow it), else its last step.
+        own = [a for a in steps if a.step == stage or (stage == "embeddings" and a.step == "glove")]
+        stages[stage] = own[-1] if own else (by_id.get(info["id"]) or Artifact.from_dir(info["path"],
+                                                                                        info.get("reused")))
+    for a in steps:  # every other step by its name too (encode, embeddings_eval, ...), shards aside
+        if a.step != "corpus_shard":
+            stages.setdefault(a.step, a)
+    return RunResult(steps, stages, dict(summary))
+
+
+# --------------------------------------------------------------------------------------------- running
+
+
+def store_root(store: PathLike | None = None) -> Path:
+    """``store``, else ``$CORPUSFORGE_STORE``, else ``./.corpusforge`` (as the CLI)."""
+    from corpusforge.storage.store import resolve_store_root
+
+    return resolve_store_root(store)
+
+
+def run_config(config: Mapping[str, Any], store: PathLike | None = None, base_dir: PathLike | None = None,
+               verify_inputs: bool = False) -> dict[str, Any]:
+    """Run a pipeline config dict; return the flow's summary dict (what ``--json`` prints)."""
+    import os
+
+    from corpusforge.pipeline_config import pipeline_config_from_dict
+    from corpusforge.plan import answer_from_store, plan_pipeline
+    from corpusforge.settings import configure_environment
+
+    root = store_root(store)
+    configure_environment(root)
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    cfg = pipeline_config_from_dict(dict(config))  # fail fast, before any server starts
+    if verify_inputs or cfg.runner.verify_inputs:
+        os.environ["CORPUSFORGE_VERIFY_INPUTS"] = "1"
+    summary = answer_from_store(cfg, root, plan_pipeline(cfg, root, base))
+    if summary is not None:
+        return summary
+    from corpusforge.local_server import ensure_prefect_api
+    from corpusforge.pipeline import run_pipeline
+
+    ensure_prefect_api(root)
+    return run_pipeline(dict(config), store=root, base_dir=base)
+
+
+def load_config(config: PathLike | Mapping[str, Any], overrides: Sequence[str] = ()) -> tuple[dict, Path]:
+    """(config dict with ``overrides`` applied, the directory its relative paths resolve against)."""
+    from corpusforge.tasks.config import apply_overrides, load_yaml
+
+    if isinstance(config, Mapping):
+        return apply_overrides(dict(config), list(overrides)), Path.cwd()
+    path = Path(config)
+    return apply_overrides(load_yaml(path), list(overrides)), path.resolve().parent
+
+
+def run(config: PathLike | Mapping[str, Any], overrides: Sequence[str] = (), store: PathLike | None = None,
+        verify_inputs: bool = False) -> RunResult:
+    """``corpusforge run``: every stage in ``config`` (a YAML path or a dict); finished steps are reused.
+
+    ``overrides`` are ``--set`` strings (``"ngram.order=3"``). Relative paths in a YAML file resolve
+    against its directory.
+    """
+    data, base = load_config(config, overrides)
+    return _result(run_config(data, store, base, verify_inputs))
+
+
+# ------------------------------------------------------------------------------- command-group configs
+# The CLI commands build their configs with these, so the API and the CLI give the same artifact ids.
+
+
+def _section(overrides: Sequence[str], pipeline_keys: tuple[str, ...], section: str) -> list[str]:
+    """``--set`` strings: those without a pipeline prefix address ``section``."""
+    return [s if s.startswith(pipeline_keys) else f"{section}.{s}" for s in overrides]
+
+
+def corpus_config(sources: Sequence[PathLike], name: str, preset: str = "lm", overrides: Sequence[str] = ()) -> dict:
+    from corpusforge.tasks.config import apply_overrides
+
+    base = {"name": name, "corpus": {"name": name, "sources": [str(s) for s in sources],
+                                     "clean": {"preset": preset}}}
+    return apply_overrides(base, _section(overrides, ("runner.", "tracking.", "name=", "corpus."), "corpus"))
+
+
+def ngram_config(sources: Sequence[PathLike], order: int = 3, smoothing: str = "modified-kneser-ney",
+                 k: float = 1.0, eval_files: Sequence[PathLike] = (), overrides: Sequence[str] = ()) -> dict:
+    from corpusforge.tasks.config import apply_overrides
+
+    base = {
+        "name": "ngram",
+        "corpus": {"name": "ngram-train", "sources": [str(s) for s in sources], "reader": {"txt_mode": "line"},
+                   "clean": {"preset": "raw"}, "dedup": {"exact": False}, "split": {"valid": 0, "test": 0},
+                   "validate": {"min_chars": 1, "max_chars": 100_000_000}},
+        "ngram": {"order": order, "smoothing": smoothing, "k": k, "eval_splits": [],
+                  "eval": [str(Path(p).resolve()) for p in eval_files]},
+    }
+    keys = ("runner.", "tracking.", "name=", "corpus.", "ngram.")
+    return apply_overrides(base, _section(overrides, keys, "ngram"))
+
+
+def embed_config(sources: Sequence[PathLike], kind: str = "word2vec", overrides: Sequence[str] = ()) -> dict:
+    from corpusforge.tasks.config import apply_overrides
+    from corpusforge.tasks.step import slug
+
+    stem = slug(Path(sources[0]).resolve().stem if sources else "corpus")
+    base = {
+        "name": "embed",
+        "corpus": {"name": stem, "sources": [str(s) for s in sources], "reader": {"txt_mode": "line"},
+                   "split": {"valid": 0.0, "test": 0.0}},
+        "embeddings": {"kind": kind, "name": slug(f"{stem}-{kind}")},
+    }
+    keys = ("runner.", "tracking.", "name=", "corpus.", "embeddings.")
+    data = apply_overrides(base, _section(overrides, keys, "embeddings"))
+    section = data["embeddings"]
+    if isinstance(section.get("analogies"), str):
+        section["analogies"] = str(Path(section["analogies"]).resolve())
+    if isinstance(section.get("similarity"), str):
+        section["similarity"] = [section["similarity"]]
+    if isinstance(section.get("similarity"), list):
+        section["similarity"] = [str(Path(p).resolve()) for p in section["similarity"]]
+    return data
+
+
+TOKENIZER_PIPELINE_KEYS = ("runner.", "tracking.", "corpus.", "tokenizer.")
+
+
+def tokenizer_config(sources: list[str], kind: str, vocab_size: int | None, merges: int | None, trace: bool,
+                 overrides: list[str]) -> dict:
+    """The pipeline config dict ``tokenizer train`` runs (``--set`` applied)."""
+    from corpusforge.tasks.config import apply_overrides
+    from corpusforge.tasks.step import slug
+
+    corpus_name = slug(Path(sources[0]).stem if sources else "corpus", 40)
+    section: dict = {"name": f"{corpus_name}-{kind}", "kind": kind, "encode": False}
+    if vocab_size is not None:
+        section["vocab_size"] = vocab_size
+    if merges is not None:
+        section["merges"] = merges
+    if trace:
+        section["trace"] = True
+    base = {
+        "name": "tokenizer",
+        "corpus": {"name": corpus_name, "sources": sources, "reader": {"txt_mode": "line"},
+                   "clean": {"preset": "raw"}, "dedup": {"exact": False}, "split": {"valid": 0.0, "test": 0.0}},
+        "tokenizer": section,
+    }
+    return apply_overrides(base, [s if s.startswith(TOKENIZER_PIPELINE_KEYS) else f"tokenizer.{s}" for s in overrides])
+
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "configs" / "lm"
+LM_PIPELINE_KEYS = ("corpus.", "tokenizer.", "lm.", "runner.", "tracking.", "name=")
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def load_preset(name: str) -> dict:
+    """A preset by name (configs/lm/NAME.yaml) or a path to a YAML file of the same shape."""
+    from corpusforge.tasks.config import ConfigError, load_yaml
+
+    path = Path(name)
+    if not (path.suffix in (".yaml", ".yml") and path.is_file()):
+        path = PRESET_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"--preset {name!r}: no such preset; choose one of {', '.join(preset_names())}")
+    return load_yaml(path)
+
+
+def lm_config(sources: list[Path], preset: str, overrides: list[str]) -> dict:
+    """The pipeline config for ``lm train``. --set keys without a section prefix address the lm section."""
+    from corpusforge.tasks.config import apply_overrides
+
+    data = load_preset(preset)
+    name = Path(preset).stem
+    corpus_name = "-".join(sorted({Path(s).stem.split(".")[0] for s in sources}))[:40] or "corpus"
+    base = {
+        "name": f"lm-{name}",
+        "corpus": {"name": corpus_name, "sources": [str(s) for s in sources], **data.get("corpus", {})},
+        "tokenizer": {"name": f"{name}-tok", **data.get("tokenizer", {})},
+        "lm": data.get("lm", {}),
+        "runner": data.get("runner", {"kind": "threads", "workers": 2}),
+    }
+    for key in ("tracking",):
+        if key in data:
+            base[key] = data[key]
+    fixed = [s if s.startswith(LM_PIPELINE_KEYS) else f"lm.{s}" for s in overrides]
+    return apply_overrides(base, fixed)
+
+
+# ------------------------------------------------------------------------------------ command groups
+
+
+def corpus(sources: Sequence[PathLike], name: str, preset: str = "lm", overrides: Sequence[str] = (),
+           store: PathLike | None = None) -> Artifact:
+    """``corpusforge corpus``: read, clean, dedup, split and validate ``sources`` into a corpus artifact."""
+    return _result(run_config(corpus_config(sources, name, preset, overrides), store))["corpus"]
+
+
+def _tokenizer_train(sources: Sequence[PathLike], kind: str, vocab_size: int | None = None,
+                     merges: int | None = None, overrides: Sequence[str] = (),
+                     store: PathLike | None = None) -> Artifact:
+    """``corpusforge tokenizer train``: train (or reuse) a tokenizer of ``kind`` on ``sources``."""
+    config = tokenizer_config([str(s) for s in sources], kind, vocab_size, merges, False, list(overrides))
+    return _result(run_config(config, store))["tokenizer"]
+
+
+def _ngram_estimate(sources: Sequence[PathLike], order: int = 3, smoothing: str = "modified-kneser-ney",
+                    k: float = 1.0, eval_files: Sequence[PathLike] = (), overrides: Sequence[str] = (),
+                    store: PathLike | None = None) -> Artifact:
+    """``corpusforge ngram estimate``: count n-grams in DuckDB and estimate a smoothed LM."""
+    return _result(run_config(ngram_config(sources, order, smoothing, k, eval_files, overrides), store))["ngram"]
+
+
+def _embed_train(sources: Sequence[PathLike], kind: str = "word2vec", overrides: Sequence[str] = (),
+                 store: PathLike | None = None) -> Artifact:
+    """``corpusforge embed train``: TF-IDF, word2vec, fastText or GloVe on ``sources``."""
+    return _result(run_config(embed_config(sources, kind, overrides), store))["embeddings"]
+
+
+def _lm_train(sources: Sequence[PathLike], preset: str, overrides: Sequence[str] = (),
+              store: PathLike | None = None) -> Artifact:
+    """``corpusforge lm train``: corpus, tokenizer, encoding and the preset's neural LM."""
+    return _result(run_config(lm_config([Path(s) for s in sources], preset, list(overrides)), store))["lm"]
+
+
+tokenizer = SimpleNamespace(train=_tokenizer_train)
+ngram = SimpleNamespace(estimate=_ngram_estimate)
+embed = SimpleNamespace(train=_embed_train)
+lm = SimpleNamespace(train=_lm_train)
+
+
+# --------------------------------------------------------------------------------------------- artifacts
+
+
+def _find(step: str | None = None, name: str | None = None, config: Mapping[str, Any] | None = None,
+          input_id: str | None = None, latest: bool = False, store: PathLike | None = None) -> list[Artifact]:
+    """``corpusforge artifacts find``: published artifacts, newest last."""
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+
+    hits = Catalog(ArtifactStore(store_root(store))).find(step=step, name=name, config=dict(config or {}),
+                                                          input_id=input_id, latest=latest)
+    return [Artifact(h.manifest["id"], h.manifest["step"], h.manifest["name"], h.path, h.manifest) for h in hits]
+
+
+def _show(artifact_id: str, store: PathLike | None = None) -> Artifact:
+    """``corpusforge artifacts show``: the artifact with this id (or unique prefix)."""
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+
+    found = Catalog(ArtifactStore(store_root(store))).get(artifact_id)
+    return Artifact(found.manifest["id"], found.manifest["step"], found.manifest["name"], found.path,
+                    found.manifest)
+
+
+def _verify(artifact_id: str, store: PathLike | None = None):
+    """``corpusforge artifacts verify``: a report with ``ok``, ``problems`` and ``files_checked``."""
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+
+    return Catalog(ArtifactStore(store_root(store))).verify(artifact_id)
+
+
+def _load(artifact_id: str, store: PathLike | None = None) -> Any:
+    """The working object of an artifact (see :meth:`Artifact.load`)."""
+    return _show(artifact_id, store).load()
+
+
+artifacts = SimpleNamespace(find=_find, show=_show, verify=_verify, load=_load)
+
+__all__ = ["Artifact", "RunResult", "run", "corpus", "tokenizer", "ngram", "embed", "lm", "artifacts",
+           "load_config", "run_config"]

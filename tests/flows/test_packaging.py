@@ -1,0 +1,81 @@
+"""One namespace (issue 13, item 4): the wheel puts exactly one top-level package, ``corpusforge``, into
+site-packages (the repository keeps flows/, tasks/, storage/ and models/; pyproject maps them), and every
+module imports from the installed layout alone (no stray ``import tasks`` left)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The project's wheel, built from a copy of the sources (the build writes build/ and *.egg-info)."""
+    pytest.importorskip("setuptools", reason="setuptools builds the wheel (--no-build-isolation)")
+    src = tmp_path_factory.mktemp("src")
+    for name in ("flows", "tasks", "storage", "models"):
+        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    out = tmp_path_factory.mktemp("wheel")
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                           "-w", str(out), str(src)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (found,) = out.glob("corpusforge-*.whl")
+    return found
+
+
+def test_wheel_installs_only_corpusforge(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names}
+    assert top == {"corpusforge", next(t for t in top if t.endswith(".dist-info"))}, top
+    assert {"corpusforge/__init__.py", "corpusforge/cli.py", "corpusforge/api.py", "corpusforge/tasks/corpus.py",
+            "corpusforge/storage/store.py", "corpusforge/models/tokenization/__init__.py",
+            "corpusforge/tasks/data/stopwords-glasgow-en.txt"} <= set(names)
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "corpusforge = corpusforge.entry:main" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+def test_every_module_imports_from_the_installed_layout(wheel, tmp_path):
+    """Unpacked wheel first on the path, run outside the repository: every module imports, and no module
+    named flows/tasks/storage/models (the old top-level names) is ever loaded."""
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = """
+import importlib, pkgutil, sys
+import corpusforge
+assert corpusforge.__file__.startswith(sys.argv[1]), corpusforge.__file__
+failed = []
+for info in pkgutil.walk_packages(corpusforge.__path__, "corpusforge."):
+    try:
+        importlib.import_module(info.name)
+    except Exception as exc:
+        failed.append(f"{info.name}: {type(exc).__name__}: {exc}")
+old = sorted(m for m in sys.modules if m.split(".")[0] in ("flows", "tasks", "storage", "models"))
+print(len(list(pkgutil.walk_packages(corpusforge.__path__, "corpusforge."))))
+assert not failed, failed
+assert not old, old
+"""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", code, str(site)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert int(proc.stdout.split()[-1]) > 60  # every module of flows/, tasks/, storage/, models/ was visited
+
+
+def test_import_corpusforge_is_cheap_and_exposes_the_api():
+    code = ("import sys, corpusforge; heavy = [m for m in ('prefect', 'mlflow', 'torch', 'great_expectations') "
+            "if m in sys.modules]; assert not heavy, heavy; "
+            "assert callable(corpusforge.run) and callable(corpusforge.tokenizer.train) "
+            "and callable(corpusforge.artifacts.load)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
