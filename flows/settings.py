@@ -1,4 +1,5 @@
-"""Process-wide defaults for offline, quiet runs (STACK.md). Call before importing prefect/mlflow/gx."""
+"""Process-wide defaults for offline, quiet runs (no telemetry, no update checks, quiet loggers). Call before
+importing prefect/mlflow/gx."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ lexicographic (trie) order, each with the row of its context (w1 .. wn-1) in ord
 Tokens are maximal runs of non-whitespace, with Python's ``str.split()`` definition of whitespace, so
 the Python-side scorer splits evaluation text identically. Sentences are lines (blank lines are
 skipped) or whole documents. Windows are built by list slicing + ``unnest`` + ``GROUP BY`` (the fastest
-route measured in ../shared/STACK.md). ``memory_limit``, ``temp_directory`` and ``threads`` are passed to
+route measured on this project's machines). ``memory_limit``, ``temp_directory`` and ``threads`` are passed to
 DuckDB, so counting spills to disk for corpora bigger than RAM.
 """
 

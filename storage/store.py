@@ -1,6 +1,6 @@
 """The content-addressed artifact store.
 
-Layout (DESIGN.md): ``<root>/<step>/<name>-<id[:12]>/`` holding the step's files and ``manifest.json``.
+Layout (README, "The artifact store"): ``<root>/<step>/<name>-<id[:12]>/`` holding the step's files and ``manifest.json``.
 
 Publishing is atomic: the step writes into a hidden temp dir beside the final one, every file and the
 directory are fsynced, the manifest is written last, and one ``rename`` makes the artifact visible.

@@ -78,7 +78,9 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
                 return _coerce(arg, value, path)
             except ConfigError as exc:
                 errors.append(str(exc))
-        raise ConfigError(f"{path}: expected {_describe(tp)}, got {value!r}")
+        # Each member's own complaint, so a nested mistake is named (not only "expected A or B").
+        why = "; ".join(dict.fromkeys(e.removeprefix(f"{path}: ") for e in errors))
+        raise ConfigError(f"{path}: expected {_describe(tp)}, got {value!r}" + (f" ({why})" if why else ""))
     if origin in (tuple, list, Sequence):
         if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
             raise ConfigError(f"{path}: expected {_describe(tp)}, got {type(value).__name__} {value!r}")

@@ -212,7 +212,11 @@ def _write_sample(out: Path, model, meta: dict[str, Any], sc: SampleConfig, toke
         tok = load_tokenizer(tokenizer_dir)
         text = generate_text(model, tok, sc.prompt, sc.max_new_tokens, temperature=sc.temperature, top_k=sc.top_k,
                              top_p=sc.top_p, seed=sc.seed, eot_id=meta.get("eot_id"))
-    except Exception:  # noqa: BLE001 - a sample is a nicety (the prompt may not encode); the model is the artifact
+    except Exception as exc:  # noqa: BLE001 - a sample is a nicety (the prompt may not encode); the model is the artifact
+        import logging
+
+        logging.getLogger(__name__).warning("lm: no sample written (%s: %s); the model itself is published",
+                                            type(exc).__name__, exc)
         return None
     (out / "sample.txt").write_text(sc.prompt + text, encoding="utf-8")
     return text

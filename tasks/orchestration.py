@@ -1,6 +1,6 @@
 """The thin Prefect layer of every step: ``@prefect_task(...)`` builds the Prefect task on first use.
 
-A step module holds its pure core function and one thin task wrapper (DESIGN: "one pure core function +
+A step module holds its pure core function and one thin task wrapper (the project's rule: "one pure core function +
 one thin @task wrapper in the same module"). Importing ``prefect`` costs about 1 CPU-s, and much of the
 code that imports step modules never orchestrates anything: ``corpusforge artifacts ...``, the planner
 that answers a fully cached run from the store, the Python API's loaders, tests of the core functions.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -218,3 +219,23 @@ def test_to_dict_round_trips_non_default_config():
 def test_to_dict_round_trips_defaults():
     cfg = CorpusConfig()
     assert from_dict(CorpusConfig, to_dict(cfg)) == cfg
+
+
+@dataclasses.dataclass(frozen=True)
+class _Inner:
+    size: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class _Outer:
+    value: int | _Inner = 0
+
+
+def test_a_union_field_names_what_each_alternative_refused():
+    """The errors of each member of a union were collected and then dropped; they are part of the message."""
+    from corpusforge.tasks.config import ConfigError, from_dict
+
+    with pytest.raises(ConfigError) as info:
+        from_dict(_Outer, {"value": {"size": "big"}}, "x")
+    message = str(info.value)
+    assert message.startswith("x.value: expected") and "x.value.size: expected an integer, got 'big'" in message
