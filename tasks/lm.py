@@ -32,7 +32,8 @@ from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
 
 TIMING_KEYS = frozenset({"train_seconds", "tokens_per_s", "mfu", "seconds"})
-LM_VERSION = 2  # 2: config.json records the tokenizer store-relative; metrics.json holds no timings
+LM_VERSION = 3  # 2: config.json records the tokenizer store-relative; metrics.json holds no timings
+# 3: the registered MLflow model loads corpusforge.tasks.lm_pyfunc (the package was renamed from tasks.*)
 SPLITS = ("train", "valid", "test")
 
 
