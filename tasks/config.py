@@ -148,6 +148,33 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
+# --- artifact identity, declared by the config -----------------------------------------------------------------
+# A config field's metadata says whether it is part of the artifact id (one mechanism for every step):
+#   "identity": False                       never (a setting that cannot change the output: threads, memory,
+#                                           where scratch files go, a sample written by another step)
+#   "identity": lambda cfg: <bool>          only when it matters (add-k's k only for add-k smoothing)
+#   "identity_value": lambda cfg, value: v  the value that enters the id (a path made absolute, a tokenizer
+#                                           reference replaced by "input" because its id is an input)
+# Everything else is in the id, nested dataclasses field by field. `identity(cfg)` builds the dict.
+
+NOT_IN_ID: dict[str, Any] = {"identity": False}
+
+
+def identity(cfg: Any) -> dict[str, Any]:
+    """The part of a config dataclass that forms its step's artifact id (see the field metadata above)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        rule = f.metadata.get("identity", True)
+        if rule is False or (callable(rule) and not rule(cfg)):
+            continue
+        value = getattr(cfg, f.name)
+        transform = f.metadata.get("identity_value")
+        if transform is not None:
+            value = transform(cfg, value)
+        out[f.name] = identity(value) if dataclasses.is_dataclass(value) else to_dict(value)
+    return out
+
+
 def parse_override(item: str) -> tuple[list[str], Any]:
     """``a.b=c`` -> (["a", "b"], yaml-parsed c)."""
     import yaml

@@ -2,7 +2,8 @@
 
 Input: the encode artifact (``train.bin``/``valid.bin``/``test.bin`` + ``meta.json``: dtype, vocab_size,
 eot_id, tokenizer_path). Output: ``model.safetensors`` + ``config.json`` (family, model config, tokenizer),
-``metrics.json`` (final metrics and the full metric history), ``loss_curve.png`` and ``sample.txt``.
+``metrics.json`` (final metrics and the full metric history) and ``loss_curve.png``. A text sample is the
+next step's artifact (``lm_sample``: ``sample.txt``), so ``lm.sample`` is not part of the lm's id.
 The id follows from the token-shard id and this config. Training checkpoints go to
 ``<store>/.scratch/lm/<key>/`` (never into the artifact): a run killed half way resumes from its last
 checkpoint when the same step is started again, and the scratch is removed once the artifact is published.
@@ -27,13 +28,15 @@ from typing import Any, Literal
 
 from corpusforge.storage.hashing import config_hash
 from corpusforge.storage.store import ArtifactStore, resolve_recorded, store_relative
-from corpusforge.tasks.config import ConfigError, from_dict, to_dict
+from corpusforge.tasks.config import NOT_IN_ID, ConfigError, from_dict, identity, to_dict
 from corpusforge.tasks.orchestration import prefect_task
-from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
+from corpusforge.tasks.step import NotPublished, StepResult, artifact_input, log_step_outcome, run_step
 
 TIMING_KEYS = frozenset({"train_seconds", "tokens_per_s", "mfu", "seconds"})
 LM_VERSION = 3  # 2: config.json records the tokenizer store-relative; metrics.json holds no timings
-# 3: the registered MLflow model loads corpusforge.tasks.lm_pyfunc (the package was renamed from tasks.*)
+# 3: the registered MLflow model loads corpusforge.tasks.lm_pyfunc (the package was renamed from tasks.*); the
+#    sample is its own step (lm_sample), so lm.sample is not part of the lm's id (editing it retrains nothing)
+SAMPLE_STEP, SAMPLE_VERSION = "lm_sample", 1
 SPLITS = ("train", "valid", "test")
 
 
@@ -76,7 +79,9 @@ class LMConfig:
         "doc": "The family's config (corpusforge.models.gpt.GPTConfig, corpusforge.models.rnn.RNNConfig, corpusforge.models.nplm.NPLMConfig, "
                "corpusforge.models.encoder.EncoderConfig); vocab_size comes from the tokenizer."})
     train: dict[str, Any] = field(default_factory=dict, metadata={"doc": "corpusforge.models.training.TrainConfig fields."})
-    sample: SampleConfig = field(default_factory=SampleConfig, metadata={"doc": "The sample written after training."})
+    sample: SampleConfig = field(default_factory=SampleConfig, metadata={
+        "doc": "The sample generated after training (its own lm_sample artifact: editing it retrains nothing).",
+        **NOT_IN_ID})
     evaluate_test: bool = field(default=True, metadata={"doc": "Also report loss/perplexity on the test split."})
 
     def __post_init__(self) -> None:
@@ -129,8 +134,10 @@ def read_shards(encoded_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def build_lm(upstream: StepResult, cfg: LMConfig, store: ArtifactStore,
-             on_metrics: Callable[[int, dict[str, float]], None] | None = None) -> StepResult:
-    config = to_dict(cfg)
+             on_metrics: Callable[[int, dict[str, float]], None] | None = None) -> list[StepResult]:
+    """Train (or reuse) the lm, then its sample (an ``lm_sample`` artifact, when one is asked for and the model
+    can generate). Returns [sample, lm] or [lm]: the stage's main output, the lm, comes last."""
+    config = identity(cfg)  # lm.sample is not in it: the sample is the next step's
     key = config_hash({"config": config, "input": upstream.id, "version": LM_VERSION})
     scratch = store.root / ".scratch" / "lm" / key[:16]
     result = run_step(
@@ -139,7 +146,39 @@ def build_lm(upstream: StepResult, cfg: LMConfig, store: ArtifactStore,
         libraries=("torch", "safetensors", "numpy"),
     )
     shutil.rmtree(scratch, ignore_errors=True)
-    return result
+    sample = build_lm_sample(result, cfg, store)
+    return [sample, result] if sample is not None else [result]
+
+
+def build_lm_sample(lm: StepResult, cfg: LMConfig, store: ArtifactStore) -> StepResult | None:
+    """The sample of a trained lm (``sample.txt``, ``sample.json``), reused while lm.sample is unchanged. None
+    when no sample is asked for (max_new_tokens 0) or the model is an encoder (it cannot generate)."""
+    if cfg.sample.max_new_tokens == 0 or cfg.family == "encoder":
+        return None
+    try:
+        return run_step(store, step=SAMPLE_STEP, version=SAMPLE_VERSION, name=cfg.name, config=to_dict(cfg.sample),
+                        inputs=[artifact_input(lm)], build=lambda out: _build_sample(out, Path(lm.path), cfg.sample),
+                        libraries=("torch",))
+    except NotPublished:
+        raise  # the planner asking whether the sample is in the store (it is not: the run has work to do)
+    except Exception as exc:  # noqa: BLE001 - a sample is a nicety (the prompt may not encode); the model is published
+        import logging
+
+        logging.getLogger(__name__).warning("lm: no sample for %s (%s: %s); the model itself is published",
+                                            cfg.name, type(exc).__name__, exc)
+        return None
+
+
+def _build_sample(out: Path, lm_dir: Path, sc: SampleConfig) -> dict[str, Any]:
+    from corpusforge.tasks.lm_inspect import load_trained
+
+    model, tok, spec = load_trained(lm_dir)
+    text = generate_text(model, tok, sc.prompt, sc.max_new_tokens, temperature=sc.temperature, top_k=sc.top_k,
+                         top_p=sc.top_p, seed=sc.seed, eot_id=(spec.get("tokenizer") or {}).get("eot_id"))
+    (out / "sample.txt").write_text(sc.prompt + text, encoding="utf-8")
+    (out / "sample.json").write_text(json.dumps({"prompt": sc.prompt, "text": text}, ensure_ascii=False, indent=2)
+                                     + "\n", encoding="utf-8")
+    return {"metrics": {"chars": float(len(text))}}
 
 
 def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metrics) -> dict[str, Any]:
@@ -194,33 +233,14 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
     spec["train"] = dataclasses.asdict(tcfg)
     spec["device"] = str(device)
     (out / "config.json").write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
-    sample = _write_sample(out, model, meta, cfg.sample, tokenizer_dir)
     # metrics.json holds what training computed, the same bytes on every rebuild; speeds and durations vary
     # run to run, so they go to the manifest's metrics and MLflow only.
     kept = {k: v for k, v in metrics.items() if k not in TIMING_KEYS}
     points = [{k: v for k, v in point.items() if k not in TIMING_KEYS} for point in history]
-    (out / "metrics.json").write_text(json.dumps({"final": kept, "history": points, "sample": sample},
-                                                 indent=2) + "\n", encoding="utf-8")
+    (out / "metrics.json").write_text(json.dumps({"final": kept, "history": points}, indent=2) + "\n",
+                                      encoding="utf-8")
     plot_loss_curve(history, out / "loss_curve.png", title=f"{cfg.family} {cfg.name}")
     return {"metrics": metrics, "device": str(device), "warnings": warnings}
-
-
-def _write_sample(out: Path, model, meta: dict[str, Any], sc: SampleConfig, tokenizer_dir: Path | None) -> str | None:
-    """Decode a sample with the tokenizer (skipped, not failed, when it cannot be loaded)."""
-    if sc.max_new_tokens == 0 or tokenizer_dir is None or getattr(model, "objective", "causal") != "causal":
-        return None  # nothing asked, no tokenizer, or an encoder (which cannot generate)
-    try:
-        tok = load_tokenizer(tokenizer_dir)
-        text = generate_text(model, tok, sc.prompt, sc.max_new_tokens, temperature=sc.temperature, top_k=sc.top_k,
-                             top_p=sc.top_p, seed=sc.seed, eot_id=meta.get("eot_id"))
-    except Exception as exc:  # noqa: BLE001 - a sample is a nicety (the prompt may not encode); the model is the artifact
-        import logging
-
-        logging.getLogger(__name__).warning("lm: no sample written (%s: %s); the model itself is published",
-                                            type(exc).__name__, exc)
-        return None
-    (out / "sample.txt").write_text(sc.prompt + text, encoding="utf-8")
-    return text
 
 
 def load_tokenizer(path: str | Path):
@@ -335,6 +355,7 @@ def lm_task(upstream: dict, config: dict, store_root: str,
             if on_metrics:
                 on_metrics(step, metrics)
 
-        result = build_lm(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), on_metrics=report)
-    log_step_outcome(result)
-    return result.to_dict()
+        results = build_lm(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), on_metrics=report)
+    for result in results:
+        log_step_outcome(result)
+    return [r.to_dict() for r in results]  # the lm last: the stage's main output

@@ -24,7 +24,8 @@ STEP_ARTIFACTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] =
     "sparse_vectors": (("sparse.json",), ()),
     "tokenizer": (("tokenizer.json", "tokenizer_meta.json", "metrics.json", "trace.txt", "trace.json"), ()),
     # the weights go to MLflow once, inside the registered pyfunc model (see register_lm)
-    "lm": (("config.json", "metrics.json", "loss_curve.png", "sample.txt"), ()),
+    "lm": (("config.json", "metrics.json", "loss_curve.png"), ()),
+    "lm_sample": (("sample.txt",), ()),
     "ngram": (("stats.json", "zipf.png", "model.arpa.gz"), ()),
 }
 

@@ -29,11 +29,12 @@ def test_build_lm_writes_model_metrics_plot_and_sample(tmp_path):
 
     upstream = write_char_shards(tmp_path)
     store = ArtifactStore(tmp_path / "store")
-    result = build_lm(upstream, lm_config_from_dict(GPT_SECTION), store)
+    sample, result = build_lm(upstream, lm_config_from_dict(GPT_SECTION), store)
     out = Path(result.path)
-    assert not result.reused and result.step == "lm"
-    for name in ("model.safetensors", "config.json", "metrics.json", "loss_curve.png", "sample.txt"):
+    assert not result.reused and result.step == "lm" and sample.step == "lm_sample"
+    for name in ("model.safetensors", "config.json", "metrics.json", "loss_curve.png"):
         assert (out / name).is_file(), name
+    assert not (out / "sample.txt").exists()  # the sample is its own artifact
     assert (out / "loss_curve.png").stat().st_size > 1000
     manifest = json.loads((out / "manifest.json").read_text())
     m = manifest["metrics"]
@@ -43,14 +44,15 @@ def test_build_lm_writes_model_metrics_plot_and_sample(tmp_path):
     assert {"test_loss", "test_ppl", "test_bpt", "tokens_per_s", "params", "steps"} <= set(m)
     history = json.loads((out / "metrics.json").read_text())["history"]
     assert [h["step"] for h in history if "val_loss" in h] == [20, 40]
-    assert (out / "sample.txt").read_text().startswith("the ")
+    assert (Path(sample.path) / "sample.txt").read_text().startswith("the ")
+    assert json.loads((Path(sample.path) / "manifest.json").read_text())["inputs"][0]["id"] == result.id
     spec = json.loads((out / "config.json").read_text())
     assert spec["family"] == "gpt" and spec["model"]["vocab_size"] == vocab
     assert spec["tokenizer"]["path"].endswith("tokenizer")
     model = load_lm(out)
     assert isinstance(model(torch.zeros(1, 4, dtype=torch.long))[0], torch.Tensor)
     assert not (store.root / ".scratch" / "lm").exists() or not any((store.root / ".scratch" / "lm").iterdir())
-    again = build_lm(upstream, lm_config_from_dict(GPT_SECTION), store)
+    again = build_lm(upstream, lm_config_from_dict(GPT_SECTION), store)[-1]
     assert again.reused and again.id == result.id
 
 
@@ -61,7 +63,7 @@ def test_build_lm_writes_model_metrics_plot_and_sample(tmp_path):
 def test_other_families_train(tmp_path, family, model):
     upstream = write_char_shards(tmp_path)
     section = {**GPT_SECTION, "family": family, "model": model, "sample": {"max_new_tokens": 5}}
-    result = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))
+    result = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))[-1]
     m = json.loads((Path(result.path) / "manifest.json").read_text())["metrics"]
     assert math.isfinite(m["val_loss"]) and m["val_loss"] < math.log(m["params"])  # sanity: finite, learned
 
@@ -71,7 +73,7 @@ def test_killed_run_resumes_from_its_checkpoint_to_the_same_weights(tmp_path):
 
     upstream = write_char_shards(tmp_path)
     cfg = lm_config_from_dict({**GPT_SECTION, "model": {**GPT_SECTION["model"], "dropout": 0.1}})
-    clean = build_lm(upstream, cfg, ArtifactStore(tmp_path / "clean"))
+    clean = build_lm(upstream, cfg, ArtifactStore(tmp_path / "clean"))[-1]
 
     class Killed(RuntimeError):
         pass
@@ -82,9 +84,9 @@ def test_killed_run_resumes_from_its_checkpoint_to_the_same_weights(tmp_path):
 
     store = ArtifactStore(tmp_path / "crashy")
     with pytest.raises(Killed):
-        build_lm(upstream, cfg, store, on_metrics=die)
+        build_lm(upstream, cfg, store, on_metrics=die)[-1]
     assert list((store.root / ".scratch" / "lm").glob("*/checkpoint.safetensors"))
-    resumed = build_lm(upstream, cfg, store)
+    resumed = build_lm(upstream, cfg, store)[-1]
     assert resumed.id == clean.id
     a = load_file(str(Path(clean.path) / "model.safetensors"))
     b = load_file(str(Path(resumed.path) / "model.safetensors"))
@@ -119,7 +121,7 @@ def test_ids_beyond_the_declared_vocab_are_survived_and_reported(tmp_path):
     meta["vocab_size"] -= 1
     meta_path.write_text(json.dumps(meta))
     section = {**GPT_SECTION, "train": {**GPT_SECTION["train"], "max_iters": 4, "eval_interval": 4}}
-    result = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))
+    result = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))[-1]
     manifest = json.loads((Path(result.path) / "manifest.json").read_text())
     assert "vocab_size" in manifest["warnings"][0]
     spec = json.loads((Path(result.path) / "config.json").read_text())
@@ -163,12 +165,13 @@ def test_encoder_family_trains_skips_the_sample_and_inspects_a_mask(tmp_path):
 
     upstream = write_char_shards(tmp_path)
     section = {**GPT_SECTION, "family": "encoder", "model": {**GPT_SECTION["model"], "mask_prob": 0.3}}
-    result = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))
+    result = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))[-1]
     out = Path(result.path)
     m = json.loads((out / "manifest.json").read_text())["metrics"]
     vocab = json.loads((Path(upstream.path) / "meta.json").read_text())["vocab_size"]
     assert m["val_loss"] < math.log(vocab) and m["test_ppl"] == pytest.approx(math.exp(m["test_loss"]))
     assert not (out / "sample.txt").exists()  # an encoder cannot generate, so there is no sample
+    assert not (tmp_path / "store" / "lm_sample").exists()
     report = inspect_lm(out, "the cat sat on the ", tmp_path / "insp", k=5)
     assert report["tokens"][-1] == "[MASK]" and report["family"] == "encoder"
     assert len(report["heatmaps"]) == 1 and len(report["next_tokens"]) == 5
@@ -189,3 +192,30 @@ def test_generated_text_keeps_unk_and_breaks_lines_at_end_of_text():
     assert tok.decode(ids) == "the sat a of cats"  # what we must not show
     assert render_ids(tok, ids, eos) == "the <unk> sat\na <unk> of cats"
     assert render_ids(tok, [eos] + tok.encode("the mat"), eos) == "\nthe mat"
+
+
+def test_editing_the_sample_reuses_the_model(tmp_path):
+    """lm.sample is not part of the lm's id (issue 13): a new prompt makes a new lm_sample artifact from the
+    same, reused model; changing a training setting does retrain."""
+    upstream = write_char_shards(tmp_path)
+    store = ArtifactStore(tmp_path / "store")
+    first_sample, first = build_lm(upstream, lm_config_from_dict(GPT_SECTION), store)
+    edited = {**GPT_SECTION, "sample": {"prompt": "a dog ", "max_new_tokens": 12, "seed": 7}}
+    second_sample, second = build_lm(upstream, lm_config_from_dict(edited), store)
+    assert second.reused and second.id == first.id
+    assert not second_sample.reused and second_sample.id != first_sample.id
+    assert (Path(second_sample.path) / "sample.txt").read_text().startswith("a dog ")
+    no_sample = build_lm(upstream, lm_config_from_dict({**GPT_SECTION, "sample": {"max_new_tokens": 0}}), store)
+    assert [r.id for r in no_sample] == [first.id]
+    retrain = {**GPT_SECTION, "train": {**GPT_SECTION["train"], "lr": 5e-3}}
+    assert build_lm(upstream, lm_config_from_dict(retrain), store)[-1].id != first.id
+
+
+def test_identity_follows_the_field_metadata():
+    from corpusforge.tasks.config import identity
+    from corpusforge.tasks.lm import LMConfig
+
+    cfg = lm_config_from_dict(GPT_SECTION)
+    ident = identity(cfg)
+    assert "sample" not in ident and ident["family"] == "gpt" and ident["train"]["lr"] == 1e-2
+    assert set(ident) == {f for f in LMConfig.__dataclass_fields__} - {"sample"}

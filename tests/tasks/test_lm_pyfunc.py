@@ -29,7 +29,7 @@ def test_prompts_accept_strings_lists_dicts_and_frames():
 def test_predict_matches_generate_and_rejects_unknown_params(tmp_path):
     upstream = write_char_shards(tmp_path)
     result = build_lm(upstream, lm_config_from_dict({**GPT_SECTION, "train": {**GPT_SECTION["train"], "max_iters": 5}}),
-                      ArtifactStore(tmp_path / "store"))
+                      ArtifactStore(tmp_path / "store"))[-1]
     data = tmp_path / "model-data"
     data.mkdir()
     (data / "lm").symlink_to(Path(result.path))
