@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from corpusforge.storage.hashing import sha256_file
 from corpusforge.storage.store import ArtifactStore, check_name
-from corpusforge.tasks.config import from_dict
+from corpusforge.tasks.config import NOT_IN_ID, from_dict, identity
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step, slug
 
@@ -47,34 +47,43 @@ Smoothing = Literal["mle", "add-k", "stupid-backoff", "kneser-ney", "modified-kn
 class NgramConfig:
     """An n-gram language model counted in DuckDB over the corpus's train split."""
 
-    name: str = field(default="", metadata={"doc": "Artifact name; default 'o<order>-<smoothing>'."})
+    name: str = field(default="", metadata={"doc": "Artifact name; default 'o<order>-<smoothing>'.",
+                                            "identity_value": lambda cfg, _: cfg.artifact_name})
     order: int = field(default=3, metadata={"doc": "Highest n-gram order N (1..12)."})
     smoothing: Smoothing = field(default="modified-kneser-ney", metadata={
         "doc": "mle, add-k (Laplace when k=1), stupid-backoff (scores, not probabilities), kneser-ney "
                "(interpolated, one discount per order) or modified-kneser-ney (interpolated, KenLM lmplz's)."})
-    k: float = field(default=1.0, metadata={"doc": "add-k: the pseudo-count added to every n-gram (> 0)."})
+    k: float = field(default=1.0, metadata={"doc": "add-k: the pseudo-count added to every n-gram (> 0).",
+                                            "identity": lambda cfg: cfg.smoothing == "add-k"})
     vocab_size: int | None = field(default=None, metadata={
-        "doc": "add-k: V in (c + k) / (c(h) + kV); default: the training vocabulary without <s>."})
-    alpha: float = field(default=0.4, metadata={"doc": "stupid-backoff: the backoff factor (0 < alpha <= 1)."})
+        "doc": "add-k: V in (c + k) / (c(h) + kV); default: the training vocabulary without <s>.",
+        "identity": lambda cfg: cfg.smoothing == "add-k"})
+    alpha: float = field(default=0.4, metadata={"doc": "stupid-backoff: the backoff factor (0 < alpha <= 1).",
+                                                "identity": lambda cfg: cfg.smoothing == "stupid-backoff"})
     sentence: Literal["line", "document"] = field(default="line", metadata={
         "doc": "What gets <s> ... </s>: each line (blank lines skipped) or each whole document."})
     eval_splits: tuple[str, ...] = field(default=("valid", "test"), metadata={
         "doc": "Corpus splits to evaluate on (skipped when empty)."})
     eval: tuple[str, ...] = field(default=(), metadata={
-        "doc": "Extra evaluation text files: one sentence per line, whitespace tokens, text not altered."})
+        "doc": "Extra evaluation text files: one sentence per line, whitespace tokens, text not altered.",
+        "identity_value": lambda cfg, paths: [str(Path(p).resolve()) for p in paths]})
     arpa: bool = field(default=True, metadata={"doc": "Also write model.arpa.gz (probability models only)."})
-    memory_limit: str = field(default="4GB", metadata={"doc": "DuckDB memory_limit while counting (e.g. 2GB)."})
+    memory_limit: str = field(default="4GB", metadata={"doc": "DuckDB memory_limit while counting (e.g. 2GB).",
+                                                       **NOT_IN_ID})
     temp_directory: str | None = field(default=None, metadata={
-        "doc": "DuckDB spill directory for corpora bigger than memory; default: inside the build dir."})
-    threads: int = field(default=0, metadata={"doc": "DuckDB threads; 0 = all cores."})
+        "doc": "DuckDB spill directory for corpora bigger than memory; default: inside the build dir.", **NOT_IN_ID})
+    threads: int = field(default=0, metadata={"doc": "DuckDB threads; 0 = all cores.", **NOT_IN_ID})
     tokenizer: str | None = field(default=None, metadata={
         "doc": "Id (or unique prefix) of a trained tokenizer artifact: count its tokens instead of whitespace "
-               "words (whitespace inside a token is written as U+2581). Default: whitespace words."})
+               "words (whitespace inside a token is written as U+2581). Default: whitespace words.",
+        # the tokenizer artifact's full id is among the step's inputs
+        "identity": lambda cfg: bool(cfg.tokenizer), "identity_value": lambda cfg, _: "input"})
     partitions: int = field(default=0, metadata={
         "doc": "0: count in one DuckDB process. P >= 1: P counting tasks on the pipeline's task runner (threads, "
                "processes, dask, ray), each over 1/P of the documents, write their n-grams split into P "
                "partitions by hash of the first word; P merge tasks sum each partition; the estimate reads the "
-               "merged counts. Same model and ARPA bytes, same artifact id. Workers must see the store's path."})
+               "merged counts. Same model and ARPA bytes, same artifact id. Workers must see the store's path.",
+        **NOT_IN_ID})
 
     def __post_init__(self) -> None:
         if not 1 <= self.order <= 12:
@@ -108,17 +117,9 @@ def ngram_config_from_dict(data: dict[str, Any], path: str = "ngram") -> NgramCo
 
 
 def identity_config(cfg: NgramConfig) -> dict[str, Any]:
-    """Everything that changes the output (not memory_limit, temp_directory, threads, partitions)."""
-    out: dict[str, Any] = {"name": cfg.artifact_name, "order": cfg.order, "smoothing": cfg.smoothing,
-                           "sentence": cfg.sentence, "eval_splits": list(cfg.eval_splits),
-                           "eval": [str(Path(p).resolve()) for p in cfg.eval], "arpa": cfg.arpa}
-    if cfg.smoothing == "add-k":
-        out.update(k=cfg.k, vocab_size=cfg.vocab_size)
-    if cfg.smoothing == "stupid-backoff":
-        out["alpha"] = cfg.alpha
-    if cfg.tokenizer:
-        out["tokenizer"] = "input"  # the tokenizer artifact's full id is among the step's inputs
-    return out
+    """Everything that changes the output, as NgramConfig's field metadata declares it (not memory_limit,
+    temp_directory, threads, partitions; k and vocab_size only for add-k, alpha only for stupid backoff)."""
+    return identity(cfg)
 
 
 def read_sentences(path: str | Path) -> Iterator[list[str]]:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.config import from_dict
+from corpusforge.tasks.config import NOT_IN_ID, from_dict, identity
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
 
@@ -38,7 +38,8 @@ Kind = Literal["word", "char", "classic-bpe", "bpe", "byte-bpe", "wordpiece", "u
 class TokenizerConfig:
     """Which tokenizer to train on the corpus's train split, and whether to encode the corpus with it."""
 
-    name: str = field(default="tokenizer", metadata={"doc": "Artifact name of the tokenizer (and its encoding)."})
+    name: str = field(default="tokenizer", metadata={"doc": "Artifact name of the tokenizer (and its encoding).",
+                                                     **NOT_IN_ID})  # the store keeps it beside the id
     kind: Kind = field(default="byte-bpe", metadata={
         "doc": "word | char | classic-bpe (ours, Sennrich, '</w>') | bpe (SentencePiece-style) | byte-bpe (GPT-2) "
                "| wordpiece (BERT, ##) | unigram (SentencePiece unigram LM)."})
@@ -47,7 +48,8 @@ class TokenizerConfig:
     merges: int | None = field(default=None, metadata={"doc": "classic-bpe only: number of merges to learn."})
     min_frequency: int | None = field(default=None, metadata={
         "doc": "word/char: least count to enter the vocabulary; bpe kinds/wordpiece: least pair count; "
-               "null: 2 for classic-bpe, 0 otherwise."})
+               "null: 2 for classic-bpe, 0 otherwise.",
+        "identity_value": lambda cfg, _: cfg.effective_min_frequency})
     unk_token: str | None = field(default="<unk>", metadata={
         "doc": "Token for what is not in the vocabulary (null: none; byte-bpe never needs one)."})
     eot_token: str | None = field(default="<|endoftext|>", metadata={
@@ -60,10 +62,14 @@ class TokenizerConfig:
                "classic-bpe: whitespace | punct."})
     trace: bool = field(default=False, metadata={"doc": "classic-bpe: record each merge and the token table."})
     trace_top: int = field(default=10, metadata={"doc": "Rows of the token table per trace iteration (0: all)."})
-    encode: bool = field(default=True, metadata={"doc": "Encode every split of the corpus into token-id shards."})
+    # The encoding options belong to the encode step (its own artifact), not to the tokenizer's id.
+    encode: bool = field(default=True, metadata={"doc": "Encode every split of the corpus into token-id shards.",
+                                                 **NOT_IN_ID})
     format: Literal["bin", "parquet"] = field(default="bin", metadata={
-        "doc": "Encoded shards: nanoGPT-style flat .bin (uint16/uint32) or Parquet with one id list per doc."})
-    workers: int = field(default=0, metadata={"doc": "Encoding processes for classic-bpe; 0: one per CPU core."})
+        "doc": "Encoded shards: nanoGPT-style flat .bin (uint16/uint32) or Parquet with one id list per doc.",
+        **NOT_IN_ID})
+    workers: int = field(default=0, metadata={"doc": "Encoding processes for classic-bpe; 0: one per CPU core.",
+                                              **NOT_IN_ID})
 
     def __post_init__(self) -> None:
         from corpusforge.models.tokenization.classic_bpe import PRE_TOKENIZERS as CLASSIC_PRE
@@ -105,11 +111,9 @@ def tokenizer_config_from_dict(data: dict[str, Any], path: str = "tokenizer") ->
 
 
 def identity_config(cfg: TokenizerConfig) -> dict[str, Any]:
-    """Everything that changes the tokenizer artifact (not the encoding options)."""
-    return {"kind": cfg.kind, "vocab_size": cfg.vocab_size, "merges": cfg.merges,
-            "min_frequency": cfg.effective_min_frequency, "unk_token": cfg.unk_token, "eot_token": cfg.eot_token,
-            "special_tokens": list(cfg.special_tokens), "normalizers": list(cfg.normalizers),
-            "pre_tokenizer": cfg.pre_tokenizer, "trace": cfg.trace, "trace_top": cfg.trace_top}
+    """Everything that changes the tokenizer artifact, as TokenizerConfig's field metadata declares it (not
+    the name, not the encoding options)."""
+    return identity(cfg)
 
 
 def read_split_texts(corpus_path: str | Path, split: str) -> list[str]:
