@@ -159,7 +159,9 @@ def _result(summary: Mapping[str, Any]) -> RunResult:
 
 
 def store_root(store: PathLike | None = None) -> Path:
-    """``store``, else ``$CORPUSFORGE_STORE``, else ``./.corpusforge`` (as the CLI)."""
+    """``store``, else ``$CORPUSFORGE_STORE``, else ``./.corpusforge`` (as the CLI). An object-store URL
+    (``"s3://bucket/prefix"``) gives its local cache directory, on which the store reads and writes the bucket
+    (README, "Object storage")."""
     from corpusforge.storage.store import resolve_store_root
 
     return resolve_store_root(store)

@@ -80,9 +80,11 @@ def _console(stderr: bool = False) -> Console:
 out = _console()
 err = _console(stderr=True)
 
-StoreOpt = Annotated[
-    Optional[Path],
-    typer.Option("--store", help="Artifact store root. Default: $CORPUSFORGE_STORE, else ./.corpusforge"),
+StoreOpt = Annotated[  # a str: Path would fold s3://bucket into s3:/bucket
+    Optional[str],
+    typer.Option("--store", metavar="PATH|URL",
+                 help="Artifact store: a directory, or s3://bucket/prefix (README 'Object storage'; needs "
+                      "corpusforge[s3]). Default: $CORPUSFORGE_STORE, else ./.corpusforge"),
 ]
 SetOpt = Annotated[
     Optional[list[str]],
@@ -115,12 +117,23 @@ def _fail(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
-def _store(store: Optional[Path]) -> Path:
-    from corpusforge.storage.store import resolve_store_root
+def _store(store: Optional[str | Path]) -> Path:
+    """The store's root directory (an object store's: its local cache, after checking the bucket answers)."""
+    from corpusforge.storage.store import StoreError, resolve_store_root
 
-    root = resolve_store_root(store)
+    try:
+        root = resolve_store_root(store)
+    except StoreError as exc:
+        _fail(str(exc), 2)
     if root.exists() and not root.is_dir():
         _fail(f"the store {root} is a file, not a directory (--store or $CORPUSFORGE_STORE)", 2)
+    from corpusforge.storage.object_store import REMOTE_MARKER, ObjectArtifactStore
+
+    if (root / REMOTE_MARKER).is_file():
+        try:
+            ObjectArtifactStore(root).check_reachable()
+        except StoreError as exc:
+            _fail(str(exc), 2)
     return root
 
 

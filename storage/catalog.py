@@ -1,6 +1,7 @@
 """Artifact lookup: find, show (with the lineage tree) and verify.
 
-Everything here reads manifests only, with the standard library, so the CLI answers in milliseconds.
+Everything here reads manifests only, with the standard library, so the CLI answers in milliseconds. The store
+lists and reads them (an object store from its bucket: corpusforge.storage.object_store).
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.hashing import artifact_id as compute_artifact_id
-from corpusforge.storage.hashing import sha256_file
-from corpusforge.storage.store import MANIFEST, ArtifactStore, read_manifest
+from corpusforge.storage.store import ArtifactStore
 
 
 class ArtifactNotFound(LookupError):
@@ -70,13 +70,8 @@ class Catalog:
     def __init__(self, store: ArtifactStore):
         self.store = store
 
-    def all(self) -> list[Found]:
-        out = []
-        for directory in self.store.iter_artifact_dirs():
-            manifest = read_manifest(directory)
-            if manifest is not None:
-                out.append(Found(manifest, directory))
-        return out
+    def all(self, step: str | None = None) -> list[Found]:
+        return [Found(manifest, directory) for directory, manifest in self.store.iter_published(step)]
 
     def find(
         self,
@@ -88,7 +83,7 @@ class Catalog:
     ) -> list[Found]:
         """Artifacts matching every given filter, oldest first (or only the newest with ``latest``)."""
         hits = []
-        for found in self.all():
+        for found in self.all(step):
             m = found.manifest
             if step is not None and m.get("step") != step:
                 continue
@@ -109,18 +104,9 @@ class Catalog:
         prefix = id_or_prefix.strip().lower()
         if len(prefix) < 4 or any(c not in "0123456789abcdef" for c in prefix):
             raise ArtifactNotFound(f"{id_or_prefix!r} is not an artifact id (give at least 4 hex characters)")
-        candidates: list[Found] = []
-        if self.store.root.is_dir():
-            # Directory names end with id[:12]: a glob narrows the search without reading every manifest.
-            pattern = f"*/*-{prefix[:12]}" + ("" if len(prefix) >= 12 else "*")
-            for directory in sorted(self.store.root.glob(pattern)):
-                if directory.parent.name.startswith(".") or directory.name.startswith("."):
-                    continue
-                manifest = read_manifest(directory)
-                if manifest is not None and manifest["id"].startswith(prefix):
-                    candidates.append(Found(manifest, directory))
+        candidates = [Found(manifest, directory) for directory, manifest in self.store.find_by_prefix(prefix)]
         if not candidates:
-            raise ArtifactNotFound(f"no artifact with id {id_or_prefix!r} in {self.store.root}")
+            raise ArtifactNotFound(f"no artifact with id {id_or_prefix!r} in {self.store.uri_for_humans}")
         if len({c.manifest["id"] for c in candidates}) > 1:
             ids = ", ".join(c.manifest["id"][:16] for c in candidates)
             raise AmbiguousArtifactId(f"id prefix {id_or_prefix!r} matches several artifacts: {ids}")
@@ -154,30 +140,10 @@ class Catalog:
                 report.problems.append(f"manifest id {m['id']} does not match its contents (derived {derived})")
         except (KeyError, TypeError, ValueError) as exc:
             report.problems.append(f"manifest is missing identity fields: {exc}")
-        listed = m.get("files", {})
-        for rel, meta in sorted(listed.items()):
-            path = found.path / rel
-            report.files_checked += 1
-            if path.is_symlink():
-                report.problems.append(f"symlink refused: {rel}")
-                continue
-            if not path.is_file():
-                report.problems.append(f"missing file: {rel}")
-                continue
-            size = path.stat().st_size
-            if size != meta.get("size"):
-                report.problems.append(f"size changed: {rel} ({meta.get('size')} -> {size} bytes)")
-                continue
-            if sha256_file(path) != meta.get("sha256"):
-                report.problems.append(f"content changed: {rel} (sha256 differs)")
+        problems, report.files_checked = self.store.verify_files(found.path, m)
+        report.problems += problems
         if m.get("step") == "lm":  # its MLflow copies are checked too: MLflow would load (and import) them
             from corpusforge.storage.tracking import check_registered_copy
 
             report.problems.extend(check_registered_copy(self.store.root, m))
-        for path in sorted(found.path.rglob("*")):
-            rel = path.relative_to(found.path).as_posix()
-            if path.is_symlink() and rel not in listed:
-                report.problems.append(f"symlink refused: {rel}")
-            elif path.is_file() and rel != MANIFEST and rel not in listed:
-                report.problems.append(f"unlisted file: {rel}")
         return report

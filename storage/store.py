@@ -8,7 +8,10 @@ A directory without a complete manifest is therefore never an artifact. Two proc
 same id serialise on an ``flock`` (the second one waits and then reuses the first one's output); where
 locks are unavailable, the first rename wins and the loser discards its copy.
 
-Only local directories are supported as roots for now; team mode on fsspec URLs is future work.
+A root may also be an object-store URL (``s3://bucket/prefix``): :func:`resolve_store_root` then answers a
+local cache directory keyed by the URL, and ``ArtifactStore`` on that directory (or on the URL) is an
+:class:`corpusforge.storage.object_store.ObjectArtifactStore`, which keeps the same promises on the bucket
+(README, "Object storage").
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ class PublishResult:
 # Manifest fields written by the store itself; a step's build() may not return them (a step's own "files"
 # once replaced the sha256 table, so its artifacts could not be verified).
 RESERVED_FIELDS = frozenset({"schema", "id", "step", "name", "version", "config", "inputs", "files", "timings",
-                             "created_at", "environment"})
+                             "created_at", "environment", "object_prefix"})
 
 
 def store_relative(path: str | os.PathLike[str], store_root: Path) -> str:
@@ -95,6 +98,10 @@ def resolve_recorded(recorded: str | os.PathLike[str], artifact_dir: Path) -> Pa
         full = (root / path).resolve()
         if not full.is_relative_to(root):
             raise StoreError(f"{artifact_dir}: recorded path {recorded!r} leaves the store")
+        if not full.exists() and _is_object_store(root):  # an object store's artifact not in the local cache yet
+            from corpusforge.storage.object_store import ObjectArtifactStore
+
+            ObjectArtifactStore(root).materialize_dir(full)
         return full
     if path.exists():
         return path
@@ -103,9 +110,27 @@ def resolve_recorded(recorded: str | os.PathLike[str], artifact_dir: Path) -> Pa
 
 
 def resolve_store_root(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """``--store`` first, then ``CORPUSFORGE_STORE``, then ``./.corpusforge``."""
+    """``--store`` first, then ``CORPUSFORGE_STORE``, then ``./.corpusforge``.
+
+    An object-store URL (``s3://bucket/prefix``) answers its local cache directory (README, "Object storage"),
+    where the artifacts' verified copies, the locks, Prefect's state and MLflow's database live; an
+    ``ArtifactStore`` on that directory publishes to and reads from the URL.
+    """
     root = explicit or os.environ.get("CORPUSFORGE_STORE") or ".corpusforge"
+    from corpusforge.storage.object_store import as_url
+
+    url = as_url(root)
+    if url is not None:
+        from corpusforge.storage.object_store import attach
+
+        return attach(url)
     return Path(root).expanduser().resolve()
+
+
+def _is_object_store(root: str | os.PathLike[str]) -> bool:
+    from corpusforge.storage.object_store import REMOTE_MARKER, as_url
+
+    return as_url(root) is not None or (Path(root).expanduser() / REMOTE_MARKER).is_file()
 
 
 def _now() -> str:
@@ -136,7 +161,15 @@ def read_manifest(directory: Path) -> dict[str, Any] | None:
 
 
 class ArtifactStore:
-    """A local directory of published artifacts."""
+    """A local directory of published artifacts (an object-store URL, or its cache directory, gives an
+    :class:`corpusforge.storage.object_store.ObjectArtifactStore`)."""
+
+    def __new__(cls, root: str | os.PathLike[str] | None = None, *args: Any, **kwargs: Any):
+        if cls is ArtifactStore and root is not None and _is_object_store(root):
+            from corpusforge.storage.object_store import ObjectArtifactStore
+
+            return super().__new__(ObjectArtifactStore)
+        return super().__new__(cls)
 
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root).expanduser().resolve()
@@ -147,6 +180,11 @@ class ArtifactStore:
     @property
     def uri(self) -> str:
         return self.root.as_uri()
+
+    @property
+    def uri_for_humans(self) -> str:
+        """How messages name this store: its directory (an object store: its URL)."""
+        return str(self.root)
 
     def artifact_dir(self, step: str, name: str, artifact_id: str) -> Path:
         return self.root / check_name("step", step) / f"{check_name('artifact', name)}-{artifact_id[:12]}"
@@ -201,62 +239,81 @@ class ArtifactStore:
             tmp = final.parent / f"{_TMP_PREFIX}{aid[:12]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             tmp.mkdir()
             try:
-                started, t0 = _now(), time.perf_counter()
-                fields = dict(build(tmp) or {})
-                seconds = time.perf_counter() - t0
-                clash = sorted(RESERVED_FIELDS & set(fields))
-                if clash:  # the file table, identity and timings belong to the store alone
-                    raise StoreError(f"step {step!r} returned manifest fields the store owns: {', '.join(clash)}")
-                if not (tmp / CARD).exists():  # the artifact's card (corpusforge.storage.cards), listed like any file
-                    (tmp / CARD).write_text(card({"id": aid, "step": step, "name": name, "version": version,
-                                                  "config": dict(config), "inputs": [dict(i) for i in inputs],
-                                                  **fields}), encoding="utf-8")
-                files = _describe_files(tmp)
-                # Files a step declares not byte-reproducible (with why); every other file is the same bytes
-                # whenever the same inputs and config are built again (tests/flows/test_reproducible.py).
-                unknown = sorted(set(fields.get("nondeterministic") or {}) - set(files))
-                if unknown:
-                    raise StoreError(f"step {step!r} declared nondeterministic files it did not write: {unknown}")
-                manifest = {
-                    "schema": MANIFEST_SCHEMA,
-                    "id": aid,
-                    "step": step,
-                    "name": name,
-                    "version": version,
-                    "config": dict(config),
-                    "inputs": [dict(i) for i in inputs],
-                    "files": files,
-                    **fields,
-                    "timings": {"started_at": started, "finished_at": _now(), "seconds": round(seconds, 4)},
-                    "created_at": _now(),
-                    "environment": {"python": sys.version.split()[0], "platform": platform.platform()},
-                    **dict((extra() if callable(extra) else extra) or {}),
-                }
-                manifest_tmp = tmp / (MANIFEST + ".partial")
-                with open(manifest_tmp, "w", encoding="utf-8") as fh:
-                    json.dump(manifest, fh, indent=2, sort_keys=False, ensure_ascii=False)
-                    fh.write("\n")
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(manifest_tmp, tmp / MANIFEST)
-                _fsync_path(tmp, directory=True)
-                try:
-                    os.rename(tmp, final)
-                except OSError as exc:
-                    if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                        raise
-                    # Lost a race with a writer that had no lock: keep the first, drop ours.
-                    shutil.rmtree(tmp, ignore_errors=True)
-                    winner = self.lookup(step, name, aid)
-                    if winner is None:
-                        raise StoreError(f"{final} exists but holds no complete manifest") from exc
-                    return PublishResult(final, winner, reused=True)
-                _fsync_path(final.parent, directory=True)
-                self._record_stats(final, manifest)
-                return PublishResult(final, manifest, reused=False)
+                manifest = self._build_manifest(tmp, aid=aid, step=step, name=name, version=version, config=config,
+                                                inputs=inputs, build=build, extra=extra)
+                return self._commit(tmp, final, manifest)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
+
+    def _store_fields(self) -> dict[str, Any]:
+        """Manifest fields the store itself adds (an object store: where the files' objects are)."""
+        return {}
+
+    def _build_manifest(self, tmp: Path, *, aid: str, step: str, name: str, version: int,
+                        config: Mapping[str, Any], inputs: list[Mapping[str, Any]],
+                        build: Callable[[Path], Mapping[str, Any] | None],
+                        extra: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None) -> dict[str, Any]:
+        """Run ``build(tmp)``, describe its files and write ``tmp/manifest.json`` (fsynced); the manifest."""
+        started, t0 = _now(), time.perf_counter()
+        fields = dict(build(tmp) or {})
+        seconds = time.perf_counter() - t0
+        clash = sorted(RESERVED_FIELDS & set(fields))
+        if clash:  # the file table, identity and timings belong to the store alone
+            raise StoreError(f"step {step!r} returned manifest fields the store owns: {', '.join(clash)}")
+        if not (tmp / CARD).exists():  # the artifact's card (corpusforge.storage.cards), listed like any file
+            (tmp / CARD).write_text(card({"id": aid, "step": step, "name": name, "version": version,
+                                          "config": dict(config), "inputs": [dict(i) for i in inputs],
+                                          **fields}), encoding="utf-8")
+        files = _describe_files(tmp)
+        # Files a step declares not byte-reproducible (with why); every other file is the same bytes
+        # whenever the same inputs and config are built again (tests/flows/test_reproducible.py).
+        unknown = sorted(set(fields.get("nondeterministic") or {}) - set(files))
+        if unknown:
+            raise StoreError(f"step {step!r} declared nondeterministic files it did not write: {unknown}")
+        manifest = {
+            "schema": MANIFEST_SCHEMA,
+            "id": aid,
+            "step": step,
+            "name": name,
+            "version": version,
+            "config": dict(config),
+            "inputs": [dict(i) for i in inputs],
+            "files": files,
+            **fields,
+            "timings": {"started_at": started, "finished_at": _now(), "seconds": round(seconds, 4)},
+            "created_at": _now(),
+            "environment": {"python": sys.version.split()[0], "platform": platform.platform()},
+            **dict((extra() if callable(extra) else extra) or {}),
+            **self._store_fields(),
+        }
+        manifest_tmp = tmp / (MANIFEST + ".partial")
+        with open(manifest_tmp, "w", encoding="utf-8") as fh:
+            json.dump(manifest, fh, indent=2, sort_keys=False, ensure_ascii=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(manifest_tmp, tmp / MANIFEST)
+        _fsync_path(tmp, directory=True)
+        return manifest
+
+    def _commit(self, tmp: Path, final: Path, manifest: dict[str, Any]) -> PublishResult:
+        """Make the complete artifact in ``tmp`` visible as ``final`` (one rename), or adopt a winner's."""
+        step, name, aid = manifest["step"], manifest["name"], manifest["id"]
+        try:
+            os.rename(tmp, final)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            # Lost a race with a writer that had no lock: keep the first, drop ours.
+            shutil.rmtree(tmp, ignore_errors=True)
+            winner = self.lookup(step, name, aid)
+            if winner is None:
+                raise StoreError(f"{final} exists but holds no complete manifest") from exc
+            return PublishResult(final, winner, reused=True)
+        _fsync_path(final.parent, directory=True)
+        self._record_stats(final, manifest)
+        return PublishResult(final, manifest, reused=False)
 
     # --- reuse checks --------------------------------------------------------------------------------------
     # A published artifact is checked before every reuse. The cheap check: every listed file exists, is no
@@ -351,6 +408,58 @@ class ArtifactStore:
             for art_dir in sorted(step_dir.iterdir()):
                 if not art_dir.name.startswith(".") and (art_dir / MANIFEST).is_file():
                     yield art_dir
+
+    # --- what the catalog reads (corpusforge.storage.catalog); an object store answers from the bucket ------
+    def iter_published(self, step: str | None = None) -> Iterator[tuple[Path, dict[str, Any]]]:
+        """(artifact dir, manifest) of every published artifact (of ``step``, if given), in path order."""
+        for directory in self.iter_artifact_dirs():
+            if step is not None and directory.parent.name != step:
+                continue
+            manifest = read_manifest(directory)
+            if manifest is not None:
+                yield directory, manifest
+
+    def find_by_prefix(self, prefix: str) -> list[tuple[Path, dict[str, Any]]]:
+        """(artifact dir, manifest) of the artifacts whose id starts with ``prefix`` (lowercase hex)."""
+        hits = []
+        if self.root.is_dir():
+            # Directory names end with id[:12]: a glob narrows the search without reading every manifest.
+            pattern = f"*/*-{prefix[:12]}" + ("" if len(prefix) >= 12 else "*")
+            for directory in sorted(self.root.glob(pattern)):
+                if directory.parent.name.startswith(".") or directory.name.startswith("."):
+                    continue
+                manifest = read_manifest(directory)
+                if manifest is not None and manifest["id"].startswith(prefix):
+                    hits.append((directory, manifest))
+        return hits
+
+    def verify_files(self, directory: Path, manifest: Mapping[str, Any]) -> tuple[list[str], int]:
+        """Re-hash every listed file; (problems, files checked). Unlisted files and symlinks are problems."""
+        problems: list[str] = []
+        checked = 0
+        listed = manifest.get("files", {})
+        for rel, meta in sorted(listed.items()):
+            path = directory / rel
+            checked += 1
+            if path.is_symlink():
+                problems.append(f"symlink refused: {rel}")
+                continue
+            if not path.is_file():
+                problems.append(f"missing file: {rel}")
+                continue
+            size = path.stat().st_size
+            if size != meta.get("size"):
+                problems.append(f"size changed: {rel} ({meta.get('size')} -> {size} bytes)")
+                continue
+            if sha256_file(path) != meta.get("sha256"):
+                problems.append(f"content changed: {rel} (sha256 differs)")
+        for path in sorted(directory.rglob("*")):
+            rel = path.relative_to(directory).as_posix()
+            if path.is_symlink() and rel not in listed:
+                problems.append(f"symlink refused: {rel}")
+            elif path.is_file() and rel != MANIFEST and rel not in listed:
+                problems.append(f"unlisted file: {rel}")
+        return problems, checked
 
 
 def _pid_alive(pid_text: str) -> bool:
