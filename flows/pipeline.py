@@ -25,7 +25,7 @@ from corpusforge.tasks.config import ConfigError, to_dict
 from corpusforge.tasks.corpus import corpus_task, discover_sources_task
 from corpusforge.tasks.corpus_shard import corpus_shard_task
 from corpusforge.tasks.step import StepResult
-from corpusforge.tasks.track import LiveRuns, track_results
+from corpusforge.tasks.track import LiveRuns, ParentRun, track_results
 
 
 def make_task_runner(cfg: RunnerConfig):
@@ -126,6 +126,82 @@ def _summary_markdown(name: str, results: list[StepResult]) -> str:
     return "\n".join(lines)
 
 
+# The one-step commands (`tokenizer train`, `ngram estimate`, `embed train`, `lm train --preset P`) name their
+# pipelines after themselves; they share the default pipeline's experiment instead of making one each (the
+# pipeline name stays on the run: tag corpusforge.pipeline, and in the run name).
+COMMAND_PIPELINES = ("tokenizer", "ngram", "embed")
+DEFAULT_EXPERIMENT = "corpusforge"
+
+
+def experiment_name(pipeline: str) -> str:
+    """The MLflow experiment of a pipeline: its name; the one-step commands' pipelines share ``corpusforge``."""
+    return DEFAULT_EXPERIMENT if pipeline in COMMAND_PIPELINES or pipeline.startswith("lm-") else pipeline
+
+
+NOTHING_NEW_TAG = "corpusforge:nothing-new"
+REPORT_KEY = "corpusforge-report"
+MLFLOW_UI = "http://127.0.0.1:5000"  # `corpusforge ui`'s default MLflow port, for a store's embedded tracking
+
+
+def mlflow_ui_base(tracking_uri: str | None) -> str:
+    uri = tracking_uri or ""
+    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else MLFLOW_UI
+
+
+def tag_flow_run(tag: str) -> None:
+    """Add ``tag`` to the current Prefect flow run (best effort: a tag is not worth failing a run over)."""
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    run_id = flow_run.get_id()
+    if not run_id:
+        return
+    try:
+        with get_client(sync_client=True) as client:
+            tags = list(client.read_flow_run(run_id).tags or [])
+            if tag not in tags:
+                client.update_flow_run(run_id, tags=[*tags, tag])
+    except Exception as exc:  # noqa: BLE001
+        logging.getLogger("corpusforge").warning("could not tag flow run %s: %s", run_id, exc)
+
+
+def _publish_report(tracker, run_id: str, summary: dict[str, Any]) -> None:
+    """The run report: a Markdown artifact of this flow run (Prefect UI) and report.html plus the run's
+    description in MLflow, each linking to the other. Best effort: a report never fails a finished run."""
+    import tempfile
+
+    from prefect.artifacts import create_markdown_artifact
+    from prefect.runtime import flow_run
+
+    from corpusforge.tasks.report import run_report
+
+    try:
+        mlflow_run = mlflow_ui_base(tracker.tracking_uri) + "/" + tracker.run_url(run_id)
+        prefect_url = prefect_flow_run_url(flow_run.get_id())
+        links = {"MLflow run (report.html in its artifacts)": mlflow_run}
+        if prefect_url:
+            links["Prefect flow run (the corpusforge-report artifact)"] = prefect_url
+        with tempfile.TemporaryDirectory(prefix="corpusforge-report-") as scratch:
+            report = run_report(summary, links=links, scratch=Path(scratch))
+        tracker.log_report(run_id, report["html"], report["note"])
+        tracker.set_tags(run_id, {"corpusforge.report": "report.html", "prefect.flow_run_url": prefect_url or "",
+                                  "prefect.artifact_key": REPORT_KEY})
+        create_markdown_artifact(key=REPORT_KEY, markdown=report["markdown"],
+                                 description=f"Run report: steps, accounting, metrics and plots; MLflow: {mlflow_run}")
+    except Exception as exc:  # noqa: BLE001
+        logging.getLogger("corpusforge").warning("the run report was not published: %s", exc)
+
+
+def prefect_flow_run_url(flow_run_id: str | None) -> str | None:
+    """The flow run's page in the Prefect UI: $PREFECT_UI_URL, else the one beside the API in use."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_UI_URL
+
+    if not flow_run_id:
+        return None
+    ui = PREFECT_UI_URL.value() or (str(PREFECT_API_URL.value() or "").removesuffix("/api") or None)
+    return f"{ui.rstrip('/')}/runs/flow-run/{flow_run_id}" if ui else None
+
+
 @flow(name="corpusforge-pipeline", log_prints=True)
 def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: str | None = None) -> dict[str, Any]:
     """Run every stage in ``config``; return ids, paths, the accounting and where to look."""
@@ -140,15 +216,16 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
     logger = get_run_logger()
     for stale in ArtifactStore(store_root).sweep_stale_temps():
         logger.info("removed %s: the temp dir of a writer that died mid-publish", stale)
-    tracker = open_tracker(store_root, cfg.name, enabled=cfg.tracking.enabled)
+    tracker = open_tracker(store_root, experiment_name(cfg.name), enabled=cfg.tracking.enabled)
     for run_id in getattr(tracker, "killed_orphans", ()):
         logger.info("MLflow run %s was left RUNNING by a process that died: marked KILLED", run_id)
-    parent = tracker.start_pipeline_run(
-        run_name=str(flow_run.get_name() or cfg.name),
-        config=resolved,
-        tags={"corpusforge.pipeline": cfg.name, "corpusforge.uri": store_root.as_uri(),
-              "prefect.flow_run_id": str(flow_run.get_id() or "")},
-    )
+    # opened when a step computes (or an lm is registered): a run that reuses everything makes no MLflow run
+    run_name = str(flow_run.get_name() or cfg.name)
+    if experiment_name(cfg.name) != cfg.name:
+        run_name = f"{cfg.name}: {run_name}"
+    parent = ParentRun(tracker, run_name=run_name, config=resolved,
+                       tags={"corpusforge.pipeline": cfg.name, "corpusforge.uri": store_root.as_uri(),
+                             "prefect.flow_run_id": str(flow_run.get_id() or "")})
     live = LiveRuns(tracker, parent)
     failed = True
     try:
@@ -165,14 +242,18 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
         failed = False
     finally:
         live.close(failed=True)  # a step that died while training leaves its live run open
-        if failed and parent:
-            tracker.finish_pipeline_run(parent, {"status": "failed"}, failed=True)
+        if failed and parent.run_id:
+            tracker.finish_pipeline_run(parent.run_id, {"status": "failed"}, failed=True)
     summary = pipeline_summary(cfg, store_root, results, outputs, tracking_uri=tracker.tracking_uri,
-                               experiment_id=getattr(tracker, "experiment_id", None), run_id=parent, counts=counts)
-    if parent:
-        tracker.finish_pipeline_run(parent, {k: v for k, v in summary.items() if k != "steps"})
+                               experiment_id=getattr(tracker, "experiment_id", None), run_id=parent.run_id,
+                               counts=counts)
     create_markdown_artifact(key="corpusforge-steps", markdown=_summary_markdown(cfg.name, results),
                              description="Which steps were computed and which were reused from the store")
+    if parent.run_id:
+        _publish_report(tracker, parent.run_id, summary)
+        tracker.finish_pipeline_run(parent.run_id, {k: v for k, v in summary.items() if k != "steps"})
+    else:  # nothing computed: no MLflow run and no report, only a tag on this flow run
+        tag_flow_run(NOTHING_NEW_TAG)
     logger.info("%d step(s) computed, %d reused from the store", counts["steps_computed"], counts["steps_reused"])
     return summary
 

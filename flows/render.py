@@ -65,6 +65,14 @@ def print_pipeline_summary(console: Console, summary: dict[str, Any]) -> None:
     console.print(f"  Data Docs:  {corpus.get('data_docs')}")
     if summary.get("mlflow_run_id"):
         console.print(f"  MLflow:     {summary['tracking_uri']} (run {summary['mlflow_run_id']})")
+        if summary.get("mlflow_experiment_id"):
+            uri = summary.get("tracking_uri") or ""
+            base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+            query = "?workflowType=machine_learning"  # MLflow 3 opens on GenAI traces otherwise
+            console.print(f"  report:     {base}/#/experiments/{summary['mlflow_experiment_id']}/runs/"
+                          f"{summary['mlflow_run_id']}{query} (report.html; also the Prefect flow run's "
+                          "corpusforge-report artifact)")
+            console.print(f"  runs:       {base}/#/experiments/{summary['mlflow_experiment_id']}{query}")
     for model in summary.get("registered_models") or []:
         if "error" in model:
             console.print(f"  model:      [yellow]{model['name']} was not registered[/]: {model['error']}")

@@ -22,7 +22,8 @@ START_HINT = (
 def scheduled_pipeline(config_path: str, overrides: list[str], store: str) -> dict:
     """Load the YAML at run time; when a source is new or changed, run the pipeline flow (as a subflow) against
     the store. When every step is already published the run stops here: this flow run is the only trace (no
-    subflow, no MLflow run), so a frequent schedule over unchanged data does not pile up empty runs."""
+    subflow, no MLflow run), tagged ``corpusforge:nothing-new``, so a frequent schedule over unchanged data does
+    not pile up empty runs. A subflow that ends up computing nothing makes no MLflow run either."""
     from prefect import get_run_logger
 
     from corpusforge.pipeline import run_pipeline
@@ -36,7 +37,10 @@ def scheduled_pipeline(config_path: str, overrides: list[str], store: str) -> di
     cfg = pipeline_config_from_dict(data)
     summary = answer_from_store(cfg, root, plan_pipeline(cfg, root, Path(config_path).parent))
     if summary is not None:
+        from corpusforge.pipeline import NOTHING_NEW_TAG, tag_flow_run
+
         get_run_logger().info("nothing new: all %d steps are already published, nothing to run", len(summary["steps"]))
+        tag_flow_run(NOTHING_NEW_TAG)  # the only trace: no subflow, no MLflow run, no report
         return summary
     return run_pipeline(data, store=store, base_dir=Path(config_path).parent)
 

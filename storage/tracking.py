@@ -28,6 +28,12 @@ from corpusforge.storage.locks import file_lock
 
 DIGEST_CHARS = 32  # MLflow's dataset digest column is short; our ids are 64 hex, the full id is in `source`.
 MAX_PARAM_CHARS = 6000
+# MLflow 3's UI opens an experiment on its GenAI "Traces" tab unless it is a "machine learning" one. The UI
+# takes the kind from its workflow switch (the `workflowType` URL parameter, else the browser's last choice,
+# GenAI by default); the experiment tag says the same to every other client. Links we print carry both.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+UI_QUERY = "?workflowType=machine_learning"
+SUMMARY_PREFIX = "summary."  # a run's end-of-step figures that are no curve: params, beside the config
 
 
 def default_tracking_uri(store_root: Path) -> str:
@@ -215,6 +221,15 @@ class NullTracker:
     def run_url(self, run_id) -> None:
         return None
 
+    def experiment_url(self) -> None:
+        return None
+
+    def log_report(self, *a, **k) -> None:
+        return None
+
+    def set_tags(self, *a, **k) -> None:
+        return None
+
 
 class Tracker:
     enabled = True
@@ -263,8 +278,12 @@ class Tracker:
             try:
                 existing = self.client.get_experiment_by_name(experiment)
                 if existing is not None:
+                    if existing.tags.get("mlflow.experimentKind") is None:  # made by an older corpusforge
+                        for key, value in EXPERIMENT_KIND.items():
+                            self.client.set_experiment_tag(existing.experiment_id, key, value)
                     return existing.experiment_id
-                return self.client.create_experiment(experiment, artifact_location=location)
+                return self.client.create_experiment(experiment, artifact_location=location,
+                                                     tags={**EXPERIMENT_KIND, "corpusforge.pipeline": experiment})
             except Exception:  # noqa: BLE001 - MlflowException or sqlalchemy errors during a racing migration
                 if attempt == attempts - 1:
                     raise
@@ -296,7 +315,12 @@ class Tracker:
 
         ``history`` is a training curve, ``[{"step": n, "train_loss": ..., ...}]``: each numeric value is
         logged at its step, so the MLflow UI draws the curves. ``run_id``: a run opened by
-        :meth:`start_step_run` that already holds the curve (logged live); it is completed, not duplicated."""
+        :meth:`start_step_run` that already holds the curve (logged live); it is completed, not duplicated.
+
+        Curves are metrics; a figure that is no curve (a count, a final score of a step without a curve)
+        is a metric only for a run that has no curve at all, where it is what the experiment's chart view
+        compares across runs. Beside curves it would be a one-point chart: there it is a ``summary.*``
+        param. Every run's figures are also its description (the run page's Overview)."""
         from mlflow.entities import Dataset, DatasetInput, InputTag, Metric
 
         artifact_dir = Path(artifact_dir)
@@ -312,6 +336,7 @@ class Tracker:
         if manifest.get("data_docs"):
             tags["corpusforge.data_docs"] = (artifact_dir / manifest["data_docs"]).as_uri()
         history = list(history)
+        curves = {str(k) for point in history for k in point if k != "step"}
         # the final figures sit at the last step of the curve (not at step 0, which would draw them first)
         final_step = max((int(point["step"]) for point in history), default=0)
         if run_id is None:
@@ -323,11 +348,14 @@ class Tracker:
 
             self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
             history = ()  # already logged, step by step, while the step ran
-        self._log_params(run_id, flatten("", manifest.get("config", {}), {}))
-        metrics = _numeric_metrics(manifest)
+        summary = _numeric_metrics(manifest)
+        metrics, figures = split_summary(summary, curves)
+        self._log_params(run_id, {**flatten("", manifest.get("config", {}), {}),
+                                  **{SUMMARY_PREFIX + k: _number_text(v) for k, v in figures.items()}})
         stepped = [Metric(str(k), float(v), 0, int(point["step"])) for point in history for k, v in point.items()
                    if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)]
         batch = [Metric(k, v, 0, final_step) for k, v in metrics.items()] + stepped
+        self.client.set_tag(run_id, "mlflow.note.content", summary_markdown(manifest, summary))
         for start in range(0, len(batch), 1000):  # MLflow caps a batch at 1000 metrics
             self.client.log_batch(run_id, metrics=batch[start:start + 1000])
         datasets = [
@@ -355,13 +383,23 @@ class Tracker:
         return run_id
 
     def finish_pipeline_run(self, run_id: str, summary: Mapping[str, Any], failed: bool = False) -> None:
-        metrics = {k: float(v) for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        if metrics:
-            from mlflow.entities import Metric
-
-            self.client.log_batch(run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()])
+        """The parent run's counts are summaries (params ``summary.*``), not one-point metric charts."""
+        figures = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if figures:
+            self._log_params(run_id, {SUMMARY_PREFIX + k: _number_text(v) for k, v in figures.items()})
         self.client.log_text(run_id, json.dumps(summary, indent=2, default=str), "summary.json")
         self.client.set_terminated(run_id, "FAILED" if failed else "FINISHED")
+
+    def log_report(self, run_id: str, html: str, markdown: str, name: str = "report.html") -> None:
+        """The run report: the HTML page as an artifact (the Artifacts tab shows it) and its Markdown text,
+        without the images, as the run's description (the Overview tab)."""
+        self.client.log_text(run_id, html, name)
+        self.client.set_tag(run_id, "mlflow.note.content", markdown[:MAX_NOTE_CHARS])
+
+    def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
     def _log_params(self, run_id: str, params: Mapping[str, str]) -> None:
         from mlflow.entities import Param
@@ -463,7 +501,11 @@ class Tracker:
         return _version_info(registered_name, v.version, getattr(v, "model_id", None), v.source)
 
     def run_url(self, run_id: str) -> str:
-        return f"#/experiments/{self.experiment_id}/runs/{run_id}"
+        return f"#/experiments/{self.experiment_id}/runs/{run_id}{UI_QUERY}"
+
+    def experiment_url(self) -> str:
+        """The experiment's page, on its runs (not the GenAI traces MLflow 3 opens by default)."""
+        return f"#/experiments/{self.experiment_id}{UI_QUERY}"
 
 
 def _version_info(name: str, version: Any, model_id: str | None, source: str | None) -> dict[str, str]:
@@ -488,6 +530,31 @@ def _numeric_metrics(manifest: Mapping[str, Any]) -> dict[str, float]:
     if seconds is not None:
         out["seconds"] = float(seconds)
     return out
+
+
+MAX_NOTE_CHARS = 60_000
+
+
+def split_summary(figures: Mapping[str, float], curves: Iterable[str]) -> tuple[dict[str, float], dict[str, float]]:
+    """(metrics, summaries): with curves, only the curves' own final values stay metrics (the last point
+    of the curve); the other figures are summaries. Without curves, every figure is a metric."""
+    curves = set(curves)
+    if not curves:
+        return dict(figures), {}
+    return ({k: v for k, v in figures.items() if k in curves}, {k: v for k, v in figures.items() if k not in curves})
+
+
+def _number_text(value: float) -> str:
+    value = float(value)
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+
+
+def summary_markdown(manifest: Mapping[str, Any], figures: Mapping[str, float]) -> str:
+    """A step run's description: what it made and its figures, as a Markdown table."""
+    lines = [f"**{manifest.get('step')}** `{manifest.get('name')}`, artifact `{str(manifest.get('id', ''))[:12]}`", "",
+             "| figure | value |", "|---|---:|"]
+    lines += [f"| {k} | {_number_text(v) if float(v).is_integer() else f'{v:.6g}'} |" for k, v in figures.items()]
+    return "\n".join(lines)
 
 
 def _start_time(pid: int | str) -> str:

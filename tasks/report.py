@@ -125,3 +125,172 @@ def write_corpus_report(out: Path, name: str, accounting: dict[str, Any], metric
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+# ---------------------------------------------------------------- the run report (one page per flow run)
+
+# step -> the plots it leaves in its artifact, with their captions, in reading order
+RUN_PLOTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "corpus": (("doc_lengths.png", "Document length histogram"), ("reasons.png", "Why records were not kept")),
+    "ngram": (("zipf.png", "Zipf plot (rank vs frequency)"),),
+    "embeddings_eval": (("pca.png", "Embedding map (PCA of the plotted word groups)"),),
+    "lm": (("loss_curve.png", "Loss curves"),),
+}
+HEADLINE_HINTS = ("ppl", "perplexity", "loss", "accuracy", "spearman", "fertility", "bytes_per_token", "docs", "words")
+MAX_INLINE_BYTES = 400_000  # a larger image is linked by path, not inlined
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:.4g}"
+
+
+def _headline(metrics: dict[str, Any], limit: int = 10) -> list[tuple[str, Any]]:
+    scalars = [k for k, v in metrics.items() if isinstance(v, (int, float, str, bool))]
+    keys = sorted(scalars, key=lambda k: (not any(h in k for h in HEADLINE_HINTS), scalars.index(k)))
+    return [(k, metrics[k]) for k in keys[:limit]]
+
+
+def attention_plot(lm_dir: Path, out_dir: Path) -> Path | None:
+    """The last layer's attention heatmap of a trained attention lm on a short prompt (the start of its own
+    sample), drawn for the report; None for a model without attention or when it cannot be drawn."""
+    import json
+    import logging
+
+    try:
+        spec = json.loads((Path(lm_dir) / "config.json").read_text(encoding="utf-8"))
+        if spec.get("family") not in ("gpt", "encoder"):
+            return None
+        from corpusforge.tasks.lm_inspect import inspect_lm
+
+        sample = Path(lm_dir) / "sample.txt"
+        prompt = (sample.read_text(encoding="utf-8", errors="replace") if sample.is_file() else "")[:24] or "the"
+        files = inspect_lm(lm_dir, prompt, out_dir, k=3)["heatmaps"]
+        return Path(files[-1]) if files else None
+    except Exception as exc:  # noqa: BLE001 - the report goes on without this plot
+        logging.getLogger("corpusforge").warning("no attention heatmap for the run report: %s", exc)
+        return None
+
+
+def _plots(summary: dict[str, Any], scratch: Path | None) -> list[tuple[str, str, Path]]:
+    """(step heading, caption, png) for every plot of the run's artifacts, computed or reused."""
+    found = []
+    for s in summary.get("steps") or []:
+        where = Path(s["path"])
+        for rel, caption in RUN_PLOTS.get(s["step"], ()):
+            if (where / rel).is_file():
+                found.append((f"{s['step']} {s['name']}", caption, where / rel))
+        if s["step"] == "lm" and scratch is not None:
+            heat = attention_plot(where, scratch / s["id"][:12])
+            if heat is not None:
+                found.append((f"lm {s['name']}", f"Attention heatmap ({heat.stem.replace('_', ' ')}, one panel "
+                                                  "per head)", heat))
+    return found
+
+
+def _data_uri(path: Path) -> str | None:
+    import base64
+
+    data = path.read_bytes()
+    return None if len(data) > MAX_INLINE_BYTES else "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+def run_report(summary: dict[str, Any], links: dict[str, str] | None = None,
+               scratch: Path | None = None) -> dict[str, str]:
+    """One page about one pipeline run, from its summary (corpusforge.plan.pipeline_summary): the steps, the
+    record accounting, each stage's headline metrics and the plots (images inlined as data: URIs, so the page
+    stands alone in the Prefect UI and in MLflow's sandboxed artifact view).
+
+    Returns ``markdown`` (for the Prefect artifact), ``note`` (the same without images: the MLflow run's
+    description) and ``html`` (the MLflow artifact). ``links``: label -> URL (the other UI, the MLflow run).
+    ``scratch``: a folder where plots drawn for the report go (the attention heatmap); without it, none is
+    drawn. Nothing here goes into the store: the page names run-specific things (links, run ids)."""
+    links = links or {}
+    corpus = summary.get("corpus") or {}
+    title = f"corpusforge run report: pipeline `{summary.get('pipeline')}`"
+    md: list[str] = [f"# {title}", ""]
+    if links:
+        md += [" · ".join(f"[{label}]({url})" for label, url in links.items()), ""]
+    md += [f"{summary.get('steps_computed', 0)} step(s) computed, {summary.get('steps_reused', 0)} reused from "
+           f"the store `{summary.get('store')}`.", "", "## Steps", "",
+           "| step | name | artifact id | outcome | seconds |", "|---|---|---|---|---:|"]
+    for s in summary.get("steps") or []:
+        md.append(f"| {s['step']} | {s['name']} | `{s['id'][:12]}` | {'reused' if s['reused'] else 'computed'} | "
+                  f"{s['seconds']:.2f} |")
+    acc = corpus.get("accounting")
+    if acc:
+        md += ["", "## Record accounting", "", "read = kept + quarantined + filtered + deduplicated", "",
+               "| source | read | kept | quarantined | filtered | deduplicated |", "|---|---:|---:|---:|---:|---:|"]
+        rows = list((acc.get("per_source") or {}).items()) + [("**TOTAL**", acc)]
+        for source, c in rows:
+            md.append(f"| {source} | {c['records_read']:,} | {c['kept']:,} | "
+                      + " | ".join(f"{sum(c[b].values()):,}" for b in ("quarantined", "filtered", "deduplicated"))
+                      + " |")
+    md += ["", "## Headline metrics", ""]
+    stages = [("corpus", corpus)] + list((summary.get("stages") or {}).items())
+    for section, out in stages:
+        metrics = _headline(out.get("metrics") or {})
+        if not out or not metrics:
+            continue
+        md += [f"### {section} `{out.get('name')}` (`{str(out.get('id', ''))[:12]}`)", "", "| metric | value |",
+               "|---|---:|"]
+        md += [f"| {k} | {_fmt(v)} |" for k, v in metrics]
+        md.append("")
+    plots = _plots(summary, scratch)
+    note = list(md)
+    if plots:
+        md += ["## Plots", ""]
+        note += ["## Plots", "", "In `report.html` (this run's artifacts): "
+                 + ", ".join(f"{caption} ({heading})" for heading, caption, _ in plots) + "."]
+    for heading, caption, path in plots:
+        uri = _data_uri(path)
+        md += [f"### {caption}: {heading}", "", f"![{caption}]({uri})" if uri else f"`{path}`", ""]
+    markdown = "\n".join(md).rstrip() + "\n"
+    return {"markdown": markdown, "note": "\n".join(note).rstrip() + "\n", "html": markdown_to_html(markdown, title)}
+
+
+def markdown_to_html(markdown: str, title: str) -> str:
+    """The small Markdown subset run_report writes (headings, pipe tables, images, links, code, bold) as one
+    standalone HTML page."""
+    import re
+
+    def inline(text: str) -> str:
+        out = html.escape(text, quote=False)
+        out = re.sub(r"!\[([^\]]*)\]\(([^)\s]+)\)", lambda m: f'<img alt="{m[1]}" src="{m[2]}">', out)
+        out = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", lambda m: f'<a href="{m[2]}" target="_blank">{m[1]}</a>', out)
+        out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+        return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+
+    body: list[str] = []
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("|"):
+            rows = []
+            while i < len(lines) and lines[i].startswith("|"):
+                rows.append([c.strip() for c in lines[i].strip().strip("|").split("|")])
+                i += 1
+            head, aligns, data = rows[0], rows[1] if len(rows) > 1 else [], rows[2:]
+            right = [a.endswith(":") for a in aligns]
+            cells = lambda row, tag: "".join(  # noqa: E731
+                f"<{tag}{' class=num' if k < len(right) and right[k] else ''}>{inline(c)}</{tag}>" for k, c in enumerate(row))
+            body.append("<table><thead><tr>" + cells(head, "th") + "</tr></thead><tbody>"
+                        + "".join("<tr>" + cells(r, "td") + "</tr>" for r in data) + "</tbody></table>")
+            continue
+        heading = re.match(r"(#{1,6}) (.*)", line)
+        if heading:
+            n = len(heading[1])
+            body.append(f"<h{n}>{inline(heading[2])}</h{n}>")
+        elif line.strip():
+            body.append(f"<p>{inline(line)}</p>")
+        i += 1
+    style = ("body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}"
+             "table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:4px 8px}"
+             "th{background:#f3f3f3}td.num,th.num{text-align:right}code{background:#f5f5f5;padding:0 3px}"
+             "img{max-width:100%;border:1px solid #eee}h1{font-size:1.5em}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>" + "\n".join(body) + "</body></html>\n")

@@ -30,6 +30,24 @@ STEP_ARTIFACTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] =
 }
 
 
+class ParentRun:
+    """The flow run's MLflow parent run, opened only when something is first logged under it: a run whose
+    every step was reused (a scheduled run over unchanged data) leaves no MLflow run behind."""
+
+    def __init__(self, tracker, run_name: str, config: dict[str, Any], tags: dict[str, str]):
+        self.tracker, self.run_name, self.config, self.tags = tracker, run_name, config, tags
+        self.run_id: str | None = None
+
+    def __call__(self) -> str | None:
+        if self.run_id is None and getattr(self.tracker, "enabled", False):
+            self.run_id = self.tracker.start_pipeline_run(run_name=self.run_name, config=self.config, tags=self.tags)
+        return self.run_id
+
+
+def _parent_id(parent) -> str | None:
+    return parent() if callable(parent) else parent
+
+
 class LiveRuns:
     """Nested MLflow runs opened while a step trains, so its curves show in the MLflow UI as they happen.
 
@@ -39,13 +57,14 @@ class LiveRuns:
     while training is logged and never stops the training.
     """
 
-    def __init__(self, tracker, parent_run_id: str | None):
+    def __init__(self, tracker, parent_run_id):
+        """``parent_run_id``: the parent's id, or a :class:`ParentRun` (opened at the first metric)."""
         self.tracker, self.parent = tracker, parent_run_id
         self.runs: dict[tuple[str, str], str] = {}
         self.broken = False
 
     def callback(self, step: str, name: str):
-        if self.parent is None:
+        if self.parent is None or (isinstance(self.parent, ParentRun) and not getattr(self.tracker, "enabled", False)):
             return None
 
         def on_metrics(at: int, metrics: dict[str, float]) -> None:
@@ -54,7 +73,7 @@ class LiveRuns:
             try:
                 key = (step, name)
                 if key not in self.runs:
-                    self.runs[key] = self.tracker.start_step_run(self.parent, step, name)
+                    self.runs[key] = self.tracker.start_step_run(_parent_id(self.parent), step, name)
                 self.tracker.log_live_metrics(self.runs[key], at, metrics)
             except Exception as exc:  # noqa: BLE001 - tracking must not kill an hour of training
                 import logging
@@ -77,15 +96,22 @@ class LiveRuns:
         self.runs.clear()
 
 
-def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResult],
+def track_results(tracker, parent_run_id, results: Sequence[StepResult],
                   register: bool = True, live: LiveRuns | None = None) -> dict[str, Any]:
     """Log a nested run per computed step (and register each new lm); return counts for the parent's summary.
 
-    A step that logged live (``live``) has its run completed instead of a second one created."""
+    A step that logged live (``live``) has its run completed instead of a second one created.
+    ``parent_run_id`` may be a :class:`ParentRun`: it is opened only when a step computed or an lm is
+    registered now, so a run that computed nothing makes no MLflow run."""
     computed = [r for r in results if not r.reused]
     reused = [r for r in results if r.reused]
     registered = []
+    lazy = isinstance(parent_run_id, ParentRun)
+    if lazy and not tracker.enabled:
+        parent_run_id = None
     if parent_run_id is not None:
+        if computed and lazy:
+            parent_run_id = parent_run_id()
         for r in computed:
             manifest = read_manifest(Path(r.path))
             if manifest is None:
@@ -105,6 +131,8 @@ def track_results(tracker, parent_run_id: str | None, results: Sequence[StepResu
             manifest = read_manifest(Path(r.path))
             if manifest is not None:
                 registered.append(_try_register(tracker, parent_run_id, manifest, Path(r.path), if_missing=True))
+    if lazy and isinstance(parent_run_id, ParentRun):
+        parent_run_id = parent_run_id.run_id
     return {"steps_computed": len(computed), "steps_reused": len(reused),
             "reused_ids": [r.id for r in reused], "registered_models": registered}
 
@@ -135,7 +163,7 @@ def _self_contained_data_docs(artifact_dir: Path, manifest: dict[str, Any], dirs
         yield tuple((tmp, dest) if dest == "data_docs" else (rel, dest) for rel, dest in dirs)
 
 
-def _try_register(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path,
+def _try_register(tracker, run_id, manifest: dict[str, Any], lm_dir: Path,
                   if_missing: bool = False) -> dict[str, str]:
     """Register (``if_missing``: unless a version of this artifact is already there), or say why not: the
     artifact is published either way, so a registry problem is a warning (in the log, the summary and the
@@ -144,7 +172,7 @@ def _try_register(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path,
         info = None
         if if_missing:
             info = tracker.find_model_version(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"])
-        info = dict(info or register_lm(tracker, run_id, manifest, lm_dir))
+        info = dict(info or register_lm(tracker, _parent_id(run_id), manifest, lm_dir))
         # remembered in the store, so a later run whose every step is published answers without MLflow
         location = info.pop("source", "")
         recorded = dict(info)

@@ -51,3 +51,29 @@ def test_config_keys_mlflow_refuses_are_made_legal(tmp_path):
     assert sorted(v for k, v in params.items() if k.startswith("split.by_source.")) == ["test", "valid", "x", "y"]
     assert params["lr"] == "1"
 
+
+
+def test_curves_are_metrics_and_summaries_are_not_one_point_charts(tmp_path):
+    """Issue 16 item 1: beside curves, end-of-step figures are `summary.*` params and the run's description;
+    a run without curves keeps its figures as metrics; the experiment opens on its runs."""
+    art = tmp_path / "art"
+    art.mkdir()
+    (art / "manifest.json").write_text("{}")
+    tracker = Tracker(tmp_path / "store", "exp")
+    exp = tracker.client.get_experiment(tracker.experiment_id)
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert tracker.experiment_url().endswith("?workflowType=machine_learning")
+    parent = tracker.start_pipeline_run("run", {"name": "exp"}, {})
+    lm = {"id": "a" * 64, "step": "lm", "name": "tiny", "config": {}, "inputs": [],
+          "metrics": {"val_loss": 1.5, "val_ppl": 4.48, "tokens": 1000}, "timings": {"seconds": 2.0}}
+    history = [{"step": 10, "train_loss": 2.0, "lr": 1e-3}, {"step": 20, "train_loss": 1.8, "val_loss": 1.5}]
+    run = tracker.client.get_run(tracker.log_step(parent, lm, art, history=history))
+    assert set(run.data.metrics) == {"train_loss", "lr", "val_loss"}  # every metric is a curve
+    assert run.data.params["summary.val_ppl"] == "4.48" and run.data.params["summary.tokens"] == "1000"
+    assert "| val_ppl | 4.48 |" in run.data.tags["mlflow.note.content"]
+    ngram = {"id": "c" * 64, "step": "ngram", "name": "n", "config": {}, "inputs": [], "metrics": {"ppl": 80.5}}
+    flat = tracker.client.get_run(tracker.log_step(parent, ngram, art))
+    assert flat.data.metrics["ppl"] == 80.5 and "summary.ppl" not in flat.data.params
+    tracker.finish_pipeline_run(parent, {"steps_computed": 2, "pipeline": "exp"})
+    done = tracker.client.get_run(parent)
+    assert done.data.metrics == {} and done.data.params["summary.steps_computed"] == "2"

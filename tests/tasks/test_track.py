@@ -64,3 +64,21 @@ def test_a_registry_failure_is_reported_not_fatal(tmp_path):
     assert got["name"] == "tiny" and "tokenizer" in got["error"]  # the tokenizer left the store
     logging.getLogger("corpusforge").removeHandler(handler)
     assert any("was not registered" in r.getMessage() for r in records)
+
+
+def test_a_run_that_computed_nothing_opens_no_parent_run(tmp_path):
+    """Issue 16 item 1: the parent run opens only when a step computed (or an lm is registered now)."""
+    from corpusforge.tasks.step import StepResult
+    from corpusforge.tasks.track import ParentRun, track_results
+
+    tracker = Tracker(tmp_path / "store", "exp")
+    parent = ParentRun(tracker, "run", {"name": "exp"}, {"corpusforge.pipeline": "exp"})
+    reused = [StepResult("d" * 64, "corpus", "c", str(tmp_path), True, 0.0)]
+    counts = track_results(tracker, parent, reused, live=LiveRuns(tracker, parent))
+    assert counts["steps_computed"] == 0 and parent.run_id is None
+    assert tracker.client.search_runs([tracker.experiment_id]) == []
+    # a live metric opens it, once
+    on_metrics = LiveRuns(tracker, parent).callback("lm", "tiny")
+    on_metrics(1, {"train_loss": 2.0})
+    assert parent.run_id is not None and parent() == parent.run_id
+    assert len(tracker.client.search_runs([tracker.experiment_id])) == 2  # the parent and the lm's live run
