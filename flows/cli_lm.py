@@ -30,6 +30,7 @@ from corpusforge.cli_common import SOURCES_HELP, JsonOpt, SetOpt, StoreOpt, _fai
 from corpusforge.api import LM_PIPELINE_KEYS as PIPELINE_KEYS  # noqa: E402,F401
 from corpusforge.api import PRESET_DIR, load_preset, preset_names  # noqa: E402,F401
 from corpusforge.api import lm_config as train_config  # noqa: E402 - the API builds the config
+from corpusforge.tasks.lm import GENERATE_DEFAULTS  # noqa: E402
 
 
 @app.command("train")
@@ -60,6 +61,9 @@ def train(
                "metrics": lm["metrics"], "preset": preset,
                "registered_model": next(iter(summary.get("registered_models") or []), None),
                "steps": {s["step"]: s["id"] for s in summary["steps"] if s["step"] != "corpus_shard"}}
+    sample = next((s for s in summary["steps"] if s["step"] == "lm_sample"), None)
+    if sample is not None:  # the lm_sample artifact (lm.sample is not part of the lm's id)
+        payload["sample"] = json.loads((Path(sample["path"]) / "sample.json").read_text(encoding="utf-8"))["text"]
     _print_result(summary, as_json, payload)
 
 
@@ -80,13 +84,13 @@ def _find_lm(artifact_id: str, store: Optional[Path]) -> Path:
 def generate(
     artifact_id: Annotated[str, typer.Argument(metavar="ID", help="lm artifact id or a unique prefix.")],
     prompt: Annotated[str, typer.Option("--prompt", help="Text to continue (the default, a newline, starts from "
-                                                         "nothing).")] = "\n",
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=1, help="Tokens to generate.")] = 200,
+                                                         "nothing).")] = GENERATE_DEFAULTS["prompt"],
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=1, help="Tokens to generate.")] = GENERATE_DEFAULTS["max_new_tokens"],
     greedy: Annotated[bool, typer.Option("--greedy", help="Always take the most likely token.")] = False,
-    temperature: Annotated[float, typer.Option("--temperature", callback=_above_zero, help="Softmax temperature (> 0).")] = 0.8,
+    temperature: Annotated[float, typer.Option("--temperature", callback=_above_zero, help="Softmax temperature (> 0).")] = GENERATE_DEFAULTS["temperature"],
     top_k: Annotated[Optional[int], typer.Option("--top-k", min=1, help="Sample among the k most likely tokens.")] = None,
     top_p: Annotated[Optional[float], typer.Option("--top-p", max=1.0, callback=_above_zero, help="Nucleus sampling mass in (0, 1].")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Sampling seed (same seed, same text).")] = 1337,
+    seed: Annotated[int, typer.Option("--seed", help="Sampling seed (same seed, same text).")] = GENERATE_DEFAULTS["seed"],
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

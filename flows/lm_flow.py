@@ -49,9 +49,10 @@ def lm_flow(encoded: dict[str, Any] | str, config: dict[str, Any], store: str | 
                                         tags={"corpusforge.pipeline": experiment, "corpusforge.uri": store_root.as_uri()})
     live = LiveRuns(tracker, parent)  # the training curve shows in MLflow while it trains
     try:
-        result = StepResult.from_dict(lm_task(upstream.to_dict(), config, str(store_root),
-                                              on_metrics=live.callback("lm", cfg.name)))
-        counts = track_results(tracker, parent, [result], register=register, live=live)
+        results = [StepResult.from_dict(r) for r in lm_task(upstream.to_dict(), config, str(store_root),
+                                                            on_metrics=live.callback("lm", cfg.name))]
+        result = results[-1]  # the lm (its lm_sample, when there is one, comes first)
+        counts = track_results(tracker, parent, results, register=register, live=live)
     except BaseException:
         live.close(failed=True)
         if parent:

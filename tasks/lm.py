@@ -36,20 +36,29 @@ TIMING_KEYS = frozenset({"train_seconds", "tokens_per_s", "mfu", "seconds"})
 LM_VERSION = 3  # 2: config.json records the tokenizer store-relative; metrics.json holds no timings
 # 3: the registered MLflow model loads corpusforge.tasks.lm_pyfunc (the package was renamed from tasks.*); the
 #    sample is its own step (lm_sample), so lm.sample is not part of the lm's id (editing it retrains nothing)
-SAMPLE_STEP, SAMPLE_VERSION = "lm_sample", 1
+SAMPLE_STEP, SAMPLE_VERSION = "lm_sample", 1  # its top_k default is off, as generate's (was 200)
 SPLITS = ("train", "valid", "test")
+
+
+# The generation defaults, in one place: `corpusforge lm generate`, the lm_sample step (SampleConfig) and the
+# registered MLflow pyfunc (tasks.lm_pyfunc.DEFAULT_PARAMS) all read them. top_k/top_p None: off.
+GENERATE_DEFAULTS: dict[str, Any] = {"prompt": "\n", "max_new_tokens": 200, "temperature": 0.8, "top_k": None,
+                                     "top_p": None, "seed": 1337}
 
 
 @dataclass(frozen=True)
 class SampleConfig:
     """A text sample written next to the model after training (and the generate defaults)."""
 
-    prompt: str = field(default="\n", metadata={"doc": "Prompt for the sample (empty: start from the end-of-text id)."})
-    max_new_tokens: int = field(default=200, metadata={"doc": "Tokens to generate (0: no sample)."})
-    temperature: float = field(default=0.8, metadata={"doc": "Softmax temperature."})
-    top_k: int | None = field(default=200, metadata={"doc": "Sample among the k most likely tokens (null: all)."})
-    top_p: float | None = field(default=None, metadata={"doc": "Nucleus sampling mass (null: off)."})
-    seed: int = field(default=1337, metadata={"doc": "Sampling seed."})
+    prompt: str = field(default=GENERATE_DEFAULTS["prompt"], metadata={
+        "doc": "Prompt for the sample (empty: start from the end-of-text id)."})
+    max_new_tokens: int = field(default=GENERATE_DEFAULTS["max_new_tokens"], metadata={
+        "doc": "Tokens to generate (0: no sample)."})
+    temperature: float = field(default=GENERATE_DEFAULTS["temperature"], metadata={"doc": "Softmax temperature."})
+    top_k: int | None = field(default=GENERATE_DEFAULTS["top_k"], metadata={
+        "doc": "Sample among the k most likely tokens (null: all)."})
+    top_p: float | None = field(default=GENERATE_DEFAULTS["top_p"], metadata={"doc": "Nucleus sampling mass (null: off)."})
+    seed: int = field(default=GENERATE_DEFAULTS["seed"], metadata={"doc": "Sampling seed."})
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 0:

@@ -14,12 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from corpusforge.tasks.lm import generate_text
+from corpusforge.tasks.lm import GENERATE_DEFAULTS, generate_text
 from corpusforge.tasks.lm_inspect import load_trained
 
-# the defaults of `corpusforge lm generate`; top_k 0 and top_p 1.0 mean "off"
-DEFAULT_PARAMS: dict[str, Any] = {"max_new_tokens": 200, "temperature": 0.8, "top_k": 0, "top_p": 1.0,
-                                  "seed": 1337, "greedy": False}
+# the defaults of `corpusforge lm generate` (tasks.lm.GENERATE_DEFAULTS); MLflow params need concrete values,
+# so top_k 0 and top_p 1.0 stand for "off"
+DEFAULT_PARAMS: dict[str, Any] = {"max_new_tokens": GENERATE_DEFAULTS["max_new_tokens"],
+                                  "temperature": GENERATE_DEFAULTS["temperature"],
+                                  "top_k": GENERATE_DEFAULTS["top_k"] or 0, "top_p": GENERATE_DEFAULTS["top_p"] or 1.0,
+                                  "seed": GENERATE_DEFAULTS["seed"], "greedy": False}
 
 
 def _prompts(model_input: Any) -> list[str]:

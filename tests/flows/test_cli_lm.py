@@ -66,7 +66,7 @@ def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatc
     m = out["metrics"]
     assert m["val_ppl"] == pytest.approx(2.718281828459045 ** m["val_loss"], rel=1e-9)
     assert 0 < m["val_loss"] < 4.0  # below uniform over ~60 chars (ln 60 = 4.09) after 30 steps
-    assert set(out["steps"]) == {"corpus", "tokenizer", "encode", "lm"}
+    assert set(out["steps"]) == {"corpus", "tokenizer", "encode", "lm", "lm_sample"}
     lm_dir = Path(out["path"])
     assert (lm_dir / "loss_curve.png").is_file() and (lm_dir / "model.safetensors").is_file()
     manifest = json.loads((lm_dir / "manifest.json").read_text())
@@ -112,7 +112,7 @@ def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatc
     version = client.get_model_version_by_alias("shakespeare-char-cpu", "latest")
     assert str(version.version) == "1" and version.tags["corpusforge.artifact_id"] == out["id"]
     # one lm run (logged live while training, then completed), with the curve at every log_interval
-    exp = client.get_experiment_by_name("lm-shakespeare-char-cpu").experiment_id
+    exp = client.get_experiment_by_name("corpusforge").experiment_id  # one-step commands share it
     lm_runs = client.search_runs([exp], filter_string="tags.`corpusforge.step` = 'lm'")
     assert len(lm_runs) == 1 and lm_runs[0].info.status == "FINISHED"
     assert lm_runs[0].data.tags["corpusforge.artifact_id"] == out["id"]

@@ -43,3 +43,23 @@ def test_predict_matches_generate_and_rejects_unknown_params(tmp_path):
     assert greedy == gen.predict("the ", params={"greedy": True, "max_new_tokens": 8, "seed": 2})
     with pytest.raises(ValueError, match="unknown"):
         gen.predict("the ", params={"max_tokens": 3})
+
+
+def test_generation_defaults_agree_in_all_three_places():
+    """`lm generate`, the lm_sample step and the registered pyfunc disagreed on top_k (None / 200 / 0); they
+    now read tasks.lm.GENERATE_DEFAULTS (the pyfunc spells "off" as 0 and 1.0, which MLflow params need)."""
+    import inspect
+
+    from corpusforge.cli_lm import generate
+    from corpusforge.tasks.lm import GENERATE_DEFAULTS, SampleConfig
+    from corpusforge.tasks.lm_pyfunc import DEFAULT_PARAMS
+
+    cli = {name: p.default for name, p in inspect.signature(generate).parameters.items()}
+    sample = SampleConfig()
+    for key, value in GENERATE_DEFAULTS.items():
+        assert getattr(sample, key) == value, key
+        if key in cli:
+            assert cli[key] == value, key
+    assert cli["top_k"] is None and cli["top_p"] is None
+    assert DEFAULT_PARAMS["top_k"] == 0 and DEFAULT_PARAMS["top_p"] == 1.0  # "off", as None elsewhere
+    assert all(DEFAULT_PARAMS[k] == GENERATE_DEFAULTS[k] for k in ("max_new_tokens", "temperature", "seed"))
