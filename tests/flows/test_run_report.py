@@ -69,8 +69,9 @@ def test_report_in_prefect_and_mlflow_and_a_no_op_run_leaves_only_a_tag(reported
         # the second run computed nothing: no MLflow run, no report; its flow run carries a tag, nothing else
         assert again["steps_computed"] == 0 and again["mlflow_run_id"] is None
         assert len(client.search_runs([exp.experiment_id], "tags.`corpusforge.pipeline` = 'reported'")) == 1
-        runs = prefect.read_flow_runs()
-        tagged = [r for r in runs if "corpusforge:nothing-new" in (r.tags or [])]
+        runs = prefect.read_flow_runs()  # the session's Prefect API: other tests' runs too, so this store's only
+        tagged = [r for r in runs if "corpusforge:nothing-new" in (r.tags or [])
+                  and (r.parameters or {}).get("store") == str(store)]
         assert len(tagged) == 1 and str(tagged[0].id) != parent.data.tags["prefect.flow_run_id"]
         assert not [a for a in arts if a.flow_run_id == tagged[0].id]
 
