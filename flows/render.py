@@ -34,11 +34,34 @@ def reasons_table(accounting: dict[str, Any], examples: dict[str, list[str]] | N
     return table
 
 
+def run_order(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Steps with every step after the steps it reads (a stage lists its main output last, so an lm's sample or
+    an embeddings evaluation came before the model it was made from); otherwise in the order given."""
+    from pathlib import Path
+
+    from corpusforge.storage.store import read_manifest
+
+    ids = {s["id"] for s in steps}
+    needs = {}
+    for s in steps:
+        manifest = read_manifest(Path(s["path"])) if s.get("path") else None
+        needs[s["id"]] = {str(i.get("id")) for i in (manifest or {}).get("inputs", [])} & ids
+    out: list[dict[str, Any]] = []
+    placed: set[str] = set()
+    pending = list(steps)
+    while pending:
+        ready = next((s for s in pending if needs[s["id"]] <= placed), pending[0])  # a cycle cannot happen
+        pending.remove(ready)
+        out.append(ready)
+        placed.add(ready["id"])
+    return out
+
+
 def steps_table(steps: list[dict[str, Any]]) -> Table:
     table = Table(title="Steps", title_justify="left")
     for col in ("step", "name", "id", "outcome", "seconds"):
         table.add_column(col, justify="right" if col == "seconds" else "left")
-    for s in steps:
+    for s in run_order(steps):
         outcome = "[yellow]reused[/]" if s["reused"] else "[green]computed[/]"
         table.add_row(s["step"], s["name"], s["id"][:12], outcome, f"{s['seconds']:.2f}")
     return table
