@@ -11,7 +11,7 @@ def test_run_order_puts_a_step_after_its_inputs(tmp_path):
     def step(name: str, inputs: list[str]) -> dict:
         path = tmp_path / name
         path.mkdir()
-        (path / "manifest.json").write_text(json.dumps({"id": name, "inputs": [{"id": i} for i in inputs]}))
+        (path / "manifest.json").write_text(json.dumps({"id": name, "files": {}, "inputs": [{"id": i} for i in inputs]}))
         return {"id": name, "step": name, "path": str(path)}
 
     steps = [step("corpus", []), step("eval", ["emb"]), step("emb", ["corpus"]), step("sample", ["lm"]),
