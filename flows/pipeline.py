@@ -232,7 +232,7 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
         with shard_progress("corpus shards") as on_progress:
             results = _run_corpus_stage(resolved["corpus"], str(store_root), base_dir, on_progress)
         outputs: dict[str, StepResult] = {"corpus": results[-1]}
-        for stage, stage_cfg in cfg.stages():
+        for stage, stage_cfg in cfg.stages(base_dir):
             extra = {"on_metrics": live.callback(stage.section, stage_cfg.name)} if stage.live else {}
             returned = load(stage.task)(outputs[stage.after].to_dict(), to_dict(stage_cfg), str(store_root), **extra)
             ran = [StepResult.from_dict(r) for r in (returned if isinstance(returned, list) else [returned])]

@@ -4,6 +4,7 @@ so a config can be validated (and a fully published run answered from the store)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from corpusforge.stages import KNOWN_SECTIONS, STAGES, Stage, load, stage_for
@@ -93,9 +94,13 @@ class PipelineConfig:
         if self.lm is not None and not getattr(self.tokenizer, "encode", True):
             raise ConfigError("lm: trains on encoded token shards; set tokenizer.encode: true")
 
-    def stages(self) -> list[tuple[Stage, Any]]:
-        """(stage, its config) for every section present, in run order."""
-        return [(s, getattr(self, s.section)) for s in STAGES if getattr(self, s.section) is not None]
+    def stages(self, base_dir: str | Path | None = None) -> list[tuple[Stage, Any]]:
+        """(stage, its config) for every section present, in run order; relative paths in path fields (ngram.eval,
+        embeddings.analogies/similarity) resolved against ``base_dir``, the config file's directory."""
+        from corpusforge.tasks.config import resolve_paths
+
+        return [(s, resolve_paths(getattr(self, s.section), base_dir)) for s in STAGES
+                if getattr(self, s.section) is not None]
 
 
 def pipeline_config_from_dict(data: dict[str, Any]) -> PipelineConfig:

@@ -57,7 +57,7 @@ def plan_pipeline(cfg: PipelineConfig, store_root: Path, base_dir: Path | None) 
             corpus = build_corpus(order_like_previous(shards, store, cfg.corpus.name), cfg.corpus, store, skipped)
             plan.results.append(corpus)
             plan.outputs["corpus"] = corpus
-            for stage, stage_cfg in cfg.stages():
+            for stage, stage_cfg in cfg.stages(base_dir):
                 ran = run_stage_core(stage.core, plan.outputs[stage.after], stage_cfg, store)
                 plan.results += ran
                 plan.outputs[stage.section] = ran[-1]

@@ -175,6 +175,25 @@ def identity(cfg: Any) -> dict[str, Any]:
     return out
 
 
+PATH_FIELD: dict[str, Any] = {"path": True}  # field metadata: a file path, relative to the config file's directory
+
+
+def resolve_paths(cfg: Any, base_dir: str | Path | None) -> Any:
+    """``cfg`` with every relative path in a field marked ``PATH_FIELD`` (a string or a tuple of strings)
+    resolved against ``base_dir`` (the config file's directory), nested dataclasses included."""
+    if base_dir is None or not dataclasses.is_dataclass(cfg):
+        return cfg
+    changes = {}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.metadata.get("path") and value:
+            fix = (lambda p: p if Path(p).is_absolute() else str((Path(base_dir) / p).resolve()))
+            changes[f.name] = tuple(fix(v) for v in value) if isinstance(value, (tuple, list)) else fix(value)
+        elif dataclasses.is_dataclass(value):
+            changes[f.name] = resolve_paths(value, base_dir)
+    return dataclasses.replace(cfg, **changes) if changes else cfg
+
+
 def parse_override(item: str) -> tuple[list[str], Any]:
     """``a.b=c`` -> (["a", "b"], yaml-parsed c)."""
     import yaml

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.config import from_dict, to_dict
+from corpusforge.tasks.config import PATH_FIELD, from_dict, to_dict
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, log_step_outcome
 
@@ -92,8 +92,10 @@ class EmbeddingsConfig:
     max_df: float = field(default=1.0, metadata={"doc": "tfidf: keep terms in at most this fraction of documents."})
     max_features: int = field(default=0, metadata={"doc": "tfidf: keep the most frequent terms only (0 = all)."})
     # evaluation (dense kinds); all optional
-    analogies: str | None = field(default=None, metadata={"doc": "questions-words file (absolute or relative to cwd)."})
-    similarity: tuple[str, ...] = field(default=(), metadata={"doc": "Word-pair files (WordSim-353, SimLex-999)."})
+    analogies: str | None = field(default=None, metadata={
+        "doc": "questions-words file (absolute, or relative to the config file's directory).", **PATH_FIELD})
+    similarity: tuple[str, ...] = field(default=(), metadata={
+        "doc": "Word-pair files (WordSim-353, SimLex-999); relative to the config file's directory.", **PATH_FIELD})
     neighbors: tuple[str, ...] = field(default=(), metadata={"doc": "Words whose nearest neighbours are reported."})
     queries: tuple[str, ...] = field(default=(), metadata={"doc": "Vector queries such as 'king - man + woman'."})
     plot_groups: tuple[tuple[str, ...], ...] = field(

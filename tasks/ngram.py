@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from corpusforge.storage.hashing import sha256_file
 from corpusforge.storage.store import ArtifactStore, check_name
-from corpusforge.tasks.config import NOT_IN_ID, from_dict, identity
+from corpusforge.tasks.config import NOT_IN_ID, PATH_FIELD, from_dict, identity
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step, slug
 
@@ -65,8 +65,9 @@ class NgramConfig:
     eval_splits: tuple[str, ...] = field(default=("valid", "test"), metadata={
         "doc": "Corpus splits to evaluate on (skipped when empty)."})
     eval: tuple[str, ...] = field(default=(), metadata={
-        "doc": "Extra evaluation text files: one sentence per line, whitespace tokens, text not altered.",
-        "identity_value": lambda cfg, paths: [str(Path(p).resolve()) for p in paths]})
+        "doc": "Extra evaluation text files: one sentence per line, whitespace tokens, text not altered; relative "
+               "to the config file's directory.",
+        "identity_value": lambda cfg, paths: [str(Path(p).resolve()) for p in paths], **PATH_FIELD})
     arpa: bool = field(default=True, metadata={"doc": "Also write model.arpa.gz (probability models only)."})
     memory_limit: str = field(default="4GB", metadata={"doc": "DuckDB memory_limit while counting (e.g. 2GB).",
                                                        **NOT_IN_ID})
