@@ -194,6 +194,17 @@ def resolve_paths(cfg: Any, base_dir: str | Path | None) -> Any:
     return dataclasses.replace(cfg, **changes) if changes else cfg
 
 
+def check_artifact_name(name: str, field_name: str = "name") -> None:
+    """A config's artifact name, checked as the store checks it: a bad one is a ValueError on the field (which
+    from_dict reports with its dotted path). The one place every stage config calls."""
+    from corpusforge.storage.store import StoreError, check_name
+
+    try:
+        check_name("artifact", name)
+    except StoreError as exc:
+        raise ValueError(f"{field_name}: {exc}") from None
+
+
 def parse_override(item: str) -> tuple[list[str], Any]:
     """``a.b=c`` -> (["a", "b"], yaml-parsed c)."""
     import yaml

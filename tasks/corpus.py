@@ -20,7 +20,7 @@ from corpusforge.storage.readers import ReaderConfig, discover_sources
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.tasks.accounting import accounting_from_tables
 from corpusforge.tasks.clean import CleanConfig
-from corpusforge.tasks.config import ConfigError, from_dict, to_dict
+from corpusforge.tasks.config import ConfigError, check_artifact_name, from_dict, to_dict
 from corpusforge.tasks.corpus_shard import SourceRef, digest_source, drop_examples
 from corpusforge.tasks.filters import FilterConfig
 from corpusforge.tasks.near_dedup import NearDedupConfig, near_duplicates, streamed_signatures
@@ -62,12 +62,7 @@ class CorpusConfig:
         "doc": "Publish a corpus even when its sources yield no document (by default that is an error)."})
 
     def __post_init__(self) -> None:
-        from corpusforge.storage.store import check_name
-
-        try:
-            check_name("artifact", self.name)
-        except Exception as exc:  # StoreError -> config error on the field
-            raise ValueError(f"name: {exc}") from None
+        check_artifact_name(self.name)
 
 
 def corpus_config_from_dict(data: dict[str, Any], path: str = "corpus") -> CorpusConfig:

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.config import PATH_FIELD, from_dict, to_dict
+from corpusforge.tasks.config import PATH_FIELD, check_artifact_name, from_dict, to_dict
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, log_step_outcome
 
@@ -125,12 +125,7 @@ class EmbeddingsConfig:
             raise ValueError(f"max_df: must be a fraction in (0, 1], got {self.max_df}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"device: use auto, cpu or cuda, got {self.device!r}")
-        from corpusforge.storage.store import check_name
-
-        try:
-            check_name("artifact", self.name)
-        except Exception as exc:  # StoreError -> config error on the field
-            raise ValueError(f"name: {exc}") from None
+        check_artifact_name(self.name)
 
     def step_config(self, fields: tuple[str, ...]) -> dict[str, Any]:
         data = to_dict(self)

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from corpusforge.storage.hashing import config_hash
 from corpusforge.storage.store import ArtifactStore, resolve_recorded, store_relative
-from corpusforge.tasks.config import NOT_IN_ID, ConfigError, from_dict, identity, to_dict
+from corpusforge.tasks.config import NOT_IN_ID, ConfigError, check_artifact_name, from_dict, identity, to_dict
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import NotPublished, StepResult, artifact_input, log_step_outcome, run_step
 
@@ -94,12 +94,7 @@ class LMConfig:
     evaluate_test: bool = field(default=True, metadata={"doc": "Also report loss/perplexity on the test split."})
 
     def __post_init__(self) -> None:
-        from corpusforge.storage.store import check_name
-
-        try:
-            check_name("artifact", self.name)
-        except Exception as exc:  # noqa: BLE001 - StoreError -> the field's error
-            raise ValueError(f"name: {exc}") from None
+        check_artifact_name(self.name)
         if "vocab_size" in self.model:
             raise ValueError("model.vocab_size: set by the tokenizer; leave it out")
         try:

@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 
 from corpusforge.storage.hashing import sha256_file
-from corpusforge.storage.store import ArtifactStore, check_name
-from corpusforge.tasks.config import NOT_IN_ID, PATH_FIELD, from_dict, identity
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.config import NOT_IN_ID, PATH_FIELD, check_artifact_name, from_dict, identity
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step, slug
 
@@ -103,10 +103,7 @@ class NgramConfig:
         if bad:
             raise ValueError(f"eval_splits: {bad[0]!r} is not allowed; use train, valid or test")
         if self.name:
-            try:
-                check_name("artifact", self.name)
-            except Exception as exc:  # StoreError -> config error on the field
-                raise ValueError(f"name: {exc}") from None
+            check_artifact_name(self.name)
 
     @property
     def artifact_name(self) -> str:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.config import NOT_IN_ID, from_dict, identity
+from corpusforge.tasks.config import NOT_IN_ID, check_artifact_name, from_dict, identity
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
 
@@ -75,12 +75,7 @@ class TokenizerConfig:
         from corpusforge.models.tokenization.classic_bpe import PRE_TOKENIZERS as CLASSIC_PRE
         from corpusforge.models.tokenization.hf_backend import NORMALIZERS, PRE_TOKENIZERS
 
-        from corpusforge.storage.store import check_name
-
-        try:
-            check_name("artifact", self.name)
-        except Exception as exc:  # StoreError -> config error on the field
-            raise ValueError(f"name: {exc}") from None
+        check_artifact_name(self.name)
         if self.vocab_size < 1:
             raise ValueError(f"vocab_size: must be >= 1, got {self.vocab_size}")
         if self.merges is not None and (self.kind != "classic-bpe" or self.merges < 0):
