@@ -36,6 +36,10 @@ Kind = Literal["tfidf", "word2vec", "fasttext", "glove"]
 DENSE_KINDS = ("word2vec", "fasttext", "glove")
 
 # Which config fields change the output of each kind (and so enter its artifact id).
+# The dense-embeddings step, whatever trains it (gensim's word2vec/fastText or our GloVe): one step name, one
+# version counter. 2: gensim saved without lifecycle events (dates), nondeterministic files declared.
+EMBEDDINGS_STEP = "embeddings"
+EMBEDDINGS_VERSION = 2
 COMMON_FIELDS = ("kind", "lowercase", "tokens")
 W2V_FIELDS = ("sg", "dim", "window", "negative", "min_count", "epochs", "sample", "workers", "seed", "learning_rate")
 FIELDS_BY_KIND: dict[str, tuple[str, ...]] = {

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.embeddings import COMMON_FIELDS, FIELDS_BY_KIND, EmbeddingsConfig, train_split_path
+from corpusforge.tasks.embeddings import (COMMON_FIELDS, EMBEDDINGS_STEP, EMBEDDINGS_VERSION, FIELDS_BY_KIND,
+                                          EmbeddingsConfig, train_split_path)
 from corpusforge.tasks.step import StepResult, artifact_input, run_step
 
-EMBEDDINGS_STEP = "embeddings"
-EMBEDDINGS_VERSION = 2  # 2: gensim model saved without lifecycle events (dates); nondeterministic files declared
 LIBRARIES = ("gensim", "numpy", "polars")
 
 

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.embeddings import COMMON_FIELDS, COOCCURRENCE_FIELDS, FIELDS_BY_KIND, EmbeddingsConfig, train_split_path
+from corpusforge.tasks.embeddings import (COMMON_FIELDS, COOCCURRENCE_FIELDS, EMBEDDINGS_STEP, EMBEDDINGS_VERSION,
+                                          FIELDS_BY_KIND, EmbeddingsConfig, train_split_path)
 from corpusforge.tasks.step import StepResult, artifact_input, run_step
 
 COOCCURRENCE_STEP = "cooccurrence"
 COOCCURRENCE_VERSION = 1
-GLOVE_STEP = "embeddings"
-GLOVE_VERSION = 1
+GLOVE_STEP, GLOVE_VERSION = EMBEDDINGS_STEP, EMBEDDINGS_VERSION  # the embeddings step's (was its own counter, 1)
 WORDS_RE = r"[\p{L}\p{N}_]+"  # tokens: words (as tasks/embeddings_sparse and models/word2vec.tokenize)
 # Python's str.split() whitespace (tokens: whitespace), in RE2 syntax.
 WHITESPACE_RE = r"[\s\p{Z}\x{1c}-\x{1f}\x{85}]+"
