@@ -171,9 +171,9 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
     docs, quarantine, dropped = load("data.parquet", list(KEY_COLUMNS)), load("quarantine.parquet"), load("dropped.parquet")
     keep = pl.Series("keep", [True] * docs.height, dtype=pl.Boolean)
     if cfg.dedup.exact and docs.height:
-        first = docs["content_hash"].is_first_distinct()
-        originals = docs.filter(first).select("content_hash", pl.col("doc_id").alias("duplicate_of"))
-        dups = docs.filter(~first).join(originals, on="content_hash", how="left", maintain_order="left")
+        from corpusforge.tasks.dedup import exact_duplicates
+
+        first, dups = exact_duplicates(docs)
         cross = dups.select(
             "source", "locator", pl.lit("dedup").alias("stage"), pl.lit("exact").alias("reason"),
             ("duplicate_of=" + pl.col("duplicate_of") + " (across files)").alias("detail"),

@@ -123,9 +123,9 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
     if fixed is not None:  # e.g. a dedicated valid file: all its documents go to that split
         df = df.with_columns(pl.lit(fixed).alias("split"))
     if cfg.dedup.exact:
-        first = pl.col("content_hash").is_first_distinct()
-        originals = df.filter(first).select("content_hash", pl.col("doc_id").alias("duplicate_of"))
-        dups = df.filter(~first).join(originals, on="content_hash", how="left", maintain_order="left")
+        from corpusforge.tasks.dedup import exact_duplicates
+
+        first, dups = exact_duplicates(df)
         dropped.append(_drops(dups, "dedup", "exact", "duplicate_of=" + pl.col("duplicate_of")))
         df = df.filter(first)
 
