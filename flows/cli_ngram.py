@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from corpusforge.cli_common import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, out
+from corpusforge.cli_common import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, choices, out
 
 
 def _above_zero(value):
@@ -24,6 +24,7 @@ def _above_zero(value):
 app = typer.Typer(help="N-gram language models counted in DuckDB: estimate, query, evaluate.", no_args_is_help=True)
 
 SMOOTHINGS = ("mle", "add-k", "stupid-backoff", "kneser-ney", "modified-kneser-ney")
+Smoothing = choices("Smoothing", SMOOTHINGS)
 
 
 @app.command()
@@ -31,8 +32,10 @@ def estimate(
     sources: Annotated[list[Path], typer.Argument(metavar="TRAIN_SOURCES...",
                                                   help="Training text files or directories: one sentence per line.")],
     order: Annotated[int, typer.Option("--order", min=1, help="Highest n-gram order N.")] = 3,
-    smoothing: Annotated[str, typer.Option("--smoothing", help="mle, add-k, stupid-backoff, kneser-ney, "
-                                                               "modified-kneser-ney.")] = "modified-kneser-ney",
+    smoothing: Annotated[Smoothing, typer.Option(  # type: ignore[valid-type]
+        "--smoothing", show_default=False,
+        help="Default modified-kneser-ney (KenLM lmplz's). add-k with k=1 is Laplace; stupid-backoff gives "
+             "scores, not probabilities.")] = "modified-kneser-ney",
     k: Annotated[float, typer.Option("--k", callback=_above_zero, help="add-k: the pseudo-count (Laplace: 1).")] = 1.0,
     eval_files: Annotated[Optional[list[Path]], typer.Option("--eval", help="Evaluation text file (repeatable).")] = None,
     arpa: Annotated[Optional[Path], typer.Option("--arpa", help="Write the model as ARPA here (.gz: gzipped).")] = None,
@@ -47,6 +50,7 @@ def estimate(
     """
     from corpusforge.tasks.config import ConfigError
 
+    smoothing = getattr(smoothing, "value", smoothing)  # the plain string the config and the JSON carry
     if smoothing not in SMOOTHINGS:
         _fail(f"--smoothing: {smoothing!r} is not allowed; use one of {', '.join(SMOOTHINGS)}", 2)
     if arpa is not None and smoothing == "stupid-backoff":

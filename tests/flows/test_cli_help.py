@@ -36,6 +36,7 @@ CHOICE_FLAGS = [
     (("corpus",), "--preset", ("lm", "raw", "classic", "social")),
     (("tokenizer", "train"), "--kind", ("word", "char", "classic-bpe", "bpe", "byte-bpe", "wordpiece", "unigram")),
     (("embed", "train"), "--kind", ("tfidf", "word2vec", "fasttext", "glove")),
+    (("ngram", "estimate"), "--smoothing", ("mle", "add-k", "stupid-backoff", "kneser-ney", "modified-kneser-ney")),
 ]
 FORMATS = (".txt", ".md", ".jsonl", ".json", ".csv", ".tsv", ".parquet", ".gz", ".bz2", ".xz", ".zst")
 TYPE_LABEL = re.compile(r"<(bool|str|int|float|path|Path|list\[[^\]]*\]|int range|float range|file|dir)>")
@@ -87,7 +88,8 @@ def test_choice_flags_list_their_choices(path, flag, values):
         assert re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", narrow), (value, narrow)
 
 
-MODULES = {"corpus": "corpusforge.cli", "tokenizer": "corpusforge.cli_tokenizer", "embed": "corpusforge.cli_embed"}
+MODULES = {"corpus": "corpusforge.cli", "tokenizer": "corpusforge.cli_tokenizer", "embed": "corpusforge.cli_embed",
+           "ngram": "corpusforge.cli_ngram"}
 
 
 @pytest.mark.parametrize(("path", "flag", "values"), CHOICE_FLAGS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
@@ -107,7 +109,7 @@ def test_choice_flags_still_take_the_same_values(path, flag, values, monkeypatch
         res = runner.invoke(app, [*path, "x.txt", flag, value, *extra])
         assert res.exit_code == 0, res.output
     section = {"corpus": lambda c: c["corpus"]["clean"]["preset"], "tokenizer": lambda c: c["tokenizer"]["kind"],
-               "embed": lambda c: c["embeddings"]["kind"]}[path[0]]
+               "embed": lambda c: c["embeddings"]["kind"], "ngram": lambda c: c["ngram"]["smoothing"]}[path[0]]
     got = [section(c) for c in seen]
     assert got == list(values) and all(type(v) is str for v in got)
     bad = runner.invoke(app, [*path, "x.txt", flag, "no-such-value", *extra])
