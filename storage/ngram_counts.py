@@ -123,19 +123,26 @@ def count_ngram_tables(
         pad = len(words)  # the id of "past the </s>" while counting; NULL in the stored table
         con.execute(f"CREATE TABLE ngrams_padded AS {_padded_count_sql(order, pad)}")
         con.execute("DROP TABLE sents_ids")
-        for n in range(1, order + 1):
-            con.execute(f"CREATE VIEW ngrams_{n} AS {_order_view_sql(n, order)}")
-        padded, counts = _fetch_padded(con, order, pad)
         sentences, tokens = con.execute("SELECT count(*), coalesce(sum(len(toks) + 1), 0) FROM sents").fetchone()
         con.execute("DROP TABLE sents")
-        meta = {"order": order, "sentence": sentence, "sentences": int(sentences), "tokens": int(tokens)}
-        con.execute("CREATE TABLE meta(key VARCHAR, value VARCHAR)")
-        con.executemany("INSERT INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()])
-        con.execute("CHECKPOINT")
+        return _finish_counts(con, words, order, sentence, int(sentences), int(tokens))
     finally:
         con.close()
+
+
+def _finish_counts(con, words: list[str], order: int, sentence: str, sentences: int, tokens: int) -> NgramTables:
+    """Shared tail of both counting routes, with ``ngrams_padded`` built: the per-order views, the meta table
+    and a checkpoint in the counts file, and the counts of every order as arrays."""
+    pad = len(words)
+    for n in range(1, order + 1):
+        con.execute(f"CREATE VIEW ngrams_{n} AS {_order_view_sql(n, order)}")
+    padded, counts = _fetch_padded(con, order, pad)
+    meta = {"order": order, "sentence": sentence, "sentences": sentences, "tokens": tokens}
+    con.execute("CREATE TABLE meta(key VARCHAR, value VARCHAR)")
+    con.executemany("INSERT INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()])
+    con.execute("CHECKPOINT")
     tables, contexts = orders_from_padded(padded, counts, pad)
-    summary = {"sentences": int(sentences), "tokens": int(tokens), "vocab": len(words),
+    summary = {"sentences": sentences, "tokens": tokens, "vocab": len(words),
                "distinct": {n: len(t[1]) for n, t in enumerate(tables, start=1)}}
     return NgramTables(words, tables, contexts, summary)
 
@@ -254,19 +261,9 @@ def tables_from_partitions(
         joins = " ".join(f"LEFT JOIN vocab v{j} ON v{j}.word = m.w{j}" for j in range(1, order + 1))
         con.execute(f"CREATE TABLE ngrams_padded AS SELECT {ids}, m.count FROM merged m {joins}")
         con.execute("DROP TABLE merged")
-        for n in range(1, order + 1):
-            con.execute(f"CREATE VIEW ngrams_{n} AS {_order_view_sql(n, order)}")
-        padded, counts = _fetch_padded(con, order, pad)
-        meta = {"order": order, "sentence": sentence, "sentences": int(sentences), "tokens": int(tokens)}
-        con.execute("CREATE TABLE meta(key VARCHAR, value VARCHAR)")
-        con.executemany("INSERT INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()])
-        con.execute("CHECKPOINT")
+        return _finish_counts(con, words, order, sentence, int(sentences), int(tokens))
     finally:
         con.close()
-    tables, contexts = orders_from_padded(padded, counts, pad)
-    summary = {"sentences": int(sentences), "tokens": int(tokens), "vocab": len(words),
-               "distinct": {n: len(t[1]) for n, t in enumerate(tables, start=1)}}
-    return NgramTables(words, tables, contexts, summary)
 
 
 def _tokenize(con, files: list[str], sentence: str, source: str | None = None) -> None:
