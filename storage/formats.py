@@ -347,6 +347,11 @@ def _json_value(locator: str, item: _ItemBytes, text_field: str) -> tuple[RawRec
     return record_from_object(locator, obj, text_field, data), True
 
 
+def _broken(count: int, detail: str, raw: bytes | None = None) -> RawRecord:
+    """The record that ends a JSON array that cannot be trusted past item ``count``."""
+    return RawRecord(f"after-item:{count}", reason="invalid_json", detail=f"stream broken: {detail}", raw=raw)
+
+
 def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 20) -> Iterator[RawRecord]:
     """A JSON document: an array of objects (streamed item by item) or a single object.
 
@@ -381,8 +386,7 @@ def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 2
             continue
         if closed:
             if chunk.strip(JSON_WS):
-                yield RawRecord(f"after-item:{count}", reason="invalid_json",
-                                detail="stream broken: data after the end of the array")
+                yield _broken(count, "data after the end of the array")
                 return
             continue
         mark = pos  # start of the current item's bytes in this chunk
@@ -399,8 +403,7 @@ def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 2
                     whole.add(m.group(1))
                     rec, parsed = _json_value(f"item:{count}", whole, text_field)
                     if not parsed:
-                        yield RawRecord(f"after-item:{count - 1}", reason="invalid_json",
-                                        detail=f"stream broken: {rec.detail}", raw=rec.raw)
+                        yield _broken(count - 1, rec.detail, rec.raw)
                         return
                     yield rec
                     pos = mark = m.end()
@@ -409,8 +412,7 @@ def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 2
                         continue
                     closed = True
                     if chunk[pos:].strip(JSON_WS):
-                        yield RawRecord(f"after-item:{count}", reason="invalid_json",
-                                        detail="stream broken: data after the end of the array")
+                        yield _broken(count, "data after the end of the array")
                         return
                     break
             if in_string:
@@ -434,8 +436,7 @@ def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 2
             elif c == 0x2C and depth > 1:  # ',' inside an item
                 pass
             elif c == 0x7D:  # '}' where an item or the array's ']' belongs
-                yield RawRecord(f"after-item:{count}", reason="invalid_json",
-                                detail="stream broken: unexpected '}' in the array")
+                yield _broken(count, "unexpected '}' in the array")
                 return
             else:  # ',' between items, or the array's closing ']'
                 item.add(chunk[mark:m.start()])
@@ -444,8 +445,7 @@ def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 2
                     count += 1
                     rec, parsed = _json_value(f"item:{count}", item, text_field)
                     if not parsed:
-                        yield RawRecord(f"after-item:{count - 1}", reason="invalid_json",
-                                        detail=f"stream broken: {rec.detail}", raw=rec.raw)
+                        yield _broken(count - 1, rec.detail, rec.raw)
                         return
                     yield rec
                     item = _ItemBytes(limit)
@@ -453,8 +453,7 @@ def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 2
                 if c == 0x5D:
                     closed = True
                     if chunk[pos:].strip(JSON_WS):
-                        yield RawRecord(f"after-item:{count}", reason="invalid_json",
-                                        detail="stream broken: data after the end of the array")
+                        yield _broken(count, "data after the end of the array")
                         return
                     break
         if not closed:
@@ -462,8 +461,7 @@ def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 2
     if mode == "value":
         yield _json_value("item:1", item, text_field)[0]
     elif mode == "array" and not closed:
-        yield RawRecord(f"after-item:{count}", reason="invalid_json",
-                        detail="stream broken: the file ends inside the array")
+        yield _broken(count, "the file ends inside the array")
 
 
 def csv_records(stream: io.BufferedReader, text_field: str, delimiter: str, limit: int) -> Iterator[RawRecord]:
