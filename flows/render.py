@@ -113,18 +113,11 @@ def print_pipeline_summary(console: Console, summary: dict[str, Any]) -> None:
 HEADLINE_HINTS = ("ppl", "perplexity", "loss", "accuracy", "spearman", "fertility", "bytes_per_token")
 
 
-def _number(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if float(value).is_integer() and abs(value) < 1e15:
-        return f"{int(value):,}"
-    return f"{value:.4g}"
-
-
 def headline(metrics: dict[str, Any], limit: int = 8) -> str:
     """The metrics people look for first (perplexity, loss, accuracy ...), then the rest, compactly."""
-    keys = sorted(metrics, key=lambda k: (not any(h in k for h in HEADLINE_HINTS), list(metrics).index(k)))
-    return ", ".join(f"{k}={_number(metrics[k])}" for k in keys[:limit])
+    from corpusforge.tasks.report import format_number, headline_metrics
+
+    return ", ".join(f"{k}={format_number(v)}" for k, v in headline_metrics(metrics, limit, HEADLINE_HINTS))
 
 
 def lineage_tree(node: dict[str, Any], tree: Tree | None = None) -> Tree:

@@ -140,7 +140,8 @@ HEADLINE_HINTS = ("ppl", "perplexity", "loss", "accuracy", "spearman", "fertilit
 MAX_INLINE_BYTES = 400_000  # a larger image is linked by path, not inlined
 
 
-def _fmt(value: Any) -> str:
+def format_number(value: Any) -> str:
+    """A metric as people read it: integers with thousands separators, other numbers to 4 significant digits."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     if float(value).is_integer() and abs(value) < 1e15:
@@ -148,9 +149,11 @@ def _fmt(value: Any) -> str:
     return f"{value:.4g}"
 
 
-def _headline(metrics: dict[str, Any], limit: int = 10) -> list[tuple[str, Any]]:
+def headline_metrics(metrics: dict[str, Any], limit: int = 10,
+                     hints: tuple[str, ...] = HEADLINE_HINTS) -> list[tuple[str, Any]]:
+    """The scalar metrics people look for first (names holding one of ``hints``), then the rest, in order."""
     scalars = [k for k, v in metrics.items() if isinstance(v, (int, float, str, bool))]
-    keys = sorted(scalars, key=lambda k: (not any(h in k for h in HEADLINE_HINTS), scalars.index(k)))
+    keys = sorted(scalars, key=lambda k: (not any(h in k for h in hints), scalars.index(k)))
     return [(k, metrics[k]) for k in keys[:limit]]
 
 
@@ -232,12 +235,12 @@ def run_report(summary: dict[str, Any], links: dict[str, str] | None = None,
     md += ["", "## Headline metrics", ""]
     stages = [("corpus", corpus)] + list((summary.get("stages") or {}).items())
     for section, out in stages:
-        metrics = _headline(out.get("metrics") or {})
+        metrics = headline_metrics(out.get("metrics") or {})
         if not out or not metrics:
             continue
         md += [f"### {section} `{out.get('name')}` (`{str(out.get('id', ''))[:12]}`)", "", "| metric | value |",
                "|---|---:|"]
-        md += [f"| {k} | {_fmt(v)} |" for k, v in metrics]
+        md += [f"| {k} | {format_number(v)} |" for k, v in metrics]
         md.append("")
     plots = _plots(summary, scratch)
     note = list(md)
