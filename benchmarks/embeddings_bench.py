@@ -4,7 +4,7 @@ Usage: .venv/bin/python benchmarks/embeddings_bench.py [--corpus ../shared/corpo
        [--evaldata ../shared/evaldata] [--repeats 3] [--glove-epochs 15] [--workers 2]
 
 - word2vec (skip-gram, d100, window 5, neg 5, min_count 5, sample 1e-3, 5 epochs): our step
-  (corpusforge.tasks.embeddings_gensim.build_gensim_embeddings, which trains from a corpus file) against gensim
+  (corpusforge.tasks.embeddings.word2vec.build_gensim_embeddings, which trains from a corpus file) against gensim
   called directly with the same keyword arguments, both the usual ``Word2Vec(sentences=list)`` and
   gensim's own ``corpus_file=`` mode. Runs alternate and medians are reported. Words/s = raw corpus
   words x epochs / training seconds (gensim's own measure); the step's wall time (read Parquet, write
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def evaluate(words, vectors, evaldata: Path) -> dict[str, float]:
-    from corpusforge.tasks.embeddings_eval import evaluate_vectors
+    from corpusforge.tasks.embeddings.eval import evaluate_vectors
 
     _, m = evaluate_vectors(words, vectors, analogies=str(evaldata / "questions-words.txt"),
                             similarity=[str(evaldata / "wordsim353.tsv"), str(evaldata / "simlex999.txt")])
@@ -51,9 +51,9 @@ def main() -> None:
 
     from corpusforge.models.word2vec import load_vectors, write_sentences
     from corpusforge.storage.store import ArtifactStore
-    from corpusforge.tasks.embeddings import EmbeddingsConfig
-    from corpusforge.tasks.embeddings_gensim import build_gensim_embeddings, gensim_params_for
-    from corpusforge.tasks.embeddings_glove import build_cooccurrence, build_glove
+    from corpusforge.tasks.embeddings.build import EmbeddingsConfig
+    from corpusforge.tasks.embeddings.word2vec import build_gensim_embeddings, gensim_params_for
+    from corpusforge.tasks.embeddings.glove import build_cooccurrence, build_glove
     from corpusforge.tasks.step import StepResult
 
     tmp = Path(tempfile.mkdtemp(prefix="cf-embbench-"))

@@ -51,7 +51,7 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: see flows/cli_lm.py / flows/entry.py
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: see flows/cli/lm.py / flows/entry.py
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -90,7 +90,7 @@ from pathlib import Path
 import duckdb, numpy, zlib
 import corpusforge.models.ngram, corpusforge.models.ngram_arpa, corpusforge.models.ngram_arpa_text, corpusforge.storage.ngram_counts
 from corpusforge.models.ngram_arpa import write_arpa
-from corpusforge.tasks.ngram import NgramConfig, estimate_from_corpus
+from corpusforge.tasks.ngram.build import NgramConfig, estimate_from_corpus
 cfg = NgramConfig(order={order}, smoothing="modified-kneser-ney", memory_limit={memory!r},
                   temp_directory={spill!r}, threads={threads})
 out = Path({out!r})
@@ -134,8 +134,8 @@ def memory_setting() -> tuple[str, str]:
 
 def build_corpus_artifact(store_root: Path, text: Path) -> Path:
     from corpusforge.storage.store import ArtifactStore
-    from corpusforge.tasks.corpus import build_corpus, corpus_config_from_dict, resolve_sources
-    from corpusforge.tasks.corpus_shard import build_corpus_shard
+    from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
+    from corpusforge.tasks.corpus.shard import build_corpus_shard
 
     cfg = corpus_config_from_dict({"name": "ptb-train", "sources": [str(text)], "reader": {"txt_mode": "line"},
                                    "clean": {"preset": "raw"}, "dedup": {"exact": False},
@@ -365,7 +365,7 @@ def ratio_rows(rows: list, case: str, ours: dict, anchor: dict | None, target: f
 
 def quality(order: int, tmp: Path, corpus: Path, ours_arpa: Path, lmplz_arpa: Path | None) -> dict:
     """Perplexities (renamed <unk>, like the training text) next to DATA.md's KenLM figures."""
-    from corpusforge.tasks.ngram import NgramConfig, estimate_from_corpus
+    from corpusforge.tasks.ngram.build import NgramConfig, estimate_from_corpus
 
     out = tmp / f"quality-o{order}"
     out.mkdir()

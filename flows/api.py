@@ -102,13 +102,13 @@ def _load_vectors(a: Artifact):
 
 
 def _load_ngram(a: Artifact):
-    from corpusforge.tasks.ngram import load_ngram_model
+    from corpusforge.tasks.ngram.build import load_ngram_model
 
     return load_ngram_model(a.path)
 
 
 def _load_lm(a: Artifact):
-    from corpusforge.tasks.lm_inspect import load_trained
+    from corpusforge.tasks.lm.inference import load_trained
 
     model, tok, _spec = load_trained(a.path)  # the tokenizer recorded in the lm's config.json
     return model, tok

@@ -13,10 +13,11 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from corpusforge.stages import STAGES
 from corpusforge.storage.catalog import Catalog
 from corpusforge.storage.store import ArtifactStore, resolve_store_root
 from corpusforge.storage.tracking import open_tracker
-from corpusforge.tasks.lm import lm_config_from_dict, lm_task
+from corpusforge.tasks.lm.train import lm_config_from_dict, lm_task
 from corpusforge.tasks.step import StepResult
 from corpusforge.tasks.track import LiveRuns, track_results
 
@@ -52,7 +53,7 @@ def lm_flow(encoded: dict[str, Any] | str, config: dict[str, Any], store: str | 
         results = [StepResult.from_dict(r) for r in lm_task(upstream.to_dict(), config, str(store_root),
                                                             on_metrics=live.callback("lm", cfg.name))]
         result = results[-1]  # the lm (its lm_sample, when there is one, comes first)
-        counts = track_results(tracker, parent, results, register=register, live=live)
+        counts = track_results(tracker, parent, results, register=register, live=live, stages=STAGES)
     except BaseException:
         live.close(failed=True)
         if parent:

@@ -37,9 +37,11 @@ import tempfile
 import time
 import traceback
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
-from corpusforge.entry import (
+from corpusforge.door import (
+    die_with_parent,
     code_fingerprint,
     effective_environ,
     env_fingerprint,
@@ -64,8 +66,8 @@ WARM_MODULES = (
     "great_expectations", "great_expectations.render.renderer", "pandas", "polars", "pyarrow", "pyarrow.parquet",
     "duckdb", "numpy", "scipy.sparse", "matplotlib", "matplotlib.pyplot", "rich", "typer", "yaml", "httpx",
     "tokenizers", "gensim.models", "torch", "safetensors.torch", "rensa",
-    "corpusforge.pipeline", "corpusforge.plan", "corpusforge.tasks.corpus_shard", "corpusforge.tasks.corpus", "corpusforge.tasks.tokenizer", "corpusforge.tasks.encode",
-    "corpusforge.tasks.embeddings", "corpusforge.tasks.ngram", "corpusforge.tasks.lm", "corpusforge.tasks.track", "corpusforge.storage.tracking", "corpusforge.models.training",
+    "corpusforge.pipeline", "corpusforge.plan", "corpusforge.tasks.corpus.shard", "corpusforge.tasks.corpus.merge", "corpusforge.tasks.tokenizer.train", "corpusforge.tasks.tokenizer.encode",
+    "corpusforge.tasks.embeddings.build", "corpusforge.tasks.ngram.build", "corpusforge.tasks.lm.train", "corpusforge.tasks.track", "corpusforge.storage.tracking", "corpusforge.models.training",
 )
 
 
@@ -103,15 +105,7 @@ def _free_port(preferred: int) -> int:
     raise OSError("no free TCP port on 127.0.0.1")
 
 
-def _die_with_parent() -> None:
-    """Runs in the Prefect server's process before exec: Linux sends it SIGTERM when the local server dies,
-    even by kill -9, so no orphaned API server keeps the port and the database."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+_die_with_parent = die_with_parent  # the name the server's callers know
 
 
 def _executable(name: str) -> str:
@@ -120,7 +114,10 @@ def _executable(name: str) -> str:
 
 
 class LocalServer:
-    def __init__(self, store_root: Path, idle_seconds: float):
+    def __init__(self, store_root: Path, idle_seconds: float, run_command: Callable[[], None]):
+        """``run_command()`` runs one CLI command from ``sys.argv`` in a forked child (corpusforge.cli.main; given
+        by corpusforge.server_main, so this module does not import the CLI that imports it)."""
+        self.run_command = run_command
         self.store_root = store_root
         self.idle_seconds = idle_seconds
         self.environ = dict(os.environ)  # as started: the warm-up's imports may add variables of their own
@@ -426,12 +423,10 @@ class LocalServer:
             colour = "FORCE_COLOR" in env or sys.stderr.isatty()
             if not same or colour:
                 refresh_prefect_settings(logging_too=True)
-            from corpusforge import entry
+            from corpusforge import door
 
-            entry.IN_SERVER = True
-            from corpusforge.cli import main
-
-            main()
+            door.IN_SERVER = True
+            self.run_command()
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -534,7 +529,7 @@ def start_in_background(store_root: Path, idle_seconds: float | None = None) -> 
     idle = idle_seconds if idle_seconds is not None else float(os.environ.get("CORPUSFORGE_LOCAL_SERVER_IDLE",
                                                                              IDLE_SECONDS))
     with open(logs / "local-server.log", "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", __spec__.name, "serve", "--store", str(store_root),
+        return subprocess.Popen([sys.executable, "-m", "corpusforge.server_main", "serve", "--store", str(store_root),
                                  "--idle", str(idle)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True)
@@ -569,9 +564,9 @@ def hand_over(store_root: Path, console=None, timeout: float = READY_TIMEOUT_S) 
     if none runs, wait until it is warm, and run this same command there. Returns its exit code, or None
     when this process should run the command itself (server turned off, not the real CLI, a server started
     with another environment, or a server that failed to start)."""
-    from corpusforge import entry
+    from corpusforge import door
 
-    if not entry.ENTRY_USED or entry.IN_SERVER or not server_enabled():
+    if not door.ENTRY_USED or door.IN_SERVER or not server_enabled():
         return None
     state = read_state(store_root)
     mine = env_fingerprint(effective_environ(os.environ, store_root))
@@ -587,7 +582,7 @@ def hand_over(store_root: Path, console=None, timeout: float = READY_TIMEOUT_S) 
                           highlight=False)
     if wait_for(store_root, ("ready",), proc, timeout) is None:
         return None
-    return entry.delegate(sys.argv[1:], store_root)
+    return door.delegate(sys.argv[1:], store_root)
 
 
 def ensure_prefect_api(store_root: Path, console=None) -> str | None:
@@ -655,22 +650,3 @@ def stop(store_root: Path, timeout: float = 60) -> bool:
     while pid_alive(int(state["pid"])) and time.monotonic() < deadline:
         time.sleep(0.1)
     return True
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m corpusforge.local_server")
-    parser.add_argument("command", choices=["serve"])
-    parser.add_argument("--store", required=True)
-    parser.add_argument("--idle", type=float, default=IDLE_SECONDS)
-    args = parser.parse_args(argv)
-    store_root = Path(args.store).resolve()
-    from corpusforge.settings import configure_environment
-
-    configure_environment(store_root)
-    return LocalServer(store_root, args.idle).run()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

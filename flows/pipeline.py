@@ -18,12 +18,12 @@ from prefect.utilities.annotations import unmapped
 
 from corpusforge.pipeline_config import PipelineConfig, RunnerConfig, TrackingConfig, pipeline_config_from_dict  # noqa: F401
 from corpusforge.plan import pipeline_summary
-from corpusforge.stages import load
+from corpusforge.stages import STAGES, load
 from corpusforge.storage.store import ArtifactStore, resolve_store_root
 from corpusforge.storage.tracking import open_tracker
 from corpusforge.tasks.config import ConfigError, to_dict
-from corpusforge.tasks.corpus import corpus_task, discover_sources_task
-from corpusforge.tasks.corpus_shard import corpus_shard_task
+from corpusforge.tasks.corpus.merge import corpus_task, discover_sources_task
+from corpusforge.tasks.corpus.shard import corpus_shard_task
 from corpusforge.tasks.step import StepResult
 from corpusforge.tasks.track import LiveRuns, ParentRun, track_results
 
@@ -182,7 +182,7 @@ def _publish_report(tracker, run_id: str, summary: dict[str, Any]) -> None:
         if prefect_url:
             links["Prefect flow run (the corpusforge-report artifact)"] = prefect_url
         with tempfile.TemporaryDirectory(prefix="corpusforge-report-") as scratch:
-            report = run_report(summary, links=links, scratch=Path(scratch))
+            report = run_report(summary, links=links, scratch=Path(scratch), stages=STAGES)
         tracker.log_report(run_id, report["html"], report["note"])
         tracker.set_tags(run_id, {"corpusforge.report": "report.html", "prefect.flow_run_url": prefect_url or "",
                                   "prefect.artifact_key": REPORT_KEY})
@@ -238,7 +238,8 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
             ran = [StepResult.from_dict(r) for r in (returned if isinstance(returned, list) else [returned])]
             results += ran
             outputs[stage.section] = ran[-1]
-        counts = track_results(tracker, parent, results, register=cfg.tracking.register_models, live=live)
+        counts = track_results(tracker, parent, results, register=cfg.tracking.register_models, live=live,
+                               stages=STAGES)
         failed = False
     finally:
         live.close(failed=True)  # a step that died while training leaves its live run open

@@ -3,13 +3,13 @@ so a config can be validated (and a fully published run answered from the store)
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from corpusforge.stages import KNOWN_SECTIONS, STAGES, Stage, load, stage_for
+from corpusforge.stages import STAGES, Stage, downstream
 from corpusforge.tasks.config import ConfigError, from_dict
-from corpusforge.tasks.corpus import CorpusConfig
 
 
 @dataclass(frozen=True)
@@ -59,48 +59,48 @@ class RunnerConfig:
             raise ValueError(f"address: {address!r} is not a Ray address; use ray://host:10001, host:6379 or auto")
 
 
-@dataclass(frozen=True)
-class PipelineConfig:
-    """A whole pipeline: one MLflow experiment, stages run in order."""
+def _post_init(self) -> None:
+    if self.corpus is None:
+        raise ValueError("corpus: the pipeline needs a corpus section (sources, reader, clean ...)")
+    if not self.name or not self.name.strip():
+        raise ValueError("name: must be a non-empty string")
+    present = set()
+    for stage in STAGES:
+        value = getattr(self, stage.section)
+        if value is None:
+            continue
+        if stage.after is not None and stage.after not in present:
+            raise ConfigError(f"{stage.section}: needs a {stage.after} section in the same pipeline")
+        if not isinstance(value, stage.config):
+            object.__setattr__(self, stage.section, stage.from_dict(value))
+        present.add(stage.section)
+    if self.lm is not None and not getattr(self.tokenizer, "encode", True):
+        raise ConfigError("lm: trains on encoded token shards; set tokenizer.encode: true")
 
-    name: str = field(default="corpusforge", metadata={"doc": "Pipeline name; also the MLflow experiment."})
-    corpus: CorpusConfig | None = field(default=None, metadata={"doc": "The corpus stage (required)."})
-    tokenizer: Any = field(default=None, metadata={"doc": "Train a tokenizer (and encode the corpus)."})
-    ngram: Any = field(default=None, metadata={"doc": "Count n-grams and estimate a smoothed n-gram LM."})
-    embeddings: Any = field(default=None, metadata={"doc": "Train word embeddings / TF-IDF."})
-    lm: Any = field(default=None, metadata={"doc": "Train a neural language model."})
-    tracking: TrackingConfig = field(default_factory=TrackingConfig, metadata={"doc": "MLflow settings."})
-    runner: RunnerConfig = field(default_factory=RunnerConfig, metadata={"doc": "Task runner settings."})
 
-    def __post_init__(self) -> None:
-        if self.corpus is None:
-            raise ValueError("corpus: the pipeline needs a corpus section (sources, reader, clean ...)")
-        if not self.name or not self.name.strip():
-            raise ValueError("name: must be a non-empty string")
-        present = {"corpus"}
-        for section in KNOWN_SECTIONS:
-            value = getattr(self, section)
-            if value is None:
-                continue
-            stage = stage_for(section)
-            if stage is None:
-                raise ConfigError(f"{section}: this stage is not available yet in this version of corpusforge")
-            if stage.after not in present:
-                raise ConfigError(f"{section}: needs a {stage.after} section in the same pipeline")
-            cls = load(stage.config)
-            if not isinstance(value, cls):
-                object.__setattr__(self, section, from_dict(cls, value, section))
-            present.add(section)
-        if self.lm is not None and not getattr(self.tokenizer, "encode", True):
-            raise ConfigError("lm: trains on encoded token shards; set tokenizer.encode: true")
+def _stages(self, base_dir: str | Path | None = None) -> list[tuple[Stage, Any]]:
+    """(stage, its config) for every section present after the corpus, in run order; relative paths in path
+    fields (ngram.eval, embeddings.analogies/similarity) resolved against ``base_dir``, the config file's
+    directory."""
+    from corpusforge.tasks.config import resolve_paths
 
-    def stages(self, base_dir: str | Path | None = None) -> list[tuple[Stage, Any]]:
-        """(stage, its config) for every section present, in run order; relative paths in path fields (ngram.eval,
-        embeddings.analogies/similarity) resolved against ``base_dir``, the config file's directory."""
-        from corpusforge.tasks.config import resolve_paths
+    return [(s, resolve_paths(getattr(self, s.section), base_dir)) for s in downstream()
+            if getattr(self, s.section) is not None]
 
-        return [(s, resolve_paths(getattr(self, s.section), base_dir)) for s in STAGES
-                if getattr(self, s.section) is not None]
+
+# A whole pipeline: one MLflow experiment, stages run in order. One typed section per registered stage
+# (corpusforge.stages.STAGES), so a new stage needs no edit here.
+PipelineConfig = dataclasses.make_dataclass(
+    "PipelineConfig",
+    [("name", str, field(default="corpusforge", metadata={"doc": "Pipeline name; also the MLflow experiment."})),
+     *[(s.section, s.config | None, field(default=None, metadata={"doc": s.doc})) for s in STAGES],
+     ("tracking", TrackingConfig, field(default_factory=TrackingConfig, metadata={"doc": "MLflow settings."})),
+     ("runner", RunnerConfig, field(default_factory=RunnerConfig, metadata={"doc": "Task runner settings."}))],
+    frozen=True,
+    namespace={"__post_init__": _post_init, "stages": _stages,
+               "__doc__": "A whole pipeline: one MLflow experiment, stages run in order."},
+)
+PipelineConfig.__module__ = __name__
 
 
 def pipeline_config_from_dict(data: dict[str, Any]) -> PipelineConfig:

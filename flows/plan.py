@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.pipeline_config import PipelineConfig
-from corpusforge.stages import load
+from corpusforge.stages import STAGES, load
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.storage.tracking import RegistryLedger, default_tracking_uri
-from corpusforge.tasks.corpus import build_corpus, describe, discover, order_like_previous
-from corpusforge.tasks.corpus_shard import SourceRef, build_corpus_shard
+from corpusforge.tasks.corpus.merge import build_corpus, describe, discover, order_like_previous
+from corpusforge.tasks.corpus.shard import SourceRef, build_corpus_shard
 from corpusforge.tasks.step import NotPublished, StepResult, lookup_only
 
 
@@ -89,17 +89,16 @@ def pipeline_summary(cfg: PipelineConfig, store_root: Path, results: list[StepRe
 
 
 def _registered(cfg: PipelineConfig, store_root: Path, plan: Plan) -> list[dict[str, str]] | None:
-    """The registry entries of the plan's generating lms, or None when one is not known to be registered
+    """The registry entries of the plan's registered models (generating lms), or None when one is not known to be registered
     under the current tracking URI (the flow then registers it, as it always has)."""
     if not (cfg.tracking.enabled and cfg.tracking.register_models):
         return []
-    from corpusforge.tasks.track import generates
-
+    registrars = {s.registers.step: load(s.registers.wants) for s in STAGES if s.registers is not None}
     ledger = RegistryLedger(store_root)
     uri = default_tracking_uri(store_root)
     found = []
     for r in plan.results:
-        if r.step != "lm" or not generates(Path(r.path)):
+        if r.step not in registrars or not registrars[r.step](Path(r.path)):
             continue
         entry = ledger.get(uri, r.id)
         if entry is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from corpusforge.entry import QUIET_DEFAULTS
+from corpusforge.door import QUIET_DEFAULTS
 
 
 def configure_environment(store_root: Path) -> None:
@@ -75,7 +75,7 @@ def _stop_with_this_process(pid: int) -> None:
     import subprocess
     import sys
 
-    from corpusforge.local_server import _die_with_parent
+    from corpusforge.door import die_with_parent as _die_with_parent
 
     subprocess.Popen([sys.executable, "-S", "-c", _WATCHDOG, str(pid), str(os.getpid())],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -1,47 +1,44 @@
-"""The stages a pipeline can run after the corpus stage, in run order.
+"""The stage registry: every stage a pipeline can run, in run order. One line per stage.
 
-Each stage is a YAML section whose config dataclass lives next to its task, a Prefect task
-``task(upstream: dict, config: dict, store_root: str) -> dict | list[dict]`` that returns the
-StepResult dict(s) of the steps it ran (the last one is the stage's main output), and the pure core
-that task wraps, ``core(upstream: StepResult, config, store) -> StepResult | list[StepResult]``. The
-planner runs the cores in lookup-only mode to answer a fully published run from the store. ``after``
-names the section whose main output the stage consumes. All are named by import path so that importing
-this module (and validating a config) stays cheap.
+Each entry is the :class:`~corpusforge.tasks.stage.Stage` its package declares in ``tasks/<stage>/__init__.py``.
+The pipeline config (its typed sections), the flow and the planner (run order, upstream wiring), tracking
+(MLflow files, registered models), the run report (plots) and the CLI read this tuple; nothing else lists stages.
+Reading it imports each stage's leaf config module only, never a step module.
 """
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
-from typing import Any
+from corpusforge.tasks import corpus, embeddings, lm, ngram, tokenizer
+from corpusforge.tasks.stage import Stage, load  # noqa: F401 - load: re-exported for the flows
 
-
-@dataclass(frozen=True)
-class Stage:
-    section: str
-    config: str  # "module:ConfigClass"
-    task: str  # "module:task_function"
-    core: str  # "module:core_function" (what the task wraps)
-    after: str = "corpus"
-    live: bool = False  # the task takes ``on_metrics`` (a trainer callback) and its curves go to MLflow live
-
-
-# Filled in as stages land. Order is run order; a stage may only consume one listed before it.
 STAGES: tuple[Stage, ...] = (
-    Stage("tokenizer", "corpusforge.tasks.tokenizer:TokenizerConfig", "corpusforge.tasks.tokenizer:tokenizer_task",
-          "corpusforge.tasks.tokenizer:run_tokenizer_stage", after="corpus"),
-    Stage("embeddings", "corpusforge.tasks.embeddings:EmbeddingsConfig", "corpusforge.tasks.embeddings:embeddings_task",
-          "corpusforge.tasks.embeddings:build_embeddings", after="corpus"),
-    Stage("ngram", "corpusforge.tasks.ngram:NgramConfig", "corpusforge.tasks.ngram:ngram_task", "corpusforge.tasks.ngram:build_ngram", after="corpus"),
-    Stage("lm", "corpusforge.tasks.lm:LMConfig", "corpusforge.tasks.lm:lm_task", "corpusforge.tasks.lm:build_lm", after="tokenizer", live=True),
+    corpus.STAGE,
+    tokenizer.STAGE,
+    embeddings.STAGE,
+    ngram.STAGE,
+    lm.STAGE,
 )
-KNOWN_SECTIONS = ("tokenizer", "ngram", "embeddings", "lm")
-
-
-def load(ref: str) -> Any:
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 def stage_for(section: str) -> Stage | None:
     return next((s for s in STAGES if s.section == section), None)
+
+
+def downstream() -> tuple[Stage, ...]:
+    """The stages after the corpus stage (the root), in run order."""
+    return tuple(s for s in STAGES if s.after is not None)
+
+
+def _check(stages: tuple[Stage, ...]) -> None:
+    seen: set[str] = set()
+    for s in stages:
+        if s.section in seen:
+            raise RuntimeError(f"stage {s.section!r} is registered twice")
+        if s.after is not None and s.after not in seen:
+            raise RuntimeError(f"stage {s.section!r} runs after {s.after!r}, which is not registered before it")
+        seen.add(s.section)
+    if [s.section for s in stages if s.after is None] != ["corpus"]:
+        raise RuntimeError("exactly one root stage, corpus, comes first")
+
+
+_check(STAGES)

@@ -125,7 +125,7 @@ def serve_uis(store_root: Path, host: str, prefect_port: int, mlflow_port: int, 
 
 
 def running_prefect_url_or_none(store_root: Path) -> str | None:
-    from corpusforge.entry import pid_alive, read_state
+    from corpusforge.door import pid_alive, read_state
 
     state = read_state(store_root)
     return state.get("prefect_url") if state and pid_alive(int(state.get("pid", 0))) else None

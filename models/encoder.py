@@ -16,25 +16,12 @@ puts in a ``[MASK]`` appended to the prompt.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 
-from corpusforge.models.gpt import GPT, GPTConfig
+from corpusforge.models.configs import EncoderConfig  # noqa: F401 - the config lives with the others, torch-free
+from corpusforge.models.gpt import GPT
 
 IGNORE = -100  # F.cross_entropy's ignore_index: positions that were not chosen carry no loss
-
-
-@dataclass(frozen=True)
-class EncoderConfig(GPTConfig):
-    """GPTConfig's shape and architecture fields, plus the masking rate."""
-
-    mask_prob: float = field(default=0.15, metadata={"doc": "Share of positions chosen for the masked-LM loss."})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0.0 < self.mask_prob < 1.0:
-            raise ValueError(f"mask_prob: must be in (0, 1), got {self.mask_prob}")
 
 
 class TransformerEncoder(GPT):

@@ -27,9 +27,9 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,59 +37,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from corpusforge.models.checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
+from corpusforge.models.configs import TrainConfig  # noqa: F401 - the config lives with the others, torch-free
 from corpusforge.models.rnn import detach_state
 from corpusforge.models.zoo import load_state, unique_state_dict
 
 LN2 = math.log(2.0)
 # dense bf16 peak FLOP/s by device name (no sparsity); MFU is reported only where we know the peak
 PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12, "L4": 121e12}
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """How to train: optimiser, schedule, batches, evaluation, checkpoints, precision."""
-
-    max_iters: int = field(default=2000, metadata={"doc": "Optimiser steps."})
-    batch_size: int = field(default=12, metadata={"doc": "Sequences per micro-batch (per GPU under DDP)."})
-    grad_accum: int = field(default=1, metadata={"doc": "Micro-batches per optimiser step."})
-    optimizer: Literal["adamw", "sgd"] = field(default="adamw", metadata={"doc": "AdamW, or plain SGD (Zaremba et al.)."})
-    lr: float = field(default=1e-3, metadata={"doc": "Peak learning rate."})
-    min_lr: float = field(default=1e-4, metadata={"doc": "Learning rate at the end of the cosine decay."})
-    lr_schedule: Literal["cosine", "constant", "step"] = field(default="cosine", metadata={"doc": "After warmup: cosine to min_lr, constant, or step decay."})
-    warmup_iters: int = field(default=100, metadata={"doc": "Linear warmup steps."})
-    lr_decay_iters: int = field(default=0, metadata={"doc": "Cosine ends here (0: at max_iters)."})
-    step_decay_start: int = field(default=0, metadata={"doc": "step schedule: first decay at this step."})
-    step_decay_every: int = field(default=1000, metadata={"doc": "step schedule: decay again every this many steps."})
-    step_decay_factor: float = field(default=0.5, metadata={"doc": "step schedule: multiply the rate by this."})
-    weight_decay: float = field(default=0.1, metadata={"doc": "AdamW decoupled weight decay (matrices only)."})
-    beta1: float = field(default=0.9, metadata={"doc": "AdamW beta1."})
-    beta2: float = field(default=0.99, metadata={"doc": "AdamW beta2."})
-    grad_clip: float = field(default=1.0, metadata={"doc": "Clip the global gradient norm to this (0: off)."})
-    eval_interval: int = field(default=250, metadata={"doc": "Evaluate every this many steps (and at the end)."})
-    eval_iters: int = field(default=200, metadata={"doc": "Batches per evaluation (0: the whole split)."})
-    log_interval: int = field(default=10, metadata={"doc": "Report train loss, lr and speed every this many steps."})
-    early_stopping_patience: int = field(default=0, metadata={"doc": "Stop after this many evaluations without improvement (0: never)."})
-    keep_best: bool = field(default=True, metadata={"doc": "End with the weights of the best evaluation, not the last step."})
-    seed: int = field(default=1337, metadata={"doc": "Seeds weights, batches and dropout."})
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(
-        default="auto", metadata={"doc": "Autocast dtype on CUDA (auto: bf16 where supported); CPU always float32."})
-    compile: bool = field(default=False, metadata={"doc": "torch.compile the model."})
-    device: str = field(default="auto", metadata={"doc": "auto (CUDA when present), cpu, cuda, cuda:N."})
-    cpu_threads: int = field(default=0, metadata={
-        "doc": "CPU only: torch intra-op threads (0: torch's default). On a machine shared with other jobs, 1 can "
-               "be many times faster than spinning threads that fight over cores (see OMP_WAIT_POLICY in README)."})
-
-    def __post_init__(self) -> None:
-        for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "log_interval"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        for name in ("cpu_threads", "warmup_iters", "lr_decay_iters", "eval_iters", "early_stopping_patience", "step_decay_start"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
-        if self.lr <= 0 or self.min_lr < 0 or self.min_lr > self.lr:
-            raise ValueError(f"lr: need 0 <= min_lr <= lr and lr > 0, got lr={self.lr} min_lr={self.min_lr}")
-        if self.grad_clip < 0:
-            raise ValueError(f"grad_clip: must be >= 0, got {self.grad_clip}")
 
 
 @dataclass

@@ -21,9 +21,9 @@ Formats:
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
-import re
 from pathlib import Path
 from typing import Any
 

@@ -177,8 +177,8 @@ def check_registered_copy(store_root: Path, manifest: Mapping[str, Any]) -> list
                 problems.append(f"{where}: {rel} changed since it was registered")
         mlmodel = (root / "MLmodel").read_text(encoding="utf-8") if (root / "MLmodel").is_file() else ""
         loaders = re.findall(r"^\s*loader_module:\s*(\S+)", mlmodel, flags=re.M)
-        if loaders != ["corpusforge.tasks.lm_pyfunc"]:
-            problems.append(f"{where}: MLmodel loads {loaders or 'nothing'}, not corpusforge.tasks.lm_pyfunc")
+        if loaders != ["corpusforge.tasks.lm.pyfunc"]:
+            problems.append(f"{where}: MLmodel loads {loaders or 'nothing'}, not corpusforge.tasks.lm.pyfunc")
         if re.search(r"^\s*code:\s*(?!null\b)\S", mlmodel, flags=re.M) or (root / "code").exists():
             problems.append(f"{where}: has a code/ folder, which MLflow would import")
         for rel, meta in (manifest.get("files") or {}).items():

@@ -123,9 +123,24 @@ def from_dict(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T
     if unknown:
         raise ConfigError(
             f"{prefix}{unknown[0]}: unknown key; allowed keys under {path or 'the top level'} are: "
-            + ", ".join(sorted(fields))
+            + ", ".join(sorted(n for n, f in fields.items() if "derived" not in f.metadata))
         )
-    kwargs = {name: _coerce(hints[name], value, f"{prefix}{name}") for name, value in data.items()}
+    kwargs = {}
+    for name, value in data.items():
+        meta = fields[name].metadata
+        if "derived" in meta:  # e.g. a model's vocab_size, which the tokenizer sets
+            raise ConfigError(f"{prefix}{name}: {meta['derived']}; leave it out")
+        variants = meta.get("variants")
+        if variants is not None and value is not None and not dataclasses.is_dataclass(value):
+            # a tagged union: the sibling field ``variants[0]`` names the dataclass (lm.family -> lm.model)
+            tag_field, choices = variants
+            tag = data.get(tag_field, fields[tag_field].default)
+            if tag not in choices:
+                raise ConfigError(f"{prefix}{tag_field}: {tag!r} is not allowed; use one of "
+                                  + ", ".join(repr(c) for c in choices))
+            kwargs[name] = _coerce(choices[tag], value, f"{prefix}{name}")
+            continue
+        kwargs[name] = _coerce(hints[name], value, f"{prefix}{name}")
     try:
         return cls(**kwargs)
     except ValueError as exc:  # __post_init__ checks: "field: message"
@@ -137,8 +152,8 @@ def from_dict(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T
 
 def to_dict(obj: Any) -> Any:
     """A config dataclass as plain JSON-able data (tuples become lists)."""
-    if dataclasses.is_dataclass(obj):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if dataclasses.is_dataclass(obj):  # a derived field (set by the code, not the config) is left out
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj) if "derived" not in f.metadata}
     if isinstance(obj, (list, tuple)):
         return [to_dict(v) for v in obj]
     if isinstance(obj, Mapping):
@@ -156,6 +171,10 @@ def to_dict(obj: Any) -> Any:
 #   "identity_value": lambda cfg, value: v  the value that enters the id (a path made absolute, a tokenizer
 #                                           reference replaced by "input" because its id is an input)
 # Everything else is in the id, nested dataclasses field by field. `identity(cfg)` builds the dict.
+# Two more field metadata keys, read by from_dict/to_dict/identity:
+#   "derived": "why"                        set by the code from an input, never by a config (left out of to_dict
+#                                           and of the id; a config that sets it is an error saying why)
+#   "variants": (tag_field, {tag: cls})     a tagged union: the sibling field tag_field picks the dataclass
 
 NOT_IN_ID: dict[str, Any] = {"identity": False}
 
@@ -165,6 +184,8 @@ def identity(cfg: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cfg):
         rule = f.metadata.get("identity", True)
+        if "derived" in f.metadata:  # set from an input (a model's vocab_size from the tokenizer, whose id is one)
+            continue
         if rule is False or (callable(rule) and not rule(cfg)):
             continue
         value = getattr(cfg, f.name)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import html
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from corpusforge.tasks.stage import Stage, load
 
 
 def plot_doc_lengths(docs, path: Path, title: str) -> Path:
@@ -129,13 +132,6 @@ def write_corpus_report(out: Path, name: str, accounting: dict[str, Any], metric
 
 # ---------------------------------------------------------------- the run report (one page per flow run)
 
-# step -> the plots it leaves in its artifact, with their captions, in reading order
-RUN_PLOTS: dict[str, tuple[tuple[str, str], ...]] = {
-    "corpus": (("doc_lengths.png", "Document length histogram"), ("reasons.png", "Why records were not kept")),
-    "ngram": (("zipf.png", "Zipf plot (rank vs frequency)"),),
-    "embeddings_eval": (("pca.png", "Embedding map (PCA of the plotted word groups)"),),
-    "lm": (("loss_curve.png", "Loss curves"),),
-}
 HEADLINE_HINTS = ("ppl", "perplexity", "loss", "accuracy", "spearman", "fertility", "bytes_per_token", "docs", "words")
 MAX_INLINE_BYTES = 400_000  # a larger image is linked by path, not inlined
 
@@ -157,40 +153,20 @@ def headline_metrics(metrics: dict[str, Any], limit: int = 10,
     return [(k, metrics[k]) for k in keys[:limit]]
 
 
-def attention_plot(lm_dir: Path, out_dir: Path) -> Path | None:
-    """The last layer's attention heatmap of a trained attention lm on a short prompt (the start of its own
-    sample), drawn for the report; None for a model without attention or when it cannot be drawn."""
-    import json
-    import logging
-
-    try:
-        spec = json.loads((Path(lm_dir) / "config.json").read_text(encoding="utf-8"))
-        if spec.get("family") not in ("gpt", "encoder"):
-            return None
-        from corpusforge.tasks.lm_inspect import inspect_lm
-
-        sample = Path(lm_dir) / "sample.txt"
-        prompt = (sample.read_text(encoding="utf-8", errors="replace") if sample.is_file() else "")[:24] or "the"
-        files = inspect_lm(lm_dir, prompt, out_dir, k=3)["heatmaps"]
-        return Path(files[-1]) if files else None
-    except Exception as exc:  # noqa: BLE001 - the report goes on without this plot
-        logging.getLogger("corpusforge").warning("no attention heatmap for the run report: %s", exc)
-        return None
-
-
-def _plots(summary: dict[str, Any], scratch: Path | None) -> list[tuple[str, str, Path]]:
-    """(step heading, caption, png) for every plot of the run's artifacts, computed or reused."""
+def _plots(summary: dict[str, Any], scratch: Path | None, stages: Sequence[Stage] = ()) -> list[tuple[str, str, Path]]:
+    """(step heading, caption, png) for every plot of the run's artifacts, computed or reused: the plots each
+    stage declares for its steps, then those its ``report_plots`` draws (into ``scratch``)."""
+    plots = {step: out.plots for s in stages for step, out in s.steps.items()}
+    drawn = {s.section: s.report_plots for s in stages if s.report_plots}
     found = []
     for s in summary.get("steps") or []:
         where = Path(s["path"])
-        for rel, caption in RUN_PLOTS.get(s["step"], ()):
+        for rel, caption in plots.get(s["step"], ()):
             if (where / rel).is_file():
                 found.append((f"{s['step']} {s['name']}", caption, where / rel))
-        if s["step"] == "lm" and scratch is not None:
-            heat = attention_plot(where, scratch / s["id"][:12])
-            if heat is not None:
-                found.append((f"lm {s['name']}", f"Attention heatmap ({heat.stem.replace('_', ' ')}, one panel "
-                                                  "per head)", heat))
+        if s["step"] in drawn and scratch is not None:
+            for caption, png in load(drawn[s["step"]])(where, scratch / s["id"][:12]):
+                found.append((f"{s['step']} {s['name']}", caption, Path(png)))
     return found
 
 
@@ -202,14 +178,15 @@ def _data_uri(path: Path) -> str | None:
 
 
 def run_report(summary: dict[str, Any], links: dict[str, str] | None = None,
-               scratch: Path | None = None) -> dict[str, str]:
+               scratch: Path | None = None, stages: Sequence[Stage] = ()) -> dict[str, str]:
     """One page about one pipeline run, from its summary (corpusforge.plan.pipeline_summary): the steps, the
     record accounting, each stage's headline metrics and the plots (images inlined as data: URIs, so the page
     stands alone in the Prefect UI and in MLflow's sandboxed artifact view).
 
     Returns ``markdown`` (for the Prefect artifact), ``note`` (the same without images: the MLflow run's
     description) and ``html`` (the MLflow artifact). ``links``: label -> URL (the other UI, the MLflow run).
-    ``scratch``: a folder where plots drawn for the report go (the attention heatmap); without it, none is
+    ``stages``: the stage declarations, which name each step's plots. ``scratch``: a folder where plots drawn
+    for the report go (the attention heatmap); without it, none is
     drawn. Nothing here goes into the store: the page names run-specific things (links, run ids)."""
     links = links or {}
     corpus = summary.get("corpus") or {}
@@ -233,8 +210,8 @@ def run_report(summary: dict[str, Any], links: dict[str, str] | None = None,
                       + " | ".join(f"{sum(c[b].values()):,}" for b in ("quarantined", "filtered", "deduplicated"))
                       + " |")
     md += ["", "## Headline metrics", ""]
-    stages = [("corpus", corpus)] + list((summary.get("stages") or {}).items())
-    for section, out in stages:
+    outputs = [("corpus", corpus)] + list((summary.get("stages") or {}).items())
+    for section, out in outputs:
         metrics = headline_metrics(out.get("metrics") or {})
         if not out or not metrics:
             continue
@@ -242,7 +219,7 @@ def run_report(summary: dict[str, Any], links: dict[str, str] | None = None,
                "|---|---:|"]
         md += [f"| {k} | {format_number(v)} |" for k, v in metrics]
         md.append("")
-    plots = _plots(summary, scratch)
+    plots = _plots(summary, scratch, stages)
     note = list(md)
     if plots:
         md += ["## Plots", ""]

@@ -13,21 +13,8 @@ from typing import Any
 
 from corpusforge.storage.store import read_manifest
 from corpusforge.storage.tracking import RegistryLedger
+from corpusforge.tasks.stage import Registers, Stage, StepOutputs, load
 from corpusforge.tasks.step import StepResult
-
-# step -> (files to log, (dir, artifact_path) pairs to log)
-STEP_ARTIFACTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
-    "corpus_shard": (("validation.json",), (("gx/uncommitted/data_docs/local_site", "data_docs"),)),
-    "corpus": (("doc_lengths.png", "reasons.png", "report.md", "data_docs.html"), ()),
-    "embeddings": (("embeddings.json", "training.json", "vectors.bin"), ()),
-    "embeddings_eval": (("eval.json", "pca.png"), ()),
-    "sparse_vectors": (("sparse.json",), ()),
-    "tokenizer": (("tokenizer.json", "tokenizer_meta.json", "metrics.json", "trace.txt", "trace.json"), ()),
-    # the weights go to MLflow once, inside the registered pyfunc model (see register_lm)
-    "lm": (("config.json", "metrics.json", "loss_curve.png"), ()),
-    "lm_sample": (("sample.txt",), ()),
-    "ngram": (("stats.json", "zipf.png", "model.arpa.gz"), ()),
-}
 
 
 class ParentRun:
@@ -96,13 +83,16 @@ class LiveRuns:
         self.runs.clear()
 
 
-def track_results(tracker, parent_run_id, results: Sequence[StepResult],
-                  register: bool = True, live: LiveRuns | None = None) -> dict[str, Any]:
+def track_results(tracker, parent_run_id, results: Sequence[StepResult], register: bool = True,
+                  live: LiveRuns | None = None, stages: Sequence[Stage] = ()) -> dict[str, Any]:
     """Log a nested run per computed step (and register each new lm); return counts for the parent's summary.
 
     A step that logged live (``live``) has its run completed instead of a second one created.
-    ``parent_run_id`` may be a :class:`ParentRun`: it is opened only when a step computed or an lm is
+    ``stages`` are the declarations (corpusforge.stages.STAGES) that say which files of each step are logged and
+    which steps register models. ``parent_run_id`` may be a :class:`ParentRun`: it is opened only when a step computed or an lm is
     registered now, so a run that computed nothing makes no MLflow run."""
+    outputs = {step: out for s in stages for step, out in s.steps.items()}
+    registrars = {s.registers.step: s.registers for s in stages if s.registers is not None}
     computed = [r for r in results if not r.reused]
     reused = [r for r in results if r.reused]
     registered = []
@@ -116,21 +106,23 @@ def track_results(tracker, parent_run_id, results: Sequence[StepResult],
             manifest = read_manifest(Path(r.path))
             if manifest is None:
                 continue
-            files, dirs = STEP_ARTIFACTS.get(r.step, ((), ()))
+            out = outputs.get(r.step) or StepOutputs()
+            files, dirs = out.mlflow, out.mlflow_dirs
             with _self_contained_data_docs(Path(r.path), manifest, dirs) as dirs:
                 run_id = tracker.log_step(parent_run_id, manifest, Path(r.path), files=files, dirs=dirs,
                                           history=_history(Path(r.path)),
                                           run_id=live.take(r.step, r.name) if live else None)
-            if register and r.step == "lm" and generates(Path(r.path)):
-                registered.append(_try_register(tracker, run_id, manifest, Path(r.path)))
-        # a reused lm that is not in this registry yet (trained with tracking off, or under another tracking
+            if register and r.step in registrars and load(registrars[r.step].wants)(Path(r.path)):
+                registered.append(_try_register(tracker, run_id, manifest, Path(r.path), registrars[r.step]))
+        # a reused model that is not in this registry yet (trained with tracking off, or under another tracking
         # URI, or a run that died before registering): register it now, under the parent run
         for r in reused if register else ():
-            if r.step != "lm" or not generates(Path(r.path)):  # no manifest reads for the many reused shards
-                continue
+            if r.step not in registrars or not load(registrars[r.step].wants)(Path(r.path)):
+                continue  # no manifest reads for the many reused shards
             manifest = read_manifest(Path(r.path))
             if manifest is not None:
-                registered.append(_try_register(tracker, parent_run_id, manifest, Path(r.path), if_missing=True))
+                registered.append(_try_register(tracker, parent_run_id, manifest, Path(r.path), registrars[r.step],
+                                                 if_missing=True))
     if lazy and isinstance(parent_run_id, ParentRun):
         parent_run_id = parent_run_id.run_id
     return {"steps_computed": len(computed), "steps_reused": len(reused),
@@ -163,7 +155,7 @@ def _self_contained_data_docs(artifact_dir: Path, manifest: dict[str, Any], dirs
         yield tuple((tmp, dest) if dest == "data_docs" else (rel, dest) for rel, dest in dirs)
 
 
-def _try_register(tracker, run_id, manifest: dict[str, Any], lm_dir: Path,
+def _try_register(tracker, run_id, manifest: dict[str, Any], lm_dir: Path, registers: Registers,
                   if_missing: bool = False) -> dict[str, str]:
     """Register (``if_missing``: unless a version of this artifact is already there), or say why not: the
     artifact is published either way, so a registry problem is a warning (in the log, the summary and the
@@ -172,7 +164,7 @@ def _try_register(tracker, run_id, manifest: dict[str, Any], lm_dir: Path,
         info = None
         if if_missing:
             info = tracker.find_model_version(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"])
-        info = dict(info or register_lm(tracker, _parent_id(run_id), manifest, lm_dir))
+        info = dict(info or load(registers.register)(tracker, _parent_id(run_id), manifest, lm_dir))
         # remembered in the store, so a later run whose every step is published answers without MLflow
         location = info.pop("source", "")
         recorded = dict(info)
@@ -189,45 +181,9 @@ def _try_register(tracker, run_id, manifest: dict[str, Any], lm_dir: Path,
     except Exception as exc:  # noqa: BLE001 - reported, not swallowed
         import logging
 
-        logging.getLogger("corpusforge").warning("lm %s was not registered in MLflow: %s", manifest["name"], exc)
+        logging.getLogger("corpusforge").warning("%s %s was not registered in MLflow: %s", registers.step,
+                                                 manifest["name"], exc)
         return {"name": str(manifest["name"]), "error": f"{type(exc).__name__}: {exc}"}
-
-
-def generates(lm_dir: Path) -> bool:
-    """Only left-to-right LMs are registered (as text generators); an encoder stays in the store and the run."""
-    import json
-
-    return json.loads((lm_dir / "config.json").read_text(encoding="utf-8")).get("family") != "encoder"
-
-
-def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) -> dict[str, str]:
-    """Register a trained lm in the MLflow model registry as a text-generating pyfunc (corpusforge.tasks.lm_pyfunc).
-
-    The registered name is the lm's name; each new artifact adds a version, which ``@latest`` resolves to.
-    """
-    import json
-    from importlib.metadata import PackageNotFoundError, version
-
-    from corpusforge.tasks.lm_pyfunc import DEFAULT_PARAMS
-
-    spec = json.loads((lm_dir / "config.json").read_text(encoding="utf-8"))
-    from corpusforge.storage.store import resolve_recorded
-
-    recorded = (spec.get("tokenizer") or {}).get("path")
-    tokenizer_dir = resolve_recorded(recorded, lm_dir) if recorded else None
-    if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
-        raise ValueError(f"{lm_dir}: its tokenizer ({tokenizer_dir}) is missing, so the model cannot be registered")
-    requirements = []
-    for package in ("corpusforge", "torch", "safetensors", "tokenizers", "numpy"):
-        try:
-            requirements.append(f"{package}=={version(package).split('+')[0]}")
-        except PackageNotFoundError:
-            requirements.append(package)
-    tags = {"corpusforge.artifact_id": manifest["id"], "corpusforge.step": "lm",
-            "corpusforge.family": str(spec.get("family")), "corpusforge.tokenizer_id": str(spec["tokenizer"].get("id"))}
-    return tracker.register_pyfunc_model(
-        run_id, str(manifest["name"]), {"lm": lm_dir, "tokenizer": Path(tokenizer_dir)},
-        loader_module="corpusforge.tasks.lm_pyfunc", pip_requirements=requirements, params=DEFAULT_PARAMS, tags=tags)
 
 
 def _history(artifact_dir: Path) -> list[dict[str, Any]]:

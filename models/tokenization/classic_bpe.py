@@ -331,7 +331,7 @@ class ClassicBPETokenizer(Tokenizer):
         (directory / FILE).write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
         from corpusforge.models.tokenization.hf_export import classic_bpe_to_hf
 
-        classic_bpe_to_hf(self).save(str(directory / HF_FILE))
+        classic_bpe_to_hf(self, END).save(str(directory / HF_FILE))
 
     @classmethod
     def load(cls, directory: str | Path) -> ClassicBPETokenizer:

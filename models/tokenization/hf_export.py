@@ -27,10 +27,12 @@ if TYPE_CHECKING:
 HELPER_MERGES = (("<", "/"), ("</", "w"), ("</w", ">"))
 
 
-def classic_bpe_to_hf(tok: ClassicBPETokenizer):
+def classic_bpe_to_hf(tok: ClassicBPETokenizer, end: str):
+    """``end``: the tokenizer's end-of-word marker (classic_bpe.END; passed in, so this module does not import
+    the one that calls it)."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-    from corpusforge.models.tokenization.classic_bpe import END
+    END = end
 
     vocab = dict(tok.vocab)
     for helper in ("<", "/", "w", ">", "</", "</w", END):

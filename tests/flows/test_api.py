@@ -90,7 +90,7 @@ def test_load_refuses_a_tampered_artifact(api_store):
 
 def test_api_and_cli_build_the_same_configs():
     from corpusforge import api
-    from corpusforge.cli_ngram import app  # noqa: F401 - the CLI module builds its config with the API's builder
+    from corpusforge.cli.ngram import app  # noqa: F401 - the CLI module builds its config with the API's builder
 
     cfg = api.ngram_config(["a.txt"], order=4, overrides=["memory_limit=1GB", "tracking.enabled=false"])
     assert cfg["ngram"]["order"] == 4 and cfg["ngram"]["memory_limit"] == "1GB"

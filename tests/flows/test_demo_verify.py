@@ -116,7 +116,7 @@ def test_a_copied_store_uses_its_own_registered_model_and_tampering_with_it_is_c
 
     registered = Path(version.source[len("file://"):])
     mlmodel = registered / "MLmodel"
-    mlmodel.write_text(mlmodel.read_text().replace("loader_module: corpusforge.tasks.lm_pyfunc", "loader_module: evil"))
+    mlmodel.write_text(mlmodel.read_text().replace("loader_module: corpusforge.tasks.lm.pyfunc", "loader_module: evil"))
     (registered / "code").mkdir()
     (registered / "code" / "evil.py").write_text("import os\n")
     report = Catalog(ArtifactStore(copy)).verify(manifest["id"])

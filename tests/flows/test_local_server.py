@@ -147,7 +147,7 @@ def test_killed_client_stops_its_command_and_ctrl_c_is_forwarded(served):
 
 
 def test_new_code_makes_the_server_reload(served):
-    from corpusforge.entry import recv_message, send_message
+    from corpusforge.door import recv_message, send_message
 
     root, store, env = served
     log = store / "logs" / "local-server.log"

@@ -17,7 +17,7 @@ from corpusforge.storage.ngram_counts import (count_ngram_tables, count_slice_pa
                                   tables_from_partitions)
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.config import ConfigError
-from corpusforge.tasks.ngram import build_ngram, ngram_config_from_dict
+from corpusforge.tasks.ngram.build import build_ngram, ngram_config_from_dict
 from tests.conftest import write
 from tests.flows.test_runners import dask_address  # noqa: F401 - the module's local Dask cluster
 
@@ -89,15 +89,15 @@ def test_partitions_is_validated_and_not_in_the_id():
     with pytest.raises(ConfigError, match=r"ngram.partitions: must be >= 0") as err:
         ngram_config_from_dict({"partitions": -1})
     assert "\n" not in str(err.value)
-    from corpusforge.tasks.ngram import NgramConfig, identity_config
+    from corpusforge.tasks.ngram.build import NgramConfig, identity_config
 
     assert identity_config(NgramConfig(partitions=4)) == identity_config(NgramConfig())
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    from corpusforge.tasks.corpus import build_corpus, corpus_config_from_dict, resolve_sources
-    from corpusforge.tasks.corpus_shard import build_corpus_shard
+    from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
+    from corpusforge.tasks.corpus.shard import build_corpus_shard
 
     root = tmp_path_factory.mktemp("partitioned")
     src = write(root / "train.txt", make_text())

@@ -1,5 +1,5 @@
 """ARPA export/import (models/ngram_arpa.py), checked against KenLM itself (the `kenlm` package) and,
-for PTB see tests/tasks/test_ngram_parity.py."""
+for PTB see tests/tasks/ngram/test_ngram_parity.py."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from corpusforge.tasks import data_docs_assets as dda
-from corpusforge.tasks.validate import COLUMNS, DATA_DOCS_SUBDIR, ValidationConfig, validate_frame
+from corpusforge.tasks.corpus.validate import COLUMNS, DATA_DOCS_SUBDIR, ValidationConfig, validate_frame
 
 CFG = ValidationConfig(min_chars=3, max_chars=10)
 # npm's @sparticuz/chromium ships a headless Chromium inside the package (brotli-compressed), so it installs from
@@ -294,7 +294,9 @@ def logged_page(tmp_path) -> tuple[Path, str]:
     (shard / "manifest.json").write_text(json.dumps(manifest))
     tracker = Tracker(store, "exp")
     parent = tracker.start_pipeline_run("run", {"name": "exp"}, {})
-    track_results(tracker, parent, [StepResult("b" * 64, "corpus_shard", "s", str(shard), False, 0.0)])
+    from corpusforge.tasks.corpus import STAGE
+
+    track_results(tracker, parent, [StepResult("b" * 64, "corpus_shard", "s", str(shard), False, 0.0)], stages=[STAGE])
     runs = [run for run in tracker.client.search_runs([tracker.experiment_id])
             if run.data.tags.get("corpusforge.artifact_id") == "b" * 64]
     assert len(runs) == 1

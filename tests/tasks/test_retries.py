@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prefect.states import Failed
 
-from corpusforge.tasks.corpus_shard import _retry_on_io_error, corpus_shard_task
-from corpusforge.tasks.validate import DatasetValidationError
+from corpusforge.tasks.corpus.shard import _retry_on_io_error, corpus_shard_task
+from corpusforge.tasks.corpus.validate import DatasetValidationError
 
 
 def test_retry_condition_accepts_io_errors_only():

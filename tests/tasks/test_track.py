@@ -50,6 +50,7 @@ def test_a_registry_failure_is_reported_not_fatal(tmp_path):
     import json
     import logging
 
+    from corpusforge.tasks.lm import STAGE
     from corpusforge.tasks.track import _try_register
 
     records: list[logging.LogRecord] = []
@@ -60,7 +61,7 @@ def test_a_registry_failure_is_reported_not_fatal(tmp_path):
     lm_dir = tmp_path / "lm"
     lm_dir.mkdir()
     (lm_dir / "config.json").write_text(json.dumps({"family": "gpt", "tokenizer": {"path": str(tmp_path / "gone")}}))
-    got = _try_register(object(), "run", {"id": "a" * 64, "name": "tiny"}, lm_dir)
+    got = _try_register(object(), "run", {"id": "a" * 64, "name": "tiny"}, lm_dir, STAGE.registers)
     assert got["name"] == "tiny" and "tokenizer" in got["error"]  # the tokenizer left the store
     logging.getLogger("corpusforge").removeHandler(handler)
     assert any("was not registered" in r.getMessage() for r in records)
@@ -69,12 +70,13 @@ def test_a_registry_failure_is_reported_not_fatal(tmp_path):
 def test_a_run_that_computed_nothing_opens_no_parent_run(tmp_path):
     """Issue 16 item 1: the parent run opens only when a step computed (or an lm is registered now)."""
     from corpusforge.tasks.step import StepResult
+    from corpusforge.stages import STAGES
     from corpusforge.tasks.track import ParentRun, track_results
 
     tracker = Tracker(tmp_path / "store", "exp")
     parent = ParentRun(tracker, "run", {"name": "exp"}, {"corpusforge.pipeline": "exp"})
     reused = [StepResult("d" * 64, "corpus", "c", str(tmp_path), True, 0.0)]
-    counts = track_results(tracker, parent, reused, live=LiveRuns(tracker, parent))
+    counts = track_results(tracker, parent, reused, live=LiveRuns(tracker, parent), stages=STAGES)
     assert counts["steps_computed"] == 0 and parent.run_id is None
     assert tracker.client.search_runs([tracker.experiment_id]) == []
     # a live metric opens it, once

@@ -1,0 +1,230 @@
+"""What every ``corpusforge`` command module shares: the consoles, the common options (``--store``, ``--set``,
+``--json``), help texts, one-line failures, store checks and running a pipeline config (through the store's
+local server, or answered from the store). A leaf: it imports no command module, so ``corpusforge.cli`` and
+each ``corpusforge.cli_*`` import it without an import circle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from corpusforge.door import CLI_DEFAULTS
+from corpusforge.tasks.corpus.clean import PRESETS as CLEAN_PRESETS
+
+for _key, _value in CLI_DEFAULTS.items():  # before any command imports torch (see flows/entry.py)
+    os.environ.setdefault(_key, _value)
+
+
+def _tidy_help_labels() -> None:
+    """Help output for every command, fixed once where typer makes it.
+
+    typer (0.2x, its bundled click) labels each parameter in ``--help`` with its Python annotation: ``<bool>`` on
+    every flag (``--json``, ``--help``), ``<str>``, ``<list[str]>``, ``<int range>``, and ``<str>`` even where
+    the values are fixed. Both its label paths (the Rich panel and plain help) go through
+    ``_TyperParameter.display_type``; this replaces that one method: flags get no label, choices (Enum or
+    Literal annotations) show as ``[a|b|c]``, everything else gets click's classic name (TEXT, INTEGER, FLOAT,
+    PATH, FILE, DIRECTORY). A default containing a newline, CR or tab is shown escaped (``\\n``), so it cannot
+    break the help layout. Only help text changes: parsing and the values users type stay exactly as before.
+    """
+    from typer import core
+    from typer._param_types import normalize_choice_value
+
+    if getattr(core._TyperParameter.display_type, "_corpusforge", False):
+        return
+    names = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "bool": "BOOLEAN", "UUID": "UUID",
+             "datetime": "DATETIME", "path": "PATH", "file": "FILE", "dir": "DIRECTORY"}
+
+    def display_type(self, ctx):
+        if getattr(self, "is_flag", False) or getattr(self, "count", False):
+            return None
+        desc = self.type_descriptor
+        if desc.is_choice:
+            values = [normalize_choice_value(c, desc.case_sensitive, ctx) for c in desc.choices or ()]
+            return "[" + " | ".join(dict.fromkeys(values)) + "]"  # spaced: a narrow column wraps between choices
+        if desc.is_path or (desc.is_list and self.bare_type() in ("list[Path]", "list[PosixPath]")):
+            return names[desc.path_type]
+        bare = self.bare_type()
+        element = bare[5:-1] if bare.startswith("list[") else bare
+        return names.get(element, element.upper())
+
+    def default_string(obj, **kwargs):
+        text = plain_default_string(obj, **kwargs)
+        return text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+
+    display_type._corpusforge = True
+    plain_default_string = core._get_default_string
+    core._TyperParameter.display_type = display_type
+    core._get_default_string = default_string
+
+
+_tidy_help_labels()
+
+
+def _console(stderr: bool = False) -> Console:
+    """On a terminal, Rich's usual layout; piped or redirected, no wrapping at 80 columns (a printed command
+    or path stays on one line for the script or file that reads it), tables as wide as they need."""
+    console = Console(stderr=stderr)
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return console
+    return Console(stderr=stderr, soft_wrap=True, width=240)
+
+
+out = _console()
+err = _console(stderr=True)
+
+StoreOpt = Annotated[  # a str: Path would fold s3://bucket into s3:/bucket
+    Optional[str],
+    typer.Option("--store", metavar="PATH|URL",
+                 help="Artifact store: a directory, or s3://bucket/prefix (README 'Object storage'; needs "
+                      "corpusforge[s3]). Default: $CORPUSFORGE_STORE, else ./.corpusforge"),
+]
+SetOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--set", help="Override a config key, e.g. --set corpus.split.valid=0.1 (repeatable)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON as the last stdout line.")]
+
+# What the readers take today (storage/formats.py; README "The corpus stage"), for every command that reads sources.
+SOURCES_HELP = ("Files or directories (read recursively, in sorted order): .txt/.md, .jsonl, .json, .csv/.tsv, "
+                ".parquet, each optionally compressed as .gz, .bz2, .xz or .zst.")
+
+
+def choices(name: str, values: tuple[str, ...]) -> type[Enum]:
+    """An Enum whose values are exactly ``values``: typer then accepts only them and ``--help`` lists them."""
+    return Enum(name, [(v, v) for v in values], type=str)
+
+
+CleanPreset = choices("CleanPreset", CLEAN_PRESETS)
+PRESET_HELP = ("Cleaning preset: lm (NFC, whitespace; keeps case and punctuation), raw (text unchanged), classic "
+               "(NFKC, strips HTML/emails/URLs/emoji, lowercase, no punctuation or stop words; for BoW/TF-IDF), "
+               "social (mentions, hashtags, elongation, emoji -> :name:, lowercase).")
+
+
+
+
+def _fail(message: str, code: int) -> None:
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)  # 'corpusforge[hf]' is no markup tag
+    raise typer.Exit(code)
+
+
+def _store(store: Optional[str | Path]) -> Path:
+    """The store's root directory (an object store's: its local cache, after checking the bucket answers)."""
+    from corpusforge.storage.store import StoreError, resolve_store_root
+
+    try:
+        root = resolve_store_root(store)
+    except StoreError as exc:
+        _fail(str(exc), 2)
+    if root.exists() and not root.is_dir():
+        _fail(f"the store {root} is a file, not a directory (--store or $CORPUSFORGE_STORE)", 2)
+    from corpusforge.storage.object_store import REMOTE_MARKER, ObjectArtifactStore
+
+    if (root / REMOTE_MARKER).is_file():
+        try:
+            ObjectArtifactStore(root).check_reachable()
+        except StoreError as exc:
+            _fail(str(exc), 2)
+    return root
+
+
+def _writable_store(root: Path) -> None:
+    """A command that writes needs a store it can create or write into: say so before any work starts."""
+    probe = root
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        _fail(f"the store {root} cannot be created: {probe} is a file, not a directory", 2)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        what = "store" if probe == root else f"store's parent directory {probe}"
+        _fail(f"the {what} is not writable by this user, so the store {root} cannot be written", 2)
+    import shutil
+
+    need_mb = float(os.environ.get("CORPUSFORGE_MIN_FREE_MB", "100"))
+    free_mb = shutil.disk_usage(probe).free / 2**20
+    if free_mb < need_mb:
+        _fail(f"no space left on device: {probe} has {free_mb:.1f} MiB free; a run needs at least {need_mb:g} MiB "
+              "to start (CORPUSFORGE_MIN_FREE_MB). Nothing was written.", 1)
+
+
+def _no_space(exc: BaseException, store_root: Path) -> str | None:
+    """The path a full disk refused, if ``exc`` (or what caused it) is one; None otherwise."""
+    import errno
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return str(exc.filename or store_root)
+        if "No space left on device" in str(exc):  # wrapped by a library (polars, DuckDB, pyarrow)
+            return str(store_root)
+        if "database or disk is full" in str(exc):
+            return f"{store_root / 'mlflow.db'} (or the Prefect database)"
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> dict:
+    """Validate the config, answer from the store when every step is published, else run the pipeline flow
+    against the store's Prefect API. Known errors become clean exits."""
+    from corpusforge.settings import configure_environment
+
+    _writable_store(store_root)
+    configure_environment(store_root)
+    from corpusforge.pipeline_config import pipeline_config_from_dict
+    from corpusforge.plan import answer_from_store, plan_pipeline
+    from corpusforge.storage.readers import SourceError
+    from corpusforge.tasks.config import ConfigError
+    from corpusforge.tasks.corpus.validate import DatasetValidationError
+
+    try:
+        cfg = pipeline_config_from_dict(config)  # fail fast, before any server starts
+        if cfg.runner.verify_inputs:  # read by the store before each reuse (threads and worker processes alike)
+            os.environ["CORPUSFORGE_VERIFY_INPUTS"] = "1"
+        summary = answer_from_store(cfg, store_root, plan_pipeline(cfg, store_root, base_dir))
+        if summary is not None:
+            return summary
+        from corpusforge.local_server import ensure_prefect_api, hand_over
+
+        code = hand_over(store_root, console=err)  # the warm local server runs this command, if it can
+        if code is not None:
+            raise typer.Exit(code)
+        ensure_prefect_api(store_root, console=err)
+        from corpusforge.pipeline import run_pipeline
+        from corpusforge.settings import quiet_user_errors
+
+        quiet_user_errors()
+
+        return run_pipeline(config, store=store_root, base_dir=base_dir)
+    except (ConfigError, SourceError) as exc:
+        _fail(str(exc), 2)
+    except DatasetValidationError as exc:
+        _fail(f"validation stopped the publish: {exc}", 1)
+    except typer.Exit:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the flow already logged the traceback
+        full = _no_space(exc, store_root)
+        if full:
+            _fail(f"no space left on device: {full}. The store is intact (nothing half-written is visible); "
+                  "free some space and run the command again", 1)
+        _fail(f"{type(exc).__name__}: {exc}", 1)
+    raise AssertionError("unreachable")
+
+
+def _print_result(summary: dict, as_json: bool, json_payload: dict) -> None:
+    if as_json:
+        sys.stdout.flush()
+        print(json.dumps(json_payload, default=str), flush=True)
+        return
+    from corpusforge.render import print_pipeline_summary
+
+    print_pipeline_summary(out, summary)

@@ -1,0 +1,214 @@
+"""``corpusforge embed ...``: train text representations, evaluate them, query neighbours.
+
+``train`` runs the pipeline flow (corpus + embeddings sections); ``eval`` and ``neighbors`` read
+artifacts from the store and never start Prefect (``eval`` publishes its ``embeddings_eval`` artifact
+directly, so the same evaluation is reused next time).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from corpusforge.cli.common import (
+    SOURCES_HELP,
+    JsonOpt,
+    SetOpt,
+    StoreOpt,
+    _fail,
+    _print_result,
+    _run_flow,
+    _store,
+    choices,
+    err,
+    out,
+)
+
+app = typer.Typer(help="Text representations: TF-IDF, word2vec, fastText, GloVe; evaluate and query them.",
+                  no_args_is_help=True)
+
+KINDS = ("tfidf", "word2vec", "fasttext", "glove")
+Kind = choices("EmbeddingsKind", KINDS)
+PIPELINE_KEYS = ("runner.", "tracking.", "name=", "corpus.", "embeddings.")
+
+
+def _payload(summary: dict, kind: str) -> dict:
+    """What scripts read: the trained artifact's id/path (+ vectors_path), metrics and the evaluation."""
+    from corpusforge.storage.store import read_manifest
+
+    stage = summary["stages"]["embeddings"]
+    manifest = read_manifest(Path(stage["path"])) or {}
+    payload = {"id": stage["id"], "path": stage["path"], "step": stage["step"], "name": stage["name"], "kind": kind,
+               "reused": stage["reused"], "metrics": stage["metrics"], "corpus_id": summary["corpus"]["id"],
+               "steps": [{k: s[k] for k in ("id", "step", "reused")} for s in summary["steps"]]}
+    if manifest.get("vectors_path"):
+        payload["vectors_path"] = str(Path(stage["path"]) / manifest["vectors_path"])
+        payload["vectors_binary_path"] = str(Path(stage["path"]) / "vectors.bin")
+    evals = [s for s in summary["steps"] if s["step"] == "embeddings_eval"]
+    if evals:
+        payload["eval"] = {"id": evals[-1]["id"], "path": evals[-1]["path"],
+                           "metrics": (read_manifest(Path(evals[-1]["path"])) or {}).get("metrics", {})}
+    return payload
+
+
+@app.command()
+def train(
+    sources: Annotated[list[Path], typer.Argument(help=SOURCES_HELP)],
+    kind: Annotated[Kind, typer.Option("--kind", help="tfidf: sparse TF-IDF vectors; word2vec, fasttext (gensim) "
+                                                      "or glove: dense word vectors.")] = Kind.word2vec,
+    set_: SetOpt = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build the corpus from SOURCES (one document per line, everything in train) and train KIND on it.
+
+    --set keys address the embeddings section (sg=0, dim=50, window=5, negative=5, min_count=5, epochs=5,
+    sample=1e-3, workers=2, seed=1, analogies=FILE, similarity=[F1,F2] ...) or, with their prefix, the
+    pipeline (corpus.reader.txt_mode=paragraph, corpus.split.valid=0.1, tracking.enabled=false).
+    """
+    from corpusforge.api import embed_config
+    from corpusforge.tasks.config import ConfigError
+
+    kind = kind.value
+    try:
+        data = embed_config([str(s) for s in sources], kind, set_ or [])
+    except ConfigError as exc:
+        _fail(str(exc), 2)
+    summary = _run_flow(data, _store(store), Path.cwd(), as_json)
+    payload = _payload(summary, data["embeddings"]["kind"])
+    if as_json:
+        _print_result(summary, True, payload)
+        return
+    _print_result(summary, False, payload)
+    out.print(f"[bold]{payload['kind']}[/] {payload['id'][:12]} at {payload['path']}")
+    if "vectors_path" in payload:
+        out.print(f"vectors (word2vec text format): {payload['vectors_path']}")
+    if "eval" in payload:
+        out.print(json.dumps(payload["eval"]["metrics"], indent=1))
+
+
+def _find_embeddings(artifact_id: str, store: Optional[Path]):
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+
+    catalog = Catalog(ArtifactStore(_store(store)))
+    try:
+        found = catalog.get(artifact_id)
+    except LookupError as exc:  # an unknown or ambiguous id is bad usage
+        _fail(str(exc.args[0]), 2)
+    if found.manifest.get("step") != "embeddings":
+        _fail(f"{artifact_id}: artifact is a {found.manifest.get('step')!r}, not an 'embeddings' artifact "
+              "(TF-IDF matrices have no word vectors)", 2)
+    return found
+
+
+@app.command("eval")
+def eval_(
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="Embeddings artifact id (or unique prefix).")],
+    analogies: Annotated[Optional[Path], typer.Option("--analogies", help="questions-words file.")] = None,
+    similarity: Annotated[Optional[list[Path]], typer.Option("--similarity", help="Word-pair file (repeatable).")] = None,
+    neighbors: Annotated[Optional[list[str]], typer.Option("--neighbors", help="Word to list neighbours of (repeatable).")] = None,
+    query: Annotated[Optional[list[str]], typer.Option("--query", help="e.g. 'king - man + woman' (repeatable).")] = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="Neighbours / answers per word or query.")] = 10,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Evaluate an embeddings artifact: analogy accuracy (per section, coverage), Spearman on word pairs."""
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.embeddings.build import EmbeddingsConfig
+    from corpusforge.tasks.embeddings.eval import build_embeddings_eval
+    from corpusforge.tasks.step import StepResult
+
+    found = _find_embeddings(artifact_id, store)
+    for p in [analogies, *(similarity or [])]:
+        if p is not None and not p.is_file():
+            _fail(f"evaluation file {str(p)!r} does not exist", 2)
+    if not (analogies or similarity or neighbors or query):
+        _fail("give at least one of --analogies, --similarity, --neighbors, --query", 2)
+    m = found.manifest
+    try:
+        cfg = EmbeddingsConfig(kind=m["config"]["kind"], name=m["name"],
+                               analogies=str(analogies.resolve()) if analogies else None,
+                               similarity=tuple(str(p.resolve()) for p in similarity or ()),
+                               neighbors=tuple(neighbors or ()), queries=tuple(query or ()), top=top)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    embeddings = StepResult(id=m["id"], step=m["step"], name=m["name"], path=str(found.path), reused=True, seconds=0.0)
+    from corpusforge.tasks.progress import shard_progress
+
+    with shard_progress(f"embeddings eval {m['name']}") as on_progress:  # stderr, and only on a terminal
+        result = build_embeddings_eval(embeddings, cfg, ArtifactStore(_store(store)), on_progress=on_progress)
+    report = json.loads((Path(result.path) / "eval.json").read_text(encoding="utf-8"))
+    from corpusforge.storage.store import read_manifest
+
+    metrics = (read_manifest(Path(result.path)) or {}).get("metrics", {})
+    if as_json:
+        print(json.dumps({"id": result.id, "path": result.path, "embeddings_id": m["id"], "reused": result.reused,
+                          "metrics": metrics, "report": report}, default=str))
+        return
+    if "analogies" in report:
+        a = report["analogies"]
+        out.print(f"analogies: accuracy {a['accuracy']:.4f} on {a['covered']:,} of {a['questions']:,} questions "
+                  f"(coverage {a['coverage']:.1%})")
+        for name, s in a["sections"].items():
+            out.print(f"  {name:32s} {s['accuracy']:.4f}  ({s['correct']}/{s['covered']}, {s['total']} asked)")
+    for name, s in report.get("similarity", {}).items():
+        out.print(f"{name}: Spearman {s['spearman']:.4f} on {s['scored_pairs']} pairs, {s['oov_pairs']} OOV pairs")
+    for word, hits in report.get("neighbors", {}).items():
+        out.print(f"{word}: " + ("(out of vocabulary)" if hits is None else ", ".join(f"{w} {s:.3f}" for w, s in hits)))
+    for q, hits in report.get("queries", {}).items():
+        out.print(f"{q}: " + (f"(OOV: {hits['oov']})" if isinstance(hits, dict) else ", ".join(f"{w} {s:.3f}" for w, s in hits)))
+    out.print(f"evaluation artifact {result.id[:12]} at {result.path}")
+
+
+@app.command()
+def neighbors(
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="Embeddings artifact id (or unique prefix).")],
+    word: Annotated[str, typer.Argument(help="A word, or a query such as 'king - man + woman'.")],
+    top: Annotated[int, typer.Option("--top", min=1, help="How many neighbours.")] = 10,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Nearest neighbours of WORD by cosine similarity (fastText also answers for unseen words)."""
+    from corpusforge.models.embedding_eval import WordVectors, parse_query
+    from corpusforge.models.word2vec import load_vectors
+
+    if top < 1:
+        _fail("--top: must be >= 1", 2)
+    found = _find_embeddings(artifact_id, store)
+    words, vectors = load_vectors(found.path / "vectors.bin")
+    wv = WordVectors(words, vectors)
+    try:
+        positive, negative = parse_query(word)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    lowercase = bool(found.manifest["config"].get("lowercase", False))
+    fold = (lambda w: w.lower()) if lowercase else (lambda w: w)
+    positive, negative = [fold(w) for w in positive], [fold(w) for w in negative]
+    oov = [w for w in (*positive, *negative) if w not in wv.index]
+    source = "vocabulary"
+    if oov and (found.path / "fasttext.bin").is_file():
+        import numpy as np
+
+        from corpusforge.models.word2vec import load_fasttext_vectors
+
+        ft = load_fasttext_vectors(found.path / "fasttext.bin")
+        query = sum(ft[w] / (np.linalg.norm(ft[w]) or 1.0) for w in positive)
+        query = query - sum((ft[w] / (np.linalg.norm(ft[w]) or 1.0) for w in negative), np.zeros_like(query))
+        exclude = [wv.index[w] for w in (*positive, *negative) if w in wv.index]
+        hits, source = wv.nearest(query, top, exclude=exclude), "fasttext character n-grams"
+    elif oov:
+        _fail(f"not in the vocabulary of {found.manifest['id'][:12]}: {', '.join(oov)}", 1)
+    else:
+        hits = wv.most_similar(positive, negative, top)
+    if as_json:
+        print(json.dumps({"id": found.manifest["id"], "query": word, "source": source,
+                          "neighbors": [{"word": w, "similarity": s} for w, s in hits]}))
+        return
+    if source != "vocabulary":
+        err.print(f"{', '.join(oov)}: not in the vocabulary; vector built from {source}")
+    for w, s in hits:
+        out.print(f"{s:.4f}  {w}")

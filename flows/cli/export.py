@@ -1,0 +1,54 @@
+"""``corpusforge export ID --format hf-datasets OUT``: a corpus artifact as a Hugging Face ``datasets`` folder.
+
+Reads the store only (no Prefect, no MLflow): the artifact's files are checked against their digests, then
+written with ``datasets`` (``DatasetDict.save_to_disk``), so ``datasets.load_from_disk(OUT)`` opens it.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from corpusforge.cli.common import JsonOpt, StoreOpt, _fail, _store, out
+
+
+class ExportFormat(str, Enum):
+    hf_datasets = "hf-datasets"
+
+
+def export(
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="Corpus artifact id or a unique prefix.")],
+    output: Annotated[Path, typer.Argument(metavar="OUT", help="New (or empty) folder to write.")],
+    fmt: Annotated[ExportFormat, typer.Option("--format", help="Output format: hf-datasets (a folder that "
+                                              "datasets.load_from_disk opens).")] = ExportFormat.hf_datasets,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Export a corpus artifact: splits train/validation/test, meta as a struct, and a dataset card."""
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore, TamperedArtifact
+    from corpusforge.tasks.export import ExportError, export_hf_datasets
+
+    artifact_store = ArtifactStore(_store(store))
+    try:
+        found = Catalog(artifact_store).get(artifact_id)
+    except LookupError as exc:  # an unknown or ambiguous id is bad usage
+        _fail(str(exc.args[0]), 2)
+    try:
+        artifact_store.check_intact(found.path, found.manifest)
+        summary = export_hf_datasets(found.path, found.manifest, output)
+    except TamperedArtifact as exc:
+        _fail(str(exc), 1)
+    except ExportError as exc:
+        _fail(str(exc), 2)
+    if as_json:
+        print(json.dumps(summary, ensure_ascii=False))
+        return
+    splits = ", ".join(f"{name} {rows}" for name, rows in summary["splits"].items())
+    out.print(f"exported {found.manifest['name']} ({summary['id'][:12]}) to {summary['path']}: {splits}; "
+              f"meta as {summary['meta']}")
+    out.print(f"open it with: datasets.load_from_disk({str(output)!r})", soft_wrap=True)

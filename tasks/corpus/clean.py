@@ -1,0 +1,429 @@
+"""Text cleaning: an ordered list of ops, built into one polars expression.
+
+Presets (``preset`` picks the default op list; ``ops`` replaces it; the other fields tune single ops):
+
+- ``lm`` (default), for neural LMs: ``[nfc, normalize_whitespace]``. Case and punctuation are kept; line
+  breaks inside a document are kept (a character LM learns verse layout from them); runs of spaces/tabs
+  collapse to one space and CRLF becomes LF.
+- ``raw``: ``[]``, the text is not altered at all (n-gram estimation that must match a reference tool byte
+  for byte, tokenizer training on the exact input).
+- ``classic``, for bag-of-words / TF-IDF / n-gram IR work: ``[nfkc, strip_html, strip_emails, strip_urls,
+  strip_emoji, lowercase, strip_punctuation, remove_stopwords, normalize_whitespace]``. Add ``stem`` or
+  ``lemmatize`` to ``ops`` for morphological folding (the teaching texts do both, on different examples).
+- ``social``, for noisy web text: ``[strip_html, strip_emails, strip_urls, nfkc, mentions, hashtags,
+  squash_elongation, demojize, lowercase, normalize_whitespace]`` with mentions dropped and the hashtag
+  symbol stripped ("#tech" -> "tech"), emoji mapped to ``:name:`` text.
+
+``unicode_form`` and ``normalize_whitespace`` (the two fields of the original config) still override the
+op list when set: ``unicode_form`` swaps or removes the nfc/nfkc op, ``normalize_whitespace`` adds it at
+the end or removes it.
+
+Op order matters and is the user's: e.g. ``strip_emails`` must precede ``strip_urls`` (a bare-domain URL
+pattern would otherwise eat the domain of an address), ``squash_elongation`` must precede ``demojize``
+(":zzz:"), stemmers expect lowercase input (put ``lowercase`` first), and ``remove_stopwords`` leaves the
+separators around a removed word, so follow it with ``normalize_whitespace``.
+
+Vectorized: every op is a polars string expression (regex or Aho-Corasick ``replace_many`` passes) except
+those a library forces into Python (``demojize``: emoji.demojize; ``stem``: PyStemmer; ``lemmatize``:
+simplemma) and ``squash_elongation`` (it needs a regex backreference, which polars' Rust regex lacks).
+Those run through ``map_batches`` and keep the Python work small: stemming and lemmatization call the
+library once per *distinct* word of the batch and substitute with one ``replace_many`` pass; demojize and
+squash_elongation call Python only on the documents that can change (found by a vectorized test).
+``nfc``/``nfkc`` also go through ``map_batches``, to skip ASCII-only documents (invariant under both forms).
+
+Lemmatization vs the teaching texts: on "Running was considered better than going to gym." the WordNet
+lemmatizer (with POS tags) in the teaching texts gives "run be consider good than go to gym"; simplemma
+2.0 (dictionary lookup, no POS) gives exactly the same words once lowercased and punctuation-stripped
+(tests/tasks/corpus/test_clean.py records it). It differs from WordNet elsewhere: being POS-blind it always picks
+one lemma per form (e.g. "saw" -> "see", never the noun "saw").
+
+Stop-word lists (tasks/data, licences in tasks/corpus/data/README.md): English uses the Glasgow IR list as shipped
+by scikit-learn (318 words; reproduces the teaching example); other languages, or ``stopword_list: iso``,
+use the stopwords-iso collection (58 languages).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+OPS = (
+    "nfc", "nfkc", "strip_html", "strip_emails", "strip_urls", "strip_emoji", "demojize", "mentions",
+    "hashtags", "squash_elongation", "lowercase", "strip_punctuation", "remove_stopwords", "lemmatize", "stem",
+    "normalize_whitespace",
+)
+PRESET_OPS: dict[str, tuple[str, ...]] = {
+    "lm": ("nfc", "normalize_whitespace"),
+    "raw": (),
+    "classic": ("nfkc", "strip_html", "strip_emails", "strip_urls", "strip_emoji", "lowercase",
+                "strip_punctuation", "remove_stopwords", "normalize_whitespace"),
+    "social": ("strip_html", "strip_emails", "strip_urls", "nfkc", "mentions", "hashtags", "squash_elongation",
+               "demojize", "lowercase", "normalize_whitespace"),
+}
+PRESETS = tuple(PRESET_OPS)
+EXCLUSIVE = (("nfc", "nfkc"), ("strip_emoji", "demojize"))
+
+# ISO 639-1 -> PyStemmer (Snowball) algorithm name.
+SNOWBALL = {
+    "ar": "arabic", "hy": "armenian", "eu": "basque", "ca": "catalan", "cs": "czech", "da": "danish",
+    "nl": "dutch", "en": "english", "eo": "esperanto", "et": "estonian", "fi": "finnish", "fr": "french",
+    "de": "german", "el": "greek", "hi": "hindi", "hu": "hungarian", "id": "indonesian", "ga": "irish",
+    "it": "italian", "lt": "lithuanian", "ne": "nepali", "no": "norwegian", "fa": "persian", "pl": "polish",
+    "pt": "portuguese", "ro": "romanian", "ru": "russian", "sr": "serbian", "st": "sesotho", "es": "spanish",
+    "sv": "swedish", "ta": "tamil", "tr": "turkish", "yi": "yiddish",
+}
+DATA = Path(__file__).parent / "data"
+
+# Patterns (Rust regex syntax, used by polars).
+_EMOJI_TAIL = r"(?:[\x{FE0E}\x{FE0F}]|\p{Emoji_Modifier}|[\x{E0020}-\x{E007F}])*"
+_EMOJI_HEAD = r"[\p{Extended_Pictographic}\p{Regional_Indicator}]"
+EMOJI_PATTERN = (
+    rf"(?:{_EMOJI_HEAD}{_EMOJI_TAIL}(?:\x{{200D}}{_EMOJI_HEAD}{_EMOJI_TAIL})*"
+    r"|[#*0-9]\x{FE0F}?\x{20E3}|\p{Emoji_Modifier})"
+)
+_URL_END = r"[^\s<>\"'.,;:!?)\]}]"
+_LABEL = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?"
+_TLDS = "com|org|net|edu|gov|mil|io|ai|app|dev|info|biz|ly|tv|co\\.uk|uk|de|fr|nl|ru|jp|cn|au|br|ch|se|pl"
+URL_PATTERN = (
+    rf"(?i)\b(?:(?:https?|ftp)://|www\.)[^\s<>\"']*{_URL_END}"
+    rf"|(?i)\b{_LABEL}(?:\.{_LABEL})*\.(?:{_TLDS})\b(?:/[^\s<>\"']*{_URL_END})?"
+)
+EMAIL_PATTERN = rf"(?i)\b[a-z0-9._%+-]+@{_LABEL}(?:\.{_LABEL})*\.[a-z]{{2,}}\b"
+HASHTAG_PATTERN = r"(^|[^\w&#])#(\w+)"
+MENTION_PATTERN = r"(^|[^\w@.])@(\w+)"
+HTML_ENTITIES = (("&nbsp;", " "), ("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&#39;", "'"),
+                 ("&apos;", "'"), ("&amp;", "&"))
+
+
+@dataclass(frozen=True)
+class CleanConfig:
+    """How documents are normalized before filtering and dedup: an ordered list of ops."""
+
+    preset: Literal["lm", "raw", "classic", "social"] = field(
+        default="lm",
+        metadata={"doc": "Default op list: 'lm' (NFC + whitespace), 'raw' (unchanged), 'classic' (BoW/IR), "
+                         "'social' (noisy web text). See the module docstring for each list."},
+    )
+    ops: tuple[str, ...] | None = field(
+        default=None,
+        metadata={"doc": "Ordered op names, replacing the preset's list; null: the preset's. Allowed: "
+                         + ", ".join(OPS) + "."},
+    )
+    unicode_form: Literal["NFC", "NFKC", "none"] | None = field(
+        default=None, metadata={"doc": "Override the nfc/nfkc op ('none' removes it); null: keep the op list's."}
+    )
+    normalize_whitespace: bool | None = field(
+        default=None,
+        metadata={"doc": "Override the normalize_whitespace op (collapse spaces/tabs, strip line ends, CRLF -> LF, "
+                         "max one blank line): true adds it last if absent, false removes it; null: the op list's."},
+    )
+    language: str = field(
+        default="en",
+        metadata={"doc": "ISO 639-1 code for remove_stopwords, stem (snowball) and lemmatize."},
+    )
+    stopword_list: Literal["glasgow", "iso"] | None = field(
+        default=None,
+        metadata={"doc": "'glasgow' (English only, 318 words) or 'iso' (stopwords-iso, 58 languages); "
+                         "null: glasgow for English, iso otherwise."},
+    )
+    extra_stopwords: tuple[str, ...] = field(
+        default=(), metadata={"doc": "Words removed in addition to the list (compared case-insensitively)."}
+    )
+    stemmer: Literal["porter", "snowball"] = field(
+        default="snowball",
+        metadata={"doc": "For the stem op: 'porter' (Porter 1980, English only) or 'snowball' (language's "
+                         "Snowball stemmer; Porter2 for English)."},
+    )
+    hashtag_mode: Literal["strip_symbol", "drop", "keep"] = field(
+        default="strip_symbol", metadata={"doc": "hashtags op: '#tech' -> 'tech', removed, or kept."}
+    )
+    mention_mode: Literal["strip_symbol", "drop", "keep"] = field(
+        default="drop", metadata={"doc": "mentions op: '@user' -> 'user', removed, or kept."}
+    )
+    elongation_max_repeat: int = field(
+        default=2, metadata={"doc": "squash_elongation: a letter repeated more often is cut to this many ('soooo' -> 'soo')."}
+    )
+
+    def __post_init__(self) -> None:
+        if self.ops is not None:
+            unknown = [op for op in self.ops if op not in OPS]
+            if unknown:
+                raise ValueError(f"ops: {unknown[0]!r} is not an op; allowed: {', '.join(OPS)}")
+            dups = sorted({op for op in self.ops if self.ops.count(op) > 1})
+            if dups:
+                raise ValueError(f"ops: {dups[0]!r} is listed twice; list each op at most once")
+            for a, b in EXCLUSIVE:
+                if a in self.ops and b in self.ops:
+                    raise ValueError(f"ops: {a!r} and {b!r} exclude each other; keep one")
+        if self.elongation_max_repeat < 1:
+            raise ValueError("elongation_max_repeat: an integer >= 1")
+        ops = self.effective_ops
+        if "remove_stopwords" in ops:
+            if self.effective_stopword_list == "glasgow" and self.language != "en":
+                raise ValueError("stopword_list: 'glasgow' is English only; use 'iso' or language 'en'")
+            if self.effective_stopword_list == "iso" and self.language not in _iso_stopwords_all():
+                raise ValueError(f"language: no stop-word list for {self.language!r}; allowed: "
+                                 + ", ".join(sorted(_iso_stopwords_all())))
+        if "stem" in ops:
+            if self.stemmer == "porter" and self.language != "en":
+                raise ValueError("stemmer: 'porter' is English only; use 'snowball' for other languages")
+            if self.stemmer == "snowball" and self.language not in SNOWBALL:
+                raise ValueError(f"language: no Snowball stemmer for {self.language!r}; allowed: "
+                                 + ", ".join(sorted(SNOWBALL)))
+        if "lemmatize" in ops:
+            try:  # simplemma 2.x keeps its language list here; without it, simplemma itself will complain
+                from simplemma.strategies.dictionaries.dictionary_factory import SUPPORTED_LANGUAGES
+            except ImportError:
+                SUPPORTED_LANGUAGES = frozenset({self.language})
+            if self.language not in SUPPORTED_LANGUAGES:
+                raise ValueError(f"language: simplemma has no lemmatizer for {self.language!r}; allowed: "
+                                 + ", ".join(sorted(SUPPORTED_LANGUAGES)))
+
+    @property
+    def effective_ops(self) -> tuple[str, ...]:
+        ops = list(PRESET_OPS[self.preset] if self.ops is None else self.ops)
+        if self.unicode_form is not None:
+            pos = next((i for i, op in enumerate(ops) if op in ("nfc", "nfkc")), 0)
+            ops = [op for op in ops if op not in ("nfc", "nfkc")]
+            if self.unicode_form != "none":
+                ops.insert(pos, self.unicode_form.lower())
+        if self.normalize_whitespace is False:
+            ops = [op for op in ops if op != "normalize_whitespace"]
+        elif self.normalize_whitespace and "normalize_whitespace" not in ops:
+            ops.append("normalize_whitespace")
+        return tuple(ops)
+
+    @property
+    def effective_unicode_form(self) -> str:
+        ops = self.effective_ops
+        return "NFKC" if "nfkc" in ops else "NFC" if "nfc" in ops else "none"
+
+    @property
+    def effective_normalize_whitespace(self) -> bool:
+        return "normalize_whitespace" in self.effective_ops
+
+    @property
+    def effective_stopword_list(self) -> str:
+        return self.stopword_list or ("glasgow" if self.language == "en" else "iso")
+
+
+def clean_expr(column: str, cfg: CleanConfig):
+    """A polars expression that cleans ``column`` by applying ``cfg``'s ops in order. Nulls stay null."""
+    import polars as pl
+
+    expr = pl.col(column)
+    for op in cfg.effective_ops:
+        expr = _OP_BUILDERS[op](expr, cfg)
+    return expr
+
+
+def clean_texts(texts: list[str | None], cfg: CleanConfig) -> list[str | None]:
+    """Convenience: clean a Python list of strings (tests, notebooks)."""
+    import polars as pl
+
+    return pl.DataFrame({"t": texts}, schema={"t": pl.Utf8}).select(clean_expr("t", cfg))["t"].to_list()
+
+
+def is_empty_expr(column: str):
+    """A document is empty when it has no non-whitespace character (whatever the preset kept)."""
+    import polars as pl
+
+    return ~pl.col(column).str.contains(r"\S")
+
+
+def word_count_expr(column: str):
+    import polars as pl
+
+    return pl.col(column).str.count_matches(r"\S+").cast(pl.Int64)
+
+
+# --- ops: (expr, cfg) -> expr ---------------------------------------------------------------------------
+
+
+def _whitespace(expr, cfg):
+    return (
+        expr.str.replace_all(r"\r\n?", "\n")
+        # runs of horizontal whitespace (incl. NBSP, tabs) -> one space; matching only the runs that change
+        # (2+ characters, or one that is not a plain space) keeps single spaces out of the replace path
+        .str.replace_all(r"[^\S\n]{2,}|[^\S\n ]", " ")
+        .str.replace_all(r" ?\n ?", "\n")
+        .str.replace_all(r"\n{3,}", "\n\n")
+        .str.strip_chars()
+    )
+
+
+def _strip_html(expr, cfg):
+    expr = (
+        expr.str.replace_all(r"(?is)<script\b.*?</script\s*>|<style\b.*?</style\s*>|<!--.*?-->", "")
+        # block-level tags end a line; inline tags vanish ("wo<b>rd</b>" -> "word")
+        .str.replace_all(r"(?i)</?(?:br|p|div|li|ul|ol|h[1-6]|tr|table|blockquote|hr|pre|section|article)\b[^<>]*>",
+                         "\n")
+        .str.replace_all(r"</?[a-zA-Z][^<>]*>", "")
+    )
+    # one left-to-right pass over all entities, so "&amp;lt;" becomes "&lt;" and not "<"
+    return expr.str.replace_many([e for e, _ in HTML_ENTITIES], [c for _, c in HTML_ENTITIES])
+
+
+def _hashtag_like(pattern: str, mode: str):
+    def build(expr):
+        if mode == "keep":
+            return expr
+        return expr.str.replace_all(pattern, "${1}${2}" if mode == "strip_symbol" else "${1}")
+    return build
+
+
+def _remove_stopwords(expr, cfg):
+    """Delete every stop word that stands as a whole word (regex word boundaries, case-insensitive).
+
+    One regex pass; longer words come first in the alternation so "i'm" wins over "i". In "don't", "don"
+    and "t" are words of their own (as in any \\b-based tokenizer); the classic preset strips punctuation first.
+    """
+    import polars as pl
+
+    words = sorted(stopwords(cfg.language, cfg.effective_stopword_list) | _lower(cfg.extra_stopwords),
+                   key=lambda w: (-len(w), w))
+    return expr.str.replace_all(r"(?i)\b(?:" + "|".join(pl.escape_regex(w) for w in words) + r")\b", "")
+
+
+def _lower(words) -> set[str]:
+    return {w.lower() for w in words}
+
+
+_OP_BUILDERS = {
+    "nfc": lambda e, c: _map_batches(e, lambda s: _normalize_batch(s, "NFC")),
+    "nfkc": lambda e, c: _map_batches(e, lambda s: _normalize_batch(s, "NFKC")),
+    "strip_html": _strip_html,
+    "strip_emails": lambda e, c: e.str.replace_all(EMAIL_PATTERN, ""),
+    "strip_urls": lambda e, c: e.str.replace_all(URL_PATTERN, ""),
+    "strip_emoji": lambda e, c: e.str.replace_all(EMOJI_PATTERN, ""),
+    "demojize": lambda e, c: _map_batches(e, _demojize_batch),
+    "mentions": lambda e, c: _hashtag_like(MENTION_PATTERN, c.mention_mode)(e),
+    "hashtags": lambda e, c: _hashtag_like(HASHTAG_PATTERN, c.hashtag_mode)(e),
+    "squash_elongation": lambda e, c: _map_batches(e, lambda s: _squash_batch(s, c.elongation_max_repeat)),
+    "lowercase": lambda e, c: e.str.to_lowercase(),
+    # every character that is neither a word character nor whitespace, as the teaching texts'
+    # re.sub(r'[^\w\s]', '', text) does
+    "strip_punctuation": lambda e, c: e.str.replace_all(r"[^\w\s]+", ""),
+    "remove_stopwords": _remove_stopwords,
+    "lemmatize": lambda e, c: _map_batches(e, lambda s: _map_words(s, _lemmatizer(c.language))),
+    "stem": lambda e, c: _map_batches(e, lambda s: _map_words(s, _stemmer(c.stemmer, c.language))),
+    "normalize_whitespace": _whitespace,
+}
+
+
+# --- the ops that need Python --------------------------------------------------------------------------
+
+
+def _map_batches(expr, fn):
+    import polars as pl
+
+    return expr.map_batches(fn, return_dtype=pl.Utf8)
+
+
+def _map_words(s, word_fn):
+    """Apply ``word_fn(list of distinct words) -> list of words`` to every word (``\\w+``) of every document.
+
+    Python sees each distinct word once per batch (the library forces a Python call per word); the
+    substitution is one vectorized Aho-Corasick pass (``replace_many``) over the documents, with every
+    distinct word as a pattern, longest first: at each word's start the whole word is the longest match,
+    so no word is ever replaced inside another, and whitespace and punctuation are kept exactly.
+    """
+    vocab = s.str.extract_all(r"\w+").explode().drop_nulls().unique()
+    if vocab.len() == 0:
+        return s
+    words = sorted(vocab.to_list(), key=len, reverse=True)
+    mapped = word_fn(words)
+    return s.str.replace_many(words, mapped, leftmost=True)
+
+
+def _normalize_batch(s, form: str):
+    """Unicode normalization of the documents that need it: ASCII text is invariant under NFC and NFKC,
+    and most documents of an English corpus are ASCII (the check is a length comparison)."""
+    non_ascii = (s.str.len_bytes() != s.str.len_chars()).fill_null(False)
+    idx = non_ascii.arg_true()
+    if idx.len() == 0:
+        return s
+    if idx.len() == s.len():
+        return s.str.normalize(form)
+    return s.clone().scatter(idx, s.gather(idx).str.normalize(form))
+
+
+def _stemmer(kind: str, language: str):
+    import Stemmer  # PyStemmer
+
+    stemmer = Stemmer.Stemmer("porter" if kind == "porter" else SNOWBALL[language])
+    return stemmer.stemWords
+
+
+def _lemmatizer(language: str):
+    import simplemma
+
+    def lemmatize(words: list[str]) -> list[str]:
+        return [simplemma.lemmatize(w, lang=language) for w in words]  # a Python loop over distinct words
+    return lemmatize
+
+
+def _demojize_batch(s):
+    """emoji.demojize, called (in Python; the library has no vectorized form) only on documents with an emoji."""
+    import emoji
+    import polars as pl
+
+    has = s.str.contains(EMOJI_PATTERN).fill_null(False)
+    idx = has.arg_true()
+    if idx.len() == 0:
+        return s
+    mapped = [emoji.demojize(t) for t in s.gather(idx).to_list()]
+    return s.clone().scatter(idx, pl.Series(mapped, dtype=pl.Utf8))
+
+
+def _squash_batch(s, max_repeat: int):
+    """Cut runs of one letter longer than ``max_repeat`` ("soooo" -> "soo"; digits are left alone).
+
+    Needs a backreference, which polars' regex engine lacks, so Python's ``re`` does it, but only on the
+    candidate documents: those with an ASCII letter repeated ``max_repeat + 1`` times (one vectorized
+    Aho-Corasick pass) or with any non-ASCII character. The candidates are joined with NUL (not a letter,
+    so no run crosses a document boundary) into one ``re.sub`` call; per document only if one contains NUL.
+    """
+    import re
+
+    import polars as pl
+
+    runs = [c * (max_repeat + 1) for c in "abcdefghijklmnopqrstuvwxyz"]
+    candidate = (s.str.contains_any(runs, ascii_case_insensitive=True)
+                 | (s.str.len_bytes() != s.str.len_chars())).fill_null(False)
+    idx = candidate.arg_true()
+    if idx.len() == 0:
+        return s
+    pattern = re.compile(r"([^\W\d_])\1{%d,}" % max_repeat)
+    repl = r"\1" * max_repeat
+    texts = s.gather(idx).to_list()
+    if any("\x00" in t for t in texts):
+        out = [pattern.sub(repl, t) for t in texts]
+    else:
+        out = pattern.sub(repl, "\x00".join(texts)).split("\x00")
+    return s.clone().scatter(idx, pl.Series(out, dtype=pl.Utf8))
+
+
+# --- stop-word lists ------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _iso_stopwords_all() -> dict[str, list[str]]:
+    import json
+
+    return json.loads((DATA / "stopwords-iso.json").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=64)
+def stopwords(language: str, source: str = "glasgow") -> frozenset[str]:
+    """The shipped stop-word list (lowercase), with curly-apostrophe variants of words like "don't"."""
+    if source == "glasgow":
+        if language != "en":
+            raise ValueError("stopword_list: 'glasgow' is English only")
+        words = (DATA / "stopwords-glasgow-en.txt").read_text(encoding="utf-8").split()
+    else:
+        words = _iso_stopwords_all()[language]
+    words = {w.lower() for w in words}
+    return frozenset(words | {w.replace("'", "\u2019") for w in words if "'" in w})

@@ -1,0 +1,49 @@
+"""The corpus stage's config: sources, reading, cleaning, filters, dedup, split, validation.
+
+A leaf module: it imports no step module of its stage, so the pipeline can validate a config cheaply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from corpusforge.storage.readers import ReaderConfig
+from corpusforge.tasks.config import check_artifact_name, from_dict
+from corpusforge.tasks.corpus.clean import CleanConfig
+from corpusforge.tasks.corpus.filters import FilterConfig
+from corpusforge.tasks.corpus.near_dedup import NearDedupConfig
+from corpusforge.tasks.corpus.split import SplitConfig
+from corpusforge.tasks.corpus.validate import ValidationConfig
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    """Duplicate removal. Both compare documents after cleaning and keep the first occurrence."""
+
+    exact: bool = field(default=True, metadata={"doc": "Drop exact duplicates, keeping the first occurrence."})
+    near: NearDedupConfig = field(default_factory=NearDedupConfig,
+                                  metadata={"doc": "MinHash LSH near-duplicate removal across the whole corpus."})
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """The corpus stage: which sources, how to read, clean, dedup, split and validate them."""
+
+    name: str = field(default="corpus", metadata={"doc": "Artifact name of the merged corpus."})
+    sources: tuple[str, ...] = field(default=(), metadata={"doc": "Files or directories (read recursively)."})
+    reader: ReaderConfig = field(default_factory=ReaderConfig, metadata={"doc": "How files become records."})
+    clean: CleanConfig = field(default_factory=CleanConfig, metadata={"doc": "Text normalization preset."})
+    filters: FilterConfig = field(default_factory=FilterConfig,
+                                  metadata={"doc": "Quality filters: length, Gopher rules, language id."})
+    dedup: DedupConfig = field(default_factory=DedupConfig, metadata={"doc": "Duplicate removal."})
+    split: SplitConfig = field(default_factory=SplitConfig, metadata={"doc": "Held-out fractions."})
+    validate: ValidationConfig = field(default_factory=ValidationConfig, metadata={"doc": "GX suite bounds."})
+    allow_empty: bool = field(default=False, metadata={
+        "doc": "Publish a corpus even when its sources yield no document (by default that is an error)."})
+
+    def __post_init__(self) -> None:
+        check_artifact_name(self.name)
+
+
+def corpus_config_from_dict(data: dict[str, Any], path: str = "corpus") -> CorpusConfig:
+    return from_dict(CorpusConfig, data, path)

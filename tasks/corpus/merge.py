@@ -1,0 +1,276 @@
+"""Step ``corpus``: merge shard artifacts into one corpus with train/valid/test Parquet files.
+
+Its inputs are the shard ids in source order, so one changed source file changes one shard id and
+this merge id, while every other shard is reused. The merge removes exact duplicates *across* shards
+(first occurrence in source order wins), writes ``train/valid/test.parquet``, concatenates the
+quarantine and drop tables, sums the accounting (re-checked against the tables) and draws the
+document-length histogram.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from corpusforge.storage.readers import discover_sources
+from corpusforge.storage.store import ArtifactStore, read_manifest
+from corpusforge.tasks.config import ConfigError, to_dict
+from corpusforge.tasks.corpus.accounting import accounting_from_tables
+from corpusforge.tasks.corpus.config import CorpusConfig, DedupConfig, corpus_config_from_dict  # noqa: F401
+from corpusforge.tasks.corpus.near_dedup import NearDedupConfig, near_duplicates, streamed_signatures
+from corpusforge.tasks.corpus.shard import SourceRef, digest_source, drop_examples
+from corpusforge.tasks.corpus.split import SPLITS
+from corpusforge.tasks.orchestration import prefect_task
+from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
+
+CORPUS_STEP = "corpus"
+CORPUS_VERSION = 2  # 2: optional MinHash near-dedup
+LIBRARIES = ("polars", "pyarrow", "matplotlib")
+# zstd level 1 writes ~1.7x faster than polars' default (3) for files ~8% larger
+PARQUET_ZSTD_LEVEL = 1
+
+
+
+def resolve_sources(cfg: CorpusConfig, base_dir: Path | None = None) -> list[SourceRef]:
+    """Discover and hash every source file. Relative paths resolve against ``base_dir`` (the config's dir)."""
+    return discover(cfg, base_dir)[0]
+
+
+def discover(cfg: CorpusConfig, base_dir: Path | None = None) -> tuple[list[SourceRef], list[str]]:
+    """(hashed source files, names of hidden or glob-excluded entries that were skipped)."""
+    if not cfg.sources:
+        raise ConfigError("corpus.sources: give at least one file or directory")
+    paths = [p if os.path.isabs(p) or base_dir is None else str(base_dir / p) for p in cfg.sources]
+    discovery = discover_sources(paths, cfg.reader.include, cfg.reader.exclude)
+    skipped = sorted(discovery.skipped_hidden + discovery.skipped_excluded)
+    if not discovery.files:
+        hint = f" (skipped hidden or excluded entries: {', '.join(skipped[:5])})" if skipped else ""
+        raise ConfigError(f"corpus.sources: no files found in {', '.join(cfg.sources)}{hint}")
+    return [_digest_once(sf) for sf in discovery.files], skipped
+
+
+_DIGESTS: dict[tuple, SourceRef] = {}
+
+
+def _digest_once(sf) -> SourceRef:
+    """``digest_source``, remembered for this process while the file's stat is unchanged: the planner hashes
+    every source before the flow starts, and the flow's discovery must not read the whole corpus again."""
+    try:
+        st = os.stat(sf.path)
+        key = (str(sf.path), sf.name, sf.refused, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    except OSError:
+        return digest_source(sf)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = digest_source(sf)
+    return _DIGESTS[key]
+
+
+def build_corpus(
+    shards: list[StepResult], cfg: CorpusConfig, store: ArtifactStore, skipped: Sequence[str] = ()
+) -> StepResult:
+    """Pure core of the merge step. Entries skipped by discovery (hidden or excluded by a glob) are recorded in its config,
+    so the manifest always says what was not read (and a new hidden file is visible as a new id)."""
+    if not cfg.allow_empty:
+        _refuse_empty(shards, cfg)
+    config = {"name": cfg.name, "dedup": to_dict(cfg.dedup), "split": to_dict(cfg.split)}
+    if skipped:
+        config["skipped"] = sorted(skipped)
+    return run_step(
+        store,
+        step=CORPUS_STEP,
+        version=CORPUS_VERSION,
+        name=cfg.name,
+        config=config,
+        inputs=[artifact_input(s) for s in shards],
+        build=lambda out: _merge(out, shards, cfg, store),
+        libraries=LIBRARIES,
+    )
+
+
+def _refuse_empty(shards: list[StepResult], cfg: CorpusConfig) -> None:
+    """Sources that yield no document at all (a PNG alone, only broken records) are an error, not an empty
+    corpus published with exit 0: the user most likely pointed at the wrong files."""
+    from corpusforge.storage.readers import SourceError
+
+    read = kept = 0
+    reasons: dict[str, int] = {}
+    for s in shards:
+        acc = (read_manifest(Path(s.path)) or {}).get("accounting") or {}
+        read, kept = read + int(acc.get("records_read", 0)), kept + int(acc.get("kept", 0))
+        for outcome in ("quarantined", "filtered", "deduplicated"):
+            for reason, n in (acc.get(outcome) or {}).items():
+                reasons[f"{outcome} {reason}"] = reasons.get(f"{outcome} {reason}", 0) + int(n)
+    if kept > 0:
+        return
+    why = f"{read:,} record(s) read" + "".join(f", {n:,} {r}" for r, n in sorted(reasons.items()))
+    raise SourceError(f"corpus {cfg.name!r}: its sources yielded no document ({len(shards)} source file(s): {why}); "
+                      f"`corpusforge artifacts show <shard id>` says why each record was not kept. Set "
+                      f"corpus.allow_empty: true to publish an empty corpus anyway")
+
+
+# The merge decides what to keep from these columns; the texts are read again shard by shard when written.
+KEY_COLUMNS = ("doc_id", "source", "locator", "split", "n_chars", "n_words", "content_hash")
+
+
+def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: ArtifactStore) -> dict[str, Any]:
+    """Bounded memory: the texts of the whole corpus are never in memory at once. The dedup decisions use
+    the small key columns of every shard (plus MinHash signatures, computed shard by shard); then each
+    shard's kept rows are appended to the split files, one shard at a time."""
+    import polars as pl
+
+    manifests = [read_manifest(Path(s.path)) for s in shards]
+    records_read: dict[str, int] = {}
+    for shard, manifest in zip(shards, manifests):
+        if manifest is None:
+            raise FileNotFoundError(f"shard artifact {shard.id[:12]} vanished from {shard.path}")
+        records_read.update({k: v["records_read"] for k, v in manifest["accounting"]["per_source"].items()})
+
+    paths = [Path(s.path) for s in shards]
+
+    def load(file: str, columns=None) -> pl.DataFrame:
+        return pl.concat([pl.read_parquet(p / file, columns=columns) for p in paths], how="vertical")
+
+    docs, quarantine, dropped = load("data.parquet", list(KEY_COLUMNS)), load("quarantine.parquet"), load("dropped.parquet")
+    keep = pl.Series("keep", [True] * docs.height, dtype=pl.Boolean)
+    if cfg.dedup.exact and docs.height:
+        from corpusforge.tasks.corpus.dedup import exact_duplicates
+
+        first, dups = exact_duplicates(docs)
+        cross = dups.select(
+            "source", "locator", pl.lit("dedup").alias("stage"), pl.lit("exact").alias("reason"),
+            ("duplicate_of=" + pl.col("duplicate_of") + " (across files)").alias("detail"),
+        )
+        dropped = pl.concat([dropped, cross], how="vertical")
+        keep = first
+
+    if cfg.dedup.near.enabled and keep.sum() > 1:
+        near_rows, near_of = _near_duplicates(paths, keep, cfg.dedup.near)
+        if near_rows.len():
+            near = docs[near_rows].with_columns(docs["doc_id"].gather(near_of).alias("duplicate_of"))
+            dropped = pl.concat([dropped, near.select(
+                "source", "locator", pl.lit("dedup").alias("stage"), pl.lit("near").alias("reason"),
+                ("duplicate_of=" + pl.col("duplicate_of") + " (MinHash)").alias("detail"),
+            )], how="vertical")
+            keep = keep.scatter(near_rows, False)
+
+    _write_splits(out, paths, keep)
+    docs = docs.filter(keep)
+    _write_table(quarantine, out / "quarantine.parquet")
+    _write_table(dropped, out / "dropped.parquet")
+
+    accounting = accounting_from_tables(records_read, docs, quarantine, dropped)
+    from corpusforge.tasks.report import plot_doc_lengths, plot_reasons, write_corpus_report, write_data_docs_index
+
+    plot_doc_lengths(docs, out / "doc_lengths.png", title=f"{cfg.name}: document length")
+    plot_reasons(accounting, out / "reasons.png", title=f"{cfg.name}: records not kept, by reason")
+    write_data_docs_index(out, shards, manifests)
+    metrics: dict[str, Any] = {"docs": docs.height, "chars": int(docs["n_chars"].sum() or 0),
+                               "words": int(docs["n_words"].sum() or 0), "sources": len(shards)}
+    for split in SPLITS:
+        metrics[f"docs_{split}"] = int((docs["split"] == split).sum())
+    examples = drop_examples(quarantine, dropped)
+    write_corpus_report(out, cfg.name, accounting, metrics, examples)
+    return {
+        "accounting": accounting,
+        "drop_examples": examples,
+        "report": "report.md",
+        "metrics": metrics,
+        "shards": [{"id": s.id, "source": m["config"]["source"], "path": s.path} for s, m in zip(shards, manifests)],
+        "data_docs": "data_docs.html",
+        "splits": {split: f"{split}.parquet" for split in SPLITS},
+    }
+
+
+def _shard_slices(paths: list[Path], keep):
+    """(shard path, this shard's slice of the corpus-wide ``keep`` mask), in corpus order."""
+    import pyarrow.parquet as pq
+
+    at = 0
+    for path in paths:
+        n = pq.ParquetFile(path / "data.parquet").metadata.num_rows
+        yield path, keep.slice(at, n)
+        at += n
+
+
+def _near_duplicates(paths: list[Path], keep, cfg: NearDedupConfig):
+    """(rows that near-duplicate an earlier kept row, the row each duplicates), as corpus-wide row numbers.
+    Signatures are computed shard by shard from the kept rows' texts; only they stay in memory."""
+    import polars as pl
+
+    def texts():
+        for path, mask in _shard_slices(paths, keep):
+            yield pl.read_parquet(path / "data.parquet", columns=["text"]).filter(mask)["text"].to_list()
+
+    kept_rows = keep.arg_true()
+    target = near_duplicates(streamed_signatures(texts(), kept_rows.len(), cfg), cfg)
+    hit = pl.Series(target >= 0)
+    return kept_rows.filter(hit), kept_rows.gather(pl.Series(target[target >= 0]))
+
+
+def _write_splits(out: Path, paths: list[Path], keep) -> None:
+    """``train/valid/test.parquet``: each shard's kept rows appended in corpus order, one shard in memory."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    writers: dict[str, pq.ParquetWriter] = {}
+    try:
+        for path, mask in _shard_slices(paths, keep):
+            rows = pl.read_parquet(path / "data.parquet").filter(mask)
+            for split in SPLITS:
+                part = rows.filter(pl.col("split") == split).to_arrow()
+                if split not in writers:
+                    writers[split] = pq.ParquetWriter(out / f"{split}.parquet", part.schema, compression="zstd")
+                if part.num_rows:
+                    writers[split].write_table(part)
+    finally:
+        for writer in writers.values():
+            writer.close()
+
+
+def _write_table(frame, path: Path) -> None:
+    frame.write_parquet(path, compression="zstd", compression_level=PARQUET_ZSTD_LEVEL)
+
+
+@prefect_task(name="discover_sources", retries=2, retry_delay_seconds=1)
+def discover_sources_task(corpus_config: dict[str, Any], base_dir: str | None) -> dict[str, Any]:
+    from prefect import get_run_logger
+
+    refs, hidden = discover(corpus_config_from_dict(corpus_config), Path(base_dir) if base_dir else None)
+    if hidden:
+        get_run_logger().info("skipped %d hidden entr%s: %s", len(hidden), "y" if len(hidden) == 1 else "ies",
+                              ", ".join(hidden[:10]))
+    return {"sources": [r.to_dict() for r in refs], "skipped": hidden}
+
+
+def order_like_previous(shards: list[StepResult], store: ArtifactStore, name: str) -> list[StepResult]:
+    """Put sources that the latest published corpus of this name already had first, in its order,
+    then new sources in name order. With dedup keeping the first occurrence, documents that were
+    already published stay and a newly arrived copy is the one dropped, whatever its file name."""
+    from corpusforge.storage.catalog import Catalog
+
+    latest = Catalog(store).find(step=CORPUS_STEP, name=name, latest=True)
+    if not latest:
+        return shards
+    rank = {entry["source"]: i for i, entry in enumerate(latest[0].manifest.get("shards", []))}
+    sources = {s.id: (read_manifest(Path(s.path)) or {}).get("config", {}).get("source", s.name) for s in shards}
+    return sorted(shards, key=lambda s: (rank.get(sources[s.id], len(rank)), sources[s.id]))
+
+
+@prefect_task(name="corpus")
+def corpus_task(shards: list[dict[str, Any]], corpus_config: dict[str, Any], store_root: str,
+                skipped: list[str] | None = None) -> dict[str, Any]:
+    cfg, store = corpus_config_from_dict(corpus_config), ArtifactStore(store_root)
+    ordered = order_like_previous([StepResult.from_dict(s) for s in shards], store, cfg.name)
+    result = build_corpus(ordered, cfg, store, skipped or ())
+    log_step_outcome(result)
+    return result.to_dict()
+
+
+def describe(result: StepResult) -> dict[str, Any]:
+    """What the CLI prints about a finished corpus: its manifest's headline numbers."""
+    manifest = read_manifest(Path(result.path)) or {}
+    return {**result.to_dict(), "accounting": manifest.get("accounting"), "metrics": manifest.get("metrics"),
+            "data_docs": str(Path(result.path) / "data_docs.html")}
+

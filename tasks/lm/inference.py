@@ -1,0 +1,148 @@
+"""Reading a trained ``lm`` artifact back: generate text, and inspect what the model does with a prompt.
+
+Inspection draws what the teaching texts draw: one attention heatmap per layer, one panel per head
+(rows: the query token, columns: the key token it attends to; the causal mask leaves the upper triangle
+empty), and a table of the k most probable next tokens. Only attention models have heatmaps. For an
+encoder (corpusforge.models.encoder) the matrices are full, and the table says what fills a ``[MASK]`` appended to
+the prompt.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def load_tokenizer(path: str | Path):
+    from corpusforge.models.tokenization import load_tokenizer as load
+
+    return load(path)
+
+
+def generate_text(model, tok, prompt: str, max_new_tokens: int, *, greedy: bool = False, temperature: float = 1.0,
+                  top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
+                  eot_id: int | None = None) -> str:
+    from corpusforge.models.sampling import generate
+
+    ids = tok.encode(prompt) if prompt else []
+    if not ids:
+        if eot_id is None:
+            raise ValueError("prompt: empty, and the tokenizer has no end-of-text id to start from")
+        ids = [int(eot_id)]
+    new = generate(model, ids, max_new_tokens, greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
+                   seed=seed)
+    # decode in context: word-level tokenizers put the space *between* tokens, so decode(new) alone
+    # would glue the first new word to the prompt
+    full, prefix = render_ids(tok, ids + new, eot_id), render_ids(tok, ids, eot_id)
+    return full[len(prefix):] if full.startswith(prefix) else render_ids(tok, new, eot_id)
+
+
+def render_ids(tok, ids: list[int], eot_id: int | None) -> str:
+    """Token ids as text for reading: each end-of-text id becomes a line break (a document boundary), and
+    other special tokens stay visible (PTB's ``<unk>``): a plain decode would drop them without a trace."""
+    parts: list[list[int]] = [[]]
+    for i in ids:
+        if eot_id is not None and i == eot_id:
+            parts.append([])
+        else:
+            parts[-1].append(i)
+    return "\n".join(tok.decode(part, skip_special_tokens=False) if part else "" for part in parts)
+
+
+def load_trained(lm_dir: str | Path, device: str = "cpu", tokenizer_dir: str | Path | None = None):
+    """(model, tokenizer, spec) from an lm artifact directory. The tokenizer is the one recorded in
+    config.json unless ``tokenizer_dir`` points at a copy (e.g. inside an MLflow model's artifacts)."""
+    from corpusforge.models.zoo import load_lm
+
+    lm_dir = Path(lm_dir)
+    spec = json.loads((lm_dir / "config.json").read_text(encoding="utf-8"))
+    from corpusforge.storage.store import resolve_recorded
+
+    recorded = (spec.get("tokenizer") or {}).get("path")
+    tok_path = str(tokenizer_dir) if tokenizer_dir else (str(resolve_recorded(recorded, lm_dir)) if recorded else None)
+    if not tok_path or not Path(tok_path).exists():
+        raise ValueError(f"{lm_dir}: its tokenizer ({tok_path}) is not in this store any more")
+    return load_lm(lm_dir, device=device), load_tokenizer(tok_path), spec
+
+
+def generate_from(lm_dir: str | Path, prompt: str, max_new_tokens: int = 200, tokenizer_dir: str | Path | None = None,
+                  **sampling: Any) -> str:
+
+    model, tok, spec = load_trained(lm_dir, tokenizer_dir=tokenizer_dir)
+    return generate_text(model, tok, prompt, max_new_tokens, eot_id=spec["tokenizer"].get("eot_id"), **sampling)
+
+
+def _token_text(tok, token_id: int) -> str:
+    """What a token looks like: its decoded text, or its name for specials that decode to nothing."""
+    text = tok.decode([token_id])
+    if not text:
+        try:
+            text = tok.id_to_token(token_id) or ""
+        except Exception:  # noqa: BLE001 - a display nicety
+            text = ""
+    return text
+
+
+def _label(tok, token_id: int) -> str:
+    text = _token_text(tok, token_id)
+    return {"\n": "\\n", " ": "␣", "\t": "\\t"}.get(text, text) or f"#{token_id}"
+
+
+def inspect_lm(lm_dir: str | Path, prompt: str, out_dir: str | Path, k: int = 10) -> dict[str, Any]:
+    """Write ``attention_layer<L>.png`` per layer into out_dir; return the tokens, the top-k table, the files."""
+    import torch
+
+    from corpusforge.models.sampling import next_token_table
+
+    model, tok, spec = load_trained(lm_dir)
+    ids = tok.encode(prompt)
+    if not ids:
+        raise ValueError("prompt: encodes to no tokens")
+    ids = ids[-model.cfg.block_size:]
+    labels = [_label(tok, i) for i in ids]
+    if getattr(model, "objective", "causal") == "masked":  # an encoder: what fills a [MASK] after the prompt
+        ids = ids[-(model.cfg.block_size - 1):] + [model.mask_id]
+        labels = labels[-(model.cfg.block_size - 1):] + ["[MASK]"]
+    table = [{"rank": r + 1, "id": i, "token": _token_text(tok, i), "prob": p}
+             for r, (i, p) in enumerate(next_token_table(model, ids, k))]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: list[str] = []
+    if spec["family"] in ("gpt", "encoder"):
+        with torch.no_grad():
+            _, maps = model(torch.tensor([ids]), return_attention=True)
+        for layer, weights in enumerate(maps):
+            path = out_dir / f"attention_layer{layer}.png"
+            plot_heads(weights[0].float().numpy(), labels, path, f"layer {layer}")
+            files.append(str(path))
+    return {"tokens": labels, "next_tokens": table, "heatmaps": files, "family": spec["family"]}
+
+
+def plot_heads(weights, labels: list[str], path: Path, title: str) -> None:
+    """weights (n_head, T, T) -> one PNG, a heatmap per head."""
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n_head, T, _ = weights.shape
+    cols = min(n_head, 4)
+    rows = math.ceil(n_head / cols)
+    size = max(2.5, 0.28 * T)
+    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, size * rows), squeeze=False, dpi=90)
+    for h in range(rows * cols):
+        ax = axes[h // cols][h % cols]
+        if h >= n_head:
+            ax.axis("off")
+            continue
+        ax.imshow(weights[h], cmap="viridis", vmin=0.0, vmax=1.0)
+        ax.set_title(f"head {h}", fontsize=9)
+        ax.set_xticks(range(T), labels, rotation=90, fontsize=7)
+        ax.set_yticks(range(T), labels, fontsize=7)
+    fig.suptitle(f"{title}: row = query token, column = key token attended to")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

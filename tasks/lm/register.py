@@ -1,0 +1,44 @@
+"""The lm stage's entry in the MLflow model registry: which lms are registered, and how (a text-generating pyfunc
+that loads corpusforge.tasks.lm.pyfunc). Declared in the stage's ``Registers`` (tasks/lm/__init__.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def generates(lm_dir: Path) -> bool:
+    """Only left-to-right LMs are registered (as text generators); an encoder stays in the store and the run."""
+    import json
+
+    return json.loads((lm_dir / "config.json").read_text(encoding="utf-8")).get("family") != "encoder"
+
+
+def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) -> dict[str, str]:
+    """Register a trained lm in the MLflow model registry as a text-generating pyfunc (corpusforge.tasks.lm.pyfunc).
+
+    The registered name is the lm's name; each new artifact adds a version, which ``@latest`` resolves to.
+    """
+    import json
+    from importlib.metadata import PackageNotFoundError, version
+
+    from corpusforge.tasks.lm.pyfunc import DEFAULT_PARAMS
+
+    spec = json.loads((lm_dir / "config.json").read_text(encoding="utf-8"))
+    from corpusforge.storage.store import resolve_recorded
+
+    recorded = (spec.get("tokenizer") or {}).get("path")
+    tokenizer_dir = resolve_recorded(recorded, lm_dir) if recorded else None
+    if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
+        raise ValueError(f"{lm_dir}: its tokenizer ({tokenizer_dir}) is missing, so the model cannot be registered")
+    requirements = []
+    for package in ("corpusforge", "torch", "safetensors", "tokenizers", "numpy"):
+        try:
+            requirements.append(f"{package}=={version(package).split('+')[0]}")
+        except PackageNotFoundError:
+            requirements.append(package)
+    tags = {"corpusforge.artifact_id": manifest["id"], "corpusforge.step": "lm",
+            "corpusforge.family": str(spec.get("family")), "corpusforge.tokenizer_id": str(spec["tokenizer"].get("id"))}
+    return tracker.register_pyfunc_model(
+        run_id, str(manifest["name"]), {"lm": lm_dir, "tokenizer": Path(tokenizer_dir)},
+        loader_module="corpusforge.tasks.lm.pyfunc", pip_requirements=requirements, params=DEFAULT_PARAMS, tags=tags)

@@ -1,0 +1,70 @@
+"""How a stage declares itself: one :class:`Stage` in its package's ``__init__.py``.
+
+The pipeline (run order and upstream wiring), config validation (the pipeline config's typed sections), tracking
+(which files of which step go to MLflow, which models are registered) and the run report (plots) all read these
+declarations from one registry, ``corpusforge.stages.STAGES``. Adding a stage is one package under ``tasks/``
+plus one line there (README: "Adding a stage").
+
+Functions are named by import path ("module:function") so that reading the declarations (and validating a
+config) imports no step module: only each stage's leaf ``config.py``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StepOutputs:
+    """What one step of a stage shows outside the store."""
+
+    mlflow: tuple[str, ...] = ()  # files of the artifact logged to the step's MLflow run
+    mlflow_dirs: tuple[tuple[str, str], ...] = ()  # (folder in the artifact, artifact path in MLflow)
+    plots: tuple[tuple[str, str], ...] = ()  # (png in the artifact, caption) shown by the run report
+
+
+@dataclass(frozen=True)
+class Registers:
+    """A step whose artifacts go to the MLflow model registry: ``wants(artifact_dir) -> bool`` says whether this
+    one does, ``register(tracker, run_id, manifest, artifact_dir) -> dict`` registers it (both "module:function")."""
+
+    step: str
+    wants: str
+    register: str
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage: its YAML section and config class, where it sits, and what it runs and shows.
+
+    ``task(upstream: dict, config: dict, store_root: str) -> dict | list[dict]`` is the Prefect task: it returns
+    the StepResult dicts of the steps it ran, the stage's main output last. ``core(upstream: StepResult, config,
+    store) -> StepResult | list[StepResult]`` is the pure function the task wraps; the planner runs it in
+    lookup-only mode to answer a fully published run from the store. ``after`` names the stage whose main output
+    it consumes (the only stage package it may import, with that one's own upstream). The corpus stage, the root,
+    has ``after=None`` and is run by the pipeline itself (one task per source file, then a merge)."""
+
+    section: str
+    config: type
+    doc: str
+    task: str | None
+    core: str | None
+    after: str | None = "corpus"
+    live: bool = False  # the task takes ``on_metrics`` (a trainer callback): its curves go to MLflow as they happen
+    steps: Mapping[str, StepOutputs] = field(default_factory=dict)
+    registers: Registers | None = None
+    report_plots: str | None = None  # "module:function(artifact_dir, scratch) -> [(caption, png)]": drawn plots
+
+    def from_dict(self, data: Mapping[str, Any] | None) -> Any:
+        from corpusforge.tasks.config import from_dict
+
+        return from_dict(self.config, data, self.section)
+
+
+def load(ref: str) -> Any:
+    """The object a "module:attribute" reference names."""
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)

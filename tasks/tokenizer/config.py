@@ -1,0 +1,89 @@
+"""The tokenizer stage's config: which tokenizer to train, and how to encode the corpus with it.
+
+A leaf module: it imports no step module of its stage, so the pipeline can validate a config cheaply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from corpusforge.tasks.config import NOT_IN_ID, check_artifact_name, from_dict, identity
+
+Kind = Literal["word", "char", "classic-bpe", "bpe", "byte-bpe", "wordpiece", "unigram"]
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """Which tokenizer to train on the corpus's train split, and whether to encode the corpus with it."""
+
+    name: str = field(default="tokenizer", metadata={"doc": "Artifact name of the tokenizer (and its encoding).",
+                                                     **NOT_IN_ID})  # the store keeps it beside the id
+    kind: Kind = field(default="byte-bpe", metadata={
+        "doc": "word | char | classic-bpe (ours, Sennrich, '</w>') | bpe (SentencePiece-style) | byte-bpe (GPT-2) "
+               "| wordpiece (BERT, ##) | unigram (SentencePiece unigram LM)."})
+    vocab_size: int = field(default=8000, metadata={
+        "doc": "Target vocabulary size, special tokens included (classic-bpe: used when merges is null)."})
+    merges: int | None = field(default=None, metadata={"doc": "classic-bpe only: number of merges to learn."})
+    min_frequency: int | None = field(default=None, metadata={
+        "doc": "word/char: least count to enter the vocabulary; bpe kinds/wordpiece: least pair count; "
+               "null: 2 for classic-bpe, 0 otherwise.",
+        "identity_value": lambda cfg, _: cfg.effective_min_frequency})
+    unk_token: str | None = field(default="<unk>", metadata={
+        "doc": "Token for what is not in the vocabulary (null: none; byte-bpe never needs one)."})
+    eot_token: str | None = field(default="<|endoftext|>", metadata={
+        "doc": "End-of-text special token, appended after every document in encoded shards (null: none)."})
+    special_tokens: tuple[str, ...] = field(default=(), metadata={"doc": "More special tokens (never split)."})
+    normalizers: tuple[str, ...] = field(default=(), metadata={
+        "doc": "HF normalizers in order: nfc, nfd, nfkc, nfkd, lowercase, strip_accents, bert (not classic-bpe)."})
+    pre_tokenizer: str = field(default="default", metadata={
+        "doc": "default (per kind) | whitespace | whitespace_split | metaspace | byte_level | bert | char; "
+               "classic-bpe: whitespace | punct."})
+    trace: bool = field(default=False, metadata={"doc": "classic-bpe: record each merge and the token table."})
+    trace_top: int = field(default=10, metadata={"doc": "Rows of the token table per trace iteration (0: all)."})
+    # The encoding options belong to the encode step (its own artifact), not to the tokenizer's id.
+    encode: bool = field(default=True, metadata={"doc": "Encode every split of the corpus into token-id shards.",
+                                                 **NOT_IN_ID})
+    format: Literal["bin", "parquet"] = field(default="bin", metadata={
+        "doc": "Encoded shards: nanoGPT-style flat .bin (uint16/uint32) or Parquet with one id list per doc.",
+        **NOT_IN_ID})
+    workers: int = field(default=0, metadata={"doc": "Encoding processes for classic-bpe; 0: one per CPU core.",
+                                              **NOT_IN_ID})
+
+    def __post_init__(self) -> None:
+        from corpusforge.models.tokenization.classic_bpe import PRE_TOKENIZERS as CLASSIC_PRE
+        from corpusforge.models.tokenization.hf_backend import NORMALIZERS, PRE_TOKENIZERS
+
+        check_artifact_name(self.name)
+        if self.vocab_size < 1:
+            raise ValueError(f"vocab_size: must be >= 1, got {self.vocab_size}")
+        if self.merges is not None and (self.kind != "classic-bpe" or self.merges < 0):
+            raise ValueError("merges: only for kind classic-bpe, and >= 0")
+        if self.min_frequency is not None and self.min_frequency < 0:
+            raise ValueError(f"min_frequency: must be >= 0 or null, got {self.min_frequency}")
+        allowed = ("default", *CLASSIC_PRE) if self.kind == "classic-bpe" else PRE_TOKENIZERS
+        if self.pre_tokenizer not in allowed:
+            raise ValueError(f"pre_tokenizer: {self.pre_tokenizer!r} is not allowed for {self.kind}; "
+                             f"use one of {', '.join(allowed)}")
+        bad = [n for n in self.normalizers if n not in NORMALIZERS]
+        if bad or (self.normalizers and self.kind == "classic-bpe"):
+            raise ValueError(f"normalizers: use names from {', '.join(NORMALIZERS)} (none for classic-bpe)")
+        if self.trace and self.kind != "classic-bpe":
+            raise ValueError("trace: only for kind classic-bpe")
+        if self.trace_top < 0 or self.workers < 0:
+            raise ValueError("trace_top/workers: must be >= 0")
+
+    @property
+    def effective_min_frequency(self) -> int:
+        if self.min_frequency is not None:
+            return self.min_frequency
+        return 2 if self.kind == "classic-bpe" else 0
+
+
+def tokenizer_config_from_dict(data: dict[str, Any], path: str = "tokenizer") -> TokenizerConfig:
+    return from_dict(TokenizerConfig, data, path)
+
+
+def identity_config(cfg: TokenizerConfig) -> dict[str, Any]:
+    """Everything that changes the tokenizer artifact, as TokenizerConfig's field metadata declares it (not
+    the name, not the encoding options)."""
+    return identity(cfg)

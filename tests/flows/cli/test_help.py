@@ -1,0 +1,171 @@
+"""``--help`` of every command (issue 16 item 3): no ``<type>`` labels, real choices, current text, no raw newlines.
+
+Each command's help is rendered through typer's CliRunner at 80 columns (a terminal's usual width, where a raw
+newline default used to break the layout) and at 200 (where no line wraps, so whole phrases can be matched).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from corpusforge.cli import app
+
+CLI = str(Path(sys.executable).parent / "corpusforge")
+runner = CliRunner()
+
+
+def _commands(command=None, path=()):
+    """(path, command) for the root, every group and every leaf command, from the built click tree."""
+    command = command or typer.main.get_command(app)
+    yield path, command
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands(sub, (*path, name))
+
+
+COMMANDS = [path for path, _ in _commands()]
+LEAVES = [path for path, cmd in _commands() if not getattr(cmd, "commands", None)]
+# (command, flag, its choices): the flags whose values come from a fixed set
+CHOICE_FLAGS = [
+    (("corpus",), "--preset", ("lm", "raw", "classic", "social")),
+    (("tokenizer", "train"), "--kind", ("word", "char", "classic-bpe", "bpe", "byte-bpe", "wordpiece", "unigram")),
+    (("embed", "train"), "--kind", ("tfidf", "word2vec", "fasttext", "glove")),
+    (("ngram", "estimate"), "--smoothing", ("mle", "add-k", "stupid-backoff", "kneser-ney", "modified-kneser-ney")),
+]
+FORMATS = (".txt", ".md", ".jsonl", ".json", ".csv", ".tsv", ".parquet", ".gz", ".bz2", ".xz", ".zst")
+TYPE_LABEL = re.compile(r"<(bool|str|int|float|path|Path|list\[[^\]]*\]|int range|float range|file|dir)>")
+
+
+def _help(path: tuple[str, ...], width: int = 80) -> str:
+    res = runner.invoke(app, [*path, "--help"], terminal_width=width, env={"COLUMNS": str(width)})
+    assert res.exit_code == 0, (path, res.output)
+    return res.output
+
+
+def _unboxed(text: str) -> str:
+    """The help text without the panels' box characters and line breaks: phrases that wrapped read whole again."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+
+
+def test_every_command_is_covered():
+    assert len(LEAVES) >= 20 and {("corpus",), ("lm", "generate"), ("tokenizer", "train"),
+                                  ("embed", "eval"), ("artifacts", "find")} <= set(LEAVES)
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "corpusforge")
+@pytest.mark.parametrize("width", [80, 200])
+def test_help_has_no_python_type_labels(path, width):
+    text = _help(path, width)
+    assert not TYPE_LABEL.search(text), TYPE_LABEL.search(text).group(0)
+    other = set(re.findall(r"<[A-Za-z][\w\[\], |]*>", text)) - {"<s>", "</s>", "<unk>"}  # <s>: ngram's start token
+    assert not other, other
+
+
+@pytest.mark.parametrize("path", LEAVES, ids=" ".join)
+def test_flags_show_no_type_at_all(path):
+    """A flag such as --json or --help takes no value: its row is the flag and its help, nothing in between."""
+    for line in _help(path, 200).splitlines():
+        for flag in ("--json", "--help", "--latest", "--greedy", "--trace", "--verify-inputs"):
+            if re.search(rf"│\s+{flag}\s", line):
+                between = line.split(flag, 1)[1].split("  ", 1)[1].strip() if "  " in line.split(flag, 1)[1] else ""
+                assert not re.match(r"^(BOOLEAN|bool|<)", between), line
+
+
+@pytest.mark.parametrize(("path", "flag", "values"), CHOICE_FLAGS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
+def test_choice_flags_list_their_choices(path, flag, values):
+    text = _unboxed(_help(path, 200))
+    shown = re.search(re.escape(flag) + r" \[([^\]]+)\]", text)
+    assert shown, text
+    assert tuple(v.strip() for v in shown.group(1).split("|")) == values
+    narrow = _help(path, 80)  # at a terminal's usual width the label wraps between choices, never inside one
+    for value in values:
+        assert re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", narrow), (value, narrow)
+
+
+MODULES = {"corpus": "corpusforge.cli", "tokenizer": "corpusforge.cli.tokenizer", "embed": "corpusforge.cli.embed",
+           "ngram": "corpusforge.cli.ngram"}
+
+
+@pytest.mark.parametrize(("path", "flag", "values"), CHOICE_FLAGS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
+def test_choice_flags_still_take_the_same_values(path, flag, values, monkeypatch):
+    """The values users type are unchanged and the config gets the plain string (not an Enum member)."""
+    import importlib
+
+    seen = []
+
+    def run_flow(config, *args, **kwargs):
+        seen.append(config)
+        raise typer.Exit(0)
+
+    monkeypatch.setattr(importlib.import_module(MODULES[path[0]]), "_run_flow", run_flow)
+    extra = ["--name", "n"] if path == ("corpus",) else []
+    for value in values:
+        res = runner.invoke(app, [*path, "x.txt", flag, value, *extra])
+        assert res.exit_code == 0, res.output
+    section = {"corpus": lambda c: c["corpus"]["clean"]["preset"], "tokenizer": lambda c: c["tokenizer"]["kind"],
+               "embed": lambda c: c["embeddings"]["kind"], "ngram": lambda c: c["ngram"]["smoothing"]}[path[0]]
+    got = [section(c) for c in seen]
+    assert got == list(values) and all(type(v) is str for v in got)
+    bad = runner.invoke(app, [*path, "x.txt", flag, "no-such-value", *extra])
+    assert bad.exit_code == 2 and flag in bad.output and len(seen) == len(values)
+
+
+@pytest.mark.parametrize("path", [("corpus",), ("tokenizer", "train"), ("embed", "train"), ("lm", "train")],
+                         ids=" ".join)
+def test_source_help_names_every_supported_format(path):
+    text = _unboxed(_help(path, 200))
+    for suffix in FORMATS:
+        assert re.search(re.escape(suffix) + r"\b", text), (suffix, text)
+    assert "recursively" in text
+
+
+def test_corpus_help_names_the_presets_that_exist():
+    from corpusforge.tasks.corpus.clean import PRESETS
+
+    text = _unboxed(_help(("corpus",), 200))
+    for preset in PRESETS:
+        assert re.search(rf"\b{preset} \(", text), preset  # each preset named and described
+    assert "(.txt, .md, .jsonl)" not in text  # the old, incomplete list
+
+
+def test_lm_train_help_names_the_lm_presets():
+    from corpusforge.cli.lm import preset_names
+
+    text = _unboxed(_help(("lm", "train"), 200))
+    assert all(name in text for name in preset_names())
+
+
+@pytest.mark.parametrize("path", LEAVES, ids=" ".join)
+def test_no_help_line_is_broken_by_a_raw_newline_default(path):
+    for width in (80, 200):
+        lines = _help(path, width).splitlines()
+        for line in lines:
+            stripped = line.strip()
+            if not stripped or stripped.startswith(("Usage:",)):
+                continue
+            if stripped[0] in "│":  # a panel row closes its box on the same line
+                assert stripped.endswith("│"), line
+            cells = [c.strip() for c in re.split(r"\s{2,}|│", stripped) if c.strip()]
+            assert not any(c == "]" or c.endswith("[default:") for c in cells), line  # "[default: <newline>]"
+        text = "\n".join(lines)
+        assert "[default: \n" not in text and "default:\n" not in text
+
+
+def test_lm_generate_shows_the_newline_default_escaped():
+    text = _unboxed(_help(("lm", "generate"), 80))
+    assert r"[default: \n]" in text
+
+
+def test_real_command_help_in_a_subprocess():
+    """The installed entry point renders the same help (the help fix is applied on import of corpusforge.cli)."""
+    res = subprocess.run([CLI, "tokenizer", "train", "--help"], capture_output=True, text=True, timeout=60,
+                         env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "CORPUSFORGE_LOCAL_SERVER": "off"})
+    assert res.returncode == 0, res.stderr
+    assert "<bool>" not in res.stdout and "<str>" not in res.stdout
+    assert "[word | char | classic-bpe | bpe | byte-bpe | wordpiece | unigram]" in res.stdout

@@ -1,0 +1,205 @@
+"""Corpus-stage features beyond the basics: near-dedup, explicit splits, user expectations, incremental
+first-occurrence order, control characters."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from corpusforge.storage.store import ArtifactStore, read_manifest
+from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, order_like_previous, resolve_sources
+from corpusforge.tasks.corpus.shard import build_corpus_shard
+from corpusforge.tasks.corpus.near_dedup import NearDedupConfig, lsh_params, near_duplicate_of
+from tests.conftest import write
+
+random.seed(1234)
+VOCAB = [f"w{i}" for i in range(3000)]
+
+
+def sentence(n: int = 120) -> str:
+    return " ".join(random.choices(VOCAB, k=n))
+
+
+def build(tmp_path: Path, cfg: dict, store: ArtifactStore | None = None):
+    store = store or ArtifactStore(tmp_path / "store")
+    corpus_cfg = corpus_config_from_dict({"validate": {"data_docs": False}, **cfg})
+    shards = [build_corpus_shard(r, corpus_cfg, store) for r in resolve_sources(corpus_cfg)]
+    merged = build_corpus(shards, corpus_cfg, store)
+    return merged, read_manifest(Path(merged.path)), store
+
+
+def kept(path: str) -> pl.DataFrame:
+    return pl.concat([pl.read_parquet(Path(path) / f"{s}.parquet") for s in ("train", "valid", "test")])
+
+
+def test_lsh_params_fit_the_signature():
+    for threshold in (0.5, 0.8, 0.9):
+        bands, rows = lsh_params(threshold, 128)
+        assert bands * rows <= 128
+        # the S-curve's steepest point (1/b)^(1/r) lies near the threshold
+        assert abs((1 / bands) ** (1 / rows) - threshold) < 0.15
+
+
+def test_near_duplicate_of_keeps_the_earliest():
+    a, b = sentence(), sentence()
+    words = a.split()
+    words[60] = "CHANGED"  # one word of 120 changed: Jaccard of 5-shingles = 115/125 = 0.92
+    near_a = " ".join(words)
+    result = near_duplicate_of([a, b, near_a, a], NearDedupConfig(enabled=True))
+    assert result.tolist() == [-1, -1, 0, 0]
+
+
+def test_unrelated_documents_are_never_near_duplicates():
+    texts = [sentence() for _ in range(300)]
+    assert (near_duplicate_of(texts, NearDedupConfig(enabled=True)) == -1).all()
+
+
+def test_merge_drops_near_duplicates_across_files(tmp_path):
+    a = sentence()
+    words = a.split()
+    words[10] = "edited"
+    write(tmp_path / "d" / "1.txt", a + "\n" + sentence() + "\n")
+    write(tmp_path / "d" / "2.txt", " ".join(words) + "\n")
+    merged, manifest, _ = build(tmp_path, {"sources": [str(tmp_path / "d")], "dedup": {"near": {"enabled": True}}})
+    acc = manifest["accounting"]
+    assert acc["deduplicated"] == {"near": 1} and acc["kept"] == 2
+    assert acc["per_source"]["d/2.txt"]["deduplicated"] == {"near": 1}
+    dropped = pl.read_parquet(Path(merged.path) / "dropped.parquet")
+    first_id = kept(merged.path).filter(pl.col("locator") == "line:1")["doc_id"][0]
+    assert dropped["detail"][0].startswith(f"duplicate_of={first_id}")
+    without, _, _ = build(tmp_path, {"sources": [str(tmp_path / "d")]})
+    assert without.id != merged.id  # the near-dedup config is part of the merge's identity
+
+
+def test_explicit_split_by_source(tmp_path):
+    write(tmp_path / "d" / "train.txt", "\n".join(sentence(5) for _ in range(50)) + "\n")
+    write(tmp_path / "d" / "heldout.txt", "\n".join(sentence(5) for _ in range(20)) + "\n")
+    merged, manifest, _ = build(tmp_path, {"sources": [str(tmp_path / "d")],
+                                            "split": {"valid": 0.0, "test": 0.0, "by_source": {"*heldout*": "valid"}}})
+    docs = kept(merged.path)
+    assert set(docs.filter(pl.col("source") == "d/heldout.txt")["split"]) == {"valid"}
+    assert set(docs.filter(pl.col("source") == "d/train.txt")["split"]) == {"train"}
+    assert manifest["metrics"]["docs_valid"] == 20
+
+
+def test_user_row_expectation_quarantines_with_its_name(tmp_path):
+    write(tmp_path / "d" / "a.txt", "one\ntwo words\nthree more words\n")
+    expectation = {"type": "expect_column_values_to_be_between", "kwargs": {"column": "n_words", "min_value": 2}}
+    _, manifest, _ = build(tmp_path, {"sources": [str(tmp_path / "d")], "validate": {"expectations": [expectation]}})
+    assert manifest["accounting"]["quarantined"] == {"expect_column_values_to_be_between": 1}
+    assert manifest["accounting"]["kept"] == 2
+
+
+def test_user_dataset_expectation_stops_the_publish(tmp_path):
+    from corpusforge.tasks.corpus.validate import DatasetValidationError
+
+    write(tmp_path / "d" / "a.txt", "one\n")
+    expectation = {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 5}, "level": "dataset"}
+    with pytest.raises(DatasetValidationError, match="expect_table_row_count_to_be_between"):
+        build(tmp_path, {"sources": [str(tmp_path / "d")], "validate": {"expectations": [expectation]}})
+    assert not list((tmp_path / "store").glob("corpus*/*/manifest.json"))  # nothing published
+
+
+def test_bad_user_expectation_is_a_clear_config_error():
+    from corpusforge.tasks.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"corpus.validate.expectations\[0\].level"):
+        corpus_config_from_dict({"validate": {"expectations": [{"type": "expect_x", "level": "rows"}]}})
+
+
+def test_new_file_sorting_first_does_not_evict_published_documents(tmp_path):
+    store = ArtifactStore(tmp_path / "store")
+    shared_line = sentence(8)
+    write(tmp_path / "d" / "b.txt", shared_line + "\n" + sentence(8) + "\n")
+    first, _, _ = build(tmp_path, {"name": "c", "sources": [str(tmp_path / "d")]}, store)
+    write(tmp_path / "d" / "a.txt", shared_line + "\n")  # a newly arrived copy, alphabetically first
+    cfg = corpus_config_from_dict({"name": "c", "sources": [str(tmp_path / "d")], "validate": {"data_docs": False}})
+    shards = [build_corpus_shard(r, cfg, store) for r in resolve_sources(cfg)]
+    ordered = order_like_previous(shards, store, "c")
+    assert [Path(s.path).name.split("-")[0] for s in ordered] == ["d__b.txt", "d__a.txt"]
+    second = build_corpus(ordered, cfg, store)
+    acc = read_manifest(Path(second.path))["accounting"]
+    assert acc["per_source"]["d/a.txt"]["deduplicated"] == {"exact": 1}  # the newcomer is the duplicate
+    assert acc["per_source"]["d/b.txt"]["kept"] == 2
+    assert kept(first.path)["doc_id"].sort().to_list() == kept(second.path)["doc_id"].sort().to_list()
+
+
+def test_control_characters_are_removed_and_counted(tmp_path):
+    write(tmp_path / "d" / "a.txt", "bell\x07 here\nnul\x00 and esc\x1b\nclean\n")
+    merged, _, store = build(tmp_path, {"sources": [str(tmp_path / "d")], "reader": {"txt_mode": "line"}})
+    texts = kept(merged.path)["text"].to_list()
+    assert sorted(texts) == ["bell here", "clean", "nul and esc"]
+    shard_manifest = read_manifest(next((store.root / "corpus_shard").iterdir()))
+    assert shard_manifest["metrics"]["control_chars_removed"] == 3
+
+
+def test_signatures_are_deterministic_for_a_seed():
+    from corpusforge.tasks.corpus.near_dedup import signatures
+
+    texts = [sentence(30) for _ in range(5)]
+    cfg = NearDedupConfig(enabled=True, seed=3)
+    assert np.array_equal(signatures(texts, cfg), signatures(texts, cfg))
+    assert not np.array_equal(signatures(texts, cfg), signatures(texts, NearDedupConfig(enabled=True, seed=4)))
+
+
+def test_filters_and_cleaning_presets_run_in_the_shard_step(tmp_path):
+    write(tmp_path / "d" / "a.txt", "ok\nthis line is long enough to keep\nHello, World!! Visit https://x.org now\n")
+    merged, manifest, _ = build(tmp_path, {"sources": [str(tmp_path / "d")], "clean": {"preset": "classic"},
+                                            "filters": {"min_chars": 5}})
+    acc = manifest["accounting"]
+    assert acc["filtered"] == {"too_short": 1}  # "ok"
+    texts = sorted(kept(merged.path)["text"])
+    # classic: lowercase, URL and punctuation removed, stop words dropped
+    assert texts == ["hello world visit", "line long"]  # "keep" is on the Glasgow stop list too
+    dropped = pl.read_parquet(Path(merged.path) / "dropped.parquet")
+    assert dropped.filter(pl.col("reason") == "too_short")["locator"].to_list() == ["line:1"]
+
+
+def test_streamed_signatures_give_the_same_duplicates_as_one_batch(monkeypatch):
+    """Signatures computed a few documents at a time (as the merge streams them shard by shard) must give
+    exactly the duplicate_of of the whole corpus computed at once."""
+    import corpusforge.tasks.corpus.near_dedup as near_dedup
+
+    base = [sentence(80) for _ in range(40)]
+    texts = []
+    for i in range(200):
+        words = random.choice(base).split()
+        for _ in range(random.randrange(0, 5)):  # 0..4 of 80 words changed: some pass 0.8, some do not
+            words[random.randrange(len(words))] = f"edit{random.randrange(10**6)}"
+        texts.append(" ".join(words))
+    cfg = NearDedupConfig(enabled=True)
+    at_once = near_dedup.near_duplicates(near_dedup.signatures(texts, cfg), cfg)
+    monkeypatch.setattr(near_dedup, "SIGNATURE_BATCH", 7)
+    chunks = [texts[i:i + 23] for i in range(0, len(texts), 23)]
+    streamed = near_dedup.near_duplicates(near_dedup.streamed_signatures(iter(chunks), len(texts), cfg), cfg)
+    assert streamed.tolist() == at_once.tolist()
+    assert 20 < (at_once >= 0).sum() < 190  # the corpus really has near duplicates, and non-duplicates
+
+
+def test_merge_near_dedup_across_many_shards_matches_the_whole_corpus_at_once(tmp_path):
+    base = [sentence(60) for _ in range(10)]
+    lines = []
+    for i in range(120):
+        words = random.choice(base).split()
+        words[random.randrange(len(words))] = f"edit{i}"
+        lines.append(" ".join(words))
+    for part in range(4):  # four shards, in name order
+        write(tmp_path / "d" / f"{part}.txt", "\n".join(lines[part * 30:(part + 1) * 30]) + "\n")
+    merged, manifest, _ = build(tmp_path, {"sources": [str(tmp_path / "d")], "dedup": {"near": {"enabled": True}},
+                                            "split": {"valid": 0.0, "test": 0.0}})
+    target = near_duplicate_of(lines, NearDedupConfig(enabled=True))  # lines are distinct: no exact dups
+    expected = {f"d/{i // 30}.txt:line:{i % 30 + 1}": f"d/{t // 30}.txt:line:{t % 30 + 1}"
+                for i, t in enumerate(target.tolist()) if t >= 0}
+    docs = kept(merged.path)
+    dropped = pl.read_parquet(Path(merged.path) / "dropped.parquet").filter(pl.col("reason") == "near")
+    assert docs.height + dropped.height == 120 and dropped.height == len(expected) > 0
+    ids = {}  # doc_id -> source:locator, over every document (kept and dropped) of every shard
+    for shard in (tmp_path / "store" / "corpus_shard").iterdir():
+        for row in pl.read_parquet(shard / "data.parquet").iter_rows(named=True):
+            ids[row["doc_id"]] = f"{row['source']}:{row['locator']}"
+    got = {f"{r['source']}:{r['locator']}": ids[r["detail"].split("=")[1].split()[0]] for r in dropped.iter_rows(named=True)}
+    assert got == expected

@@ -1,0 +1,221 @@
+"""The lm step on fixture shards in the contract's format: outputs, reuse, config errors, crash-resume."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.config import ConfigError, from_dict
+from corpusforge.tasks.lm.train import LMConfig, build_lm, lm_config_from_dict
+from tests.tasks.lm.lm_fixtures import write_char_shards
+
+GPT_SECTION = {
+    "name": "tiny",
+    "family": "gpt",
+    "model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16},
+    "train": {"max_iters": 40, "batch_size": 8, "lr": 1e-2, "warmup_iters": 5, "eval_interval": 20, "eval_iters": 4,
+              "log_interval": 10},
+    "sample": {"prompt": "the ", "max_new_tokens": 20},
+}
+
+
+def test_build_lm_writes_model_metrics_plot_and_sample(tmp_path):
+    from corpusforge.models.zoo import load_lm
+
+    upstream = write_char_shards(tmp_path)
+    store = ArtifactStore(tmp_path / "store")
+    sample, result = build_lm(upstream, lm_config_from_dict(GPT_SECTION), store)
+    out = Path(result.path)
+    assert not result.reused and result.step == "lm" and sample.step == "lm_sample"
+    for name in ("model.safetensors", "config.json", "metrics.json", "loss_curve.png"):
+        assert (out / name).is_file(), name
+    assert not (out / "sample.txt").exists()  # the sample is its own artifact
+    assert (out / "loss_curve.png").stat().st_size > 1000
+    manifest = json.loads((out / "manifest.json").read_text())
+    m = manifest["metrics"]
+    vocab = json.loads((upstream.path and (Path(upstream.path) / "meta.json")).read_text())["vocab_size"]
+    assert m["val_loss"] < math.log(vocab)  # it learned something beyond uniform
+    assert m["val_ppl"] == pytest.approx(math.exp(m["val_loss"]))
+    assert {"test_loss", "test_ppl", "test_bpt", "tokens_per_s", "params", "steps"} <= set(m)
+    history = json.loads((out / "metrics.json").read_text())["history"]
+    assert [h["step"] for h in history if "val_loss" in h] == [20, 40]
+    assert (Path(sample.path) / "sample.txt").read_text().startswith("the ")
+    assert json.loads((Path(sample.path) / "manifest.json").read_text())["inputs"][0]["id"] == result.id
+    spec = json.loads((out / "config.json").read_text())
+    assert spec["family"] == "gpt" and spec["model"]["vocab_size"] == vocab
+    assert spec["tokenizer"]["path"].endswith("tokenizer")
+    model = load_lm(out)
+    assert isinstance(model(torch.zeros(1, 4, dtype=torch.long))[0], torch.Tensor)
+    assert not (store.root / ".scratch" / "lm").exists() or not any((store.root / ".scratch" / "lm").iterdir())
+    again = build_lm(upstream, lm_config_from_dict(GPT_SECTION), store)[-1]
+    assert again.reused and again.id == result.id
+
+
+@pytest.mark.parametrize("family,model", [
+    ("rnn", {"cell": "gru", "n_embd": 16, "n_hidden": 16, "n_layer": 1, "block_size": 12}),
+    ("nplm", {"context": 4, "n_embd": 8, "n_hidden": 16}),
+])
+def test_other_families_train(tmp_path, family, model):
+    upstream = write_char_shards(tmp_path)
+    section = {**GPT_SECTION, "family": family, "model": model, "sample": {"max_new_tokens": 5}}
+    result = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))[-1]
+    m = json.loads((Path(result.path) / "manifest.json").read_text())["metrics"]
+    assert math.isfinite(m["val_loss"]) and m["val_loss"] < math.log(m["params"])  # sanity: finite, learned
+
+
+def test_killed_run_resumes_from_its_checkpoint_to_the_same_weights(tmp_path):
+    from safetensors.torch import load_file
+
+    upstream = write_char_shards(tmp_path)
+    cfg = lm_config_from_dict({**GPT_SECTION, "model": {**GPT_SECTION["model"], "dropout": 0.1}})
+    clean = build_lm(upstream, cfg, ArtifactStore(tmp_path / "clean"))[-1]
+
+    class Killed(RuntimeError):
+        pass
+
+    def die(step, metrics):
+        if step == 30:  # after the step-20 checkpoint
+            raise Killed
+
+    store = ArtifactStore(tmp_path / "crashy")
+    with pytest.raises(Killed):
+        build_lm(upstream, cfg, store, on_metrics=die)[-1]
+    assert list((store.root / ".scratch" / "lm").glob("*/checkpoint.safetensors"))
+    resumed = build_lm(upstream, cfg, store)[-1]
+    assert resumed.id == clean.id
+    a = load_file(str(Path(clean.path) / "model.safetensors"))
+    b = load_file(str(Path(resumed.path) / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # the whole curve, not only the steps after the resume (issue 14, item 11)
+    h_clean = json.loads((Path(clean.path) / "metrics.json").read_text())["history"]
+    h_resumed = json.loads((Path(resumed.path) / "metrics.json").read_text())["history"]
+    assert [h["step"] for h in h_resumed] == [h["step"] for h in h_clean] and h_clean[0]["step"] < 20
+    for key in ("train_loss", "val_loss"):
+        assert [h.get(key) for h in h_resumed] == [h.get(key) for h in h_clean]
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(ConfigError, match=r"lm\.model\.n_layr: unknown key"):
+        from_dict(LMConfig, {"model": {"n_layr": 2}}, "lm")
+    with pytest.raises(ConfigError, match=r"lm\.train\.max_iters"):
+        from_dict(LMConfig, {"train": {"max_iters": 0}}, "lm")
+    with pytest.raises(ConfigError, match=r"lm\.model\.vocab_size"):
+        from_dict(LMConfig, {"model": {"vocab_size": 5}}, "lm")
+    with pytest.raises(ConfigError, match=r"lm\.family"):
+        from_dict(LMConfig, {"family": "lstm"}, "lm")
+    with pytest.raises(ConfigError, match=r"lm\.model\.n_head"):
+        from_dict(LMConfig, {"model": {"n_embd": 10, "n_head": 3}}, "lm")
+
+
+def test_ids_beyond_the_declared_vocab_are_survived_and_reported(tmp_path):
+    # an encode artifact whose meta.json undercounts its vocabulary (seen with a real tokenizer bug):
+    # the model still gets a row for every id present, and the manifest says what happened
+    upstream = write_char_shards(tmp_path)
+    meta_path = Path(upstream.path) / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["vocab_size"] -= 1
+    meta_path.write_text(json.dumps(meta))
+    section = {**GPT_SECTION, "train": {**GPT_SECTION["train"], "max_iters": 4, "eval_interval": 4}}
+    result = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))[-1]
+    manifest = json.loads((Path(result.path) / "manifest.json").read_text())
+    assert "vocab_size" in manifest["warnings"][0]
+    spec = json.loads((Path(result.path) / "config.json").read_text())
+    assert spec["model"]["vocab_size"] == meta["vocab_size"] + 1
+
+
+def test_training_progress_bar_draws_on_a_terminal_and_is_silent_otherwise(capsys):
+    import os
+    import pty
+    import sys
+
+    from corpusforge.tasks.lm.train import training_progress
+
+    with training_progress("lm x", 10) as advance:  # pytest's stderr is not a terminal
+        advance(5, {"train_loss": 1.0})
+    assert capsys.readouterr().err == ""
+    code = ("from corpusforge.tasks.lm.train import training_progress\n"
+            "with training_progress('lm demo', 100) as adv:\n"
+            "    adv(50, {'val_loss': 2.5, 'val_ppl': 12.18})\n"
+            "    adv(100, {'train_loss': 2.0, 'lr': 1e-3, 'tokens_per_s': 1234.0})\n")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: stderr is the pseudo-terminal
+        os.chdir(str(Path(__file__).resolve().parents[3]))
+        os.execv(sys.executable, [sys.executable, "-c", code])
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.waitpid(pid, 0)
+    text = drawn.decode(errors="replace")
+    assert "100/100" in text and "loss 2.000" in text and "val 2.500 (ppl 12.2)" in text and "1,234 tok/s" in text
+
+
+def test_encoder_family_trains_skips_the_sample_and_inspects_a_mask(tmp_path):
+    from corpusforge.tasks.lm.inference import generate_from, inspect_lm
+
+    upstream = write_char_shards(tmp_path)
+    section = {**GPT_SECTION, "family": "encoder", "model": {**GPT_SECTION["model"], "mask_prob": 0.3}}
+    result = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))[-1]
+    out = Path(result.path)
+    m = json.loads((out / "manifest.json").read_text())["metrics"]
+    vocab = json.loads((Path(upstream.path) / "meta.json").read_text())["vocab_size"]
+    assert m["val_loss"] < math.log(vocab) and m["test_ppl"] == pytest.approx(math.exp(m["test_loss"]))
+    assert not (out / "sample.txt").exists()  # an encoder cannot generate, so there is no sample
+    assert not (tmp_path / "store" / "lm_sample").exists()
+    report = inspect_lm(out, "the cat sat on the ", tmp_path / "insp", k=5)
+    assert report["tokens"][-1] == "[MASK]" and report["family"] == "encoder"
+    assert len(report["heatmaps"]) == 1 and len(report["next_tokens"]) == 5
+    assert all(row["id"] < vocab for row in report["next_tokens"])  # [MASK] itself is never a prediction
+    with pytest.raises(ValueError, match="cannot generate"):
+        generate_from(out, "the ", 5)
+
+
+def test_generated_text_keeps_unk_and_breaks_lines_at_end_of_text():
+    # PTB-style data: a literal "<unk>" word and an end-of-sentence token; a plain decode drops both silently
+    from corpusforge.models.tokenization import make_tokenizer
+    from corpusforge.tasks.lm.train import render_ids
+
+    tok = make_tokenizer("word", eot_token="<eos>", pre_tokenizer="whitespace_split")
+    tok.train(["the <unk> sat on the mat", "a <unk> of cats"] * 3, vocab_size=50)
+    eos = tok.token_to_id("<eos>")
+    ids = tok.encode("the <unk> sat") + [eos] + tok.encode("a <unk> of cats")
+    assert tok.decode(ids) == "the sat a of cats"  # what we must not show
+    assert render_ids(tok, ids, eos) == "the <unk> sat\na <unk> of cats"
+    assert render_ids(tok, [eos] + tok.encode("the mat"), eos) == "\nthe mat"
+
+
+def test_editing_the_sample_reuses_the_model(tmp_path):
+    """lm.sample is not part of the lm's id (issue 13): a new prompt makes a new lm_sample artifact from the
+    same, reused model; changing a training setting does retrain."""
+    upstream = write_char_shards(tmp_path)
+    store = ArtifactStore(tmp_path / "store")
+    first_sample, first = build_lm(upstream, lm_config_from_dict(GPT_SECTION), store)
+    edited = {**GPT_SECTION, "sample": {"prompt": "a dog ", "max_new_tokens": 12, "seed": 7}}
+    second_sample, second = build_lm(upstream, lm_config_from_dict(edited), store)
+    assert second.reused and second.id == first.id
+    assert not second_sample.reused and second_sample.id != first_sample.id
+    assert (Path(second_sample.path) / "sample.txt").read_text().startswith("a dog ")
+    no_sample = build_lm(upstream, lm_config_from_dict({**GPT_SECTION, "sample": {"max_new_tokens": 0}}), store)
+    assert [r.id for r in no_sample] == [first.id]
+    retrain = {**GPT_SECTION, "train": {**GPT_SECTION["train"], "lr": 5e-3}}
+    assert build_lm(upstream, lm_config_from_dict(retrain), store)[-1].id != first.id
+
+
+def test_identity_follows_the_field_metadata():
+    from corpusforge.tasks.config import identity
+    from corpusforge.tasks.lm.train import LMConfig
+
+    cfg = lm_config_from_dict(GPT_SECTION)
+    ident = identity(cfg)
+    assert "sample" not in ident and ident["family"] == "gpt" and ident["train"]["lr"] == 1e-2
+    assert set(ident) == {f for f in LMConfig.__dataclass_fields__} - {"sample"}

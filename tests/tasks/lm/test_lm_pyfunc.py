@@ -1,0 +1,65 @@
+"""The pyfunc wrapper MLflow loads by module name (corpusforge.tasks.lm.pyfunc): inputs, params, and agreement with
+``lm generate``'s code path. The registry round trip itself is in tests/flows/cli/test_lm.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.lm.train import build_lm, generate_text, lm_config_from_dict
+from corpusforge.tasks.lm.pyfunc import _load_pyfunc, _prompts
+from tests.tasks.lm.lm_fixtures import write_char_shards
+from tests.tasks.lm.test_lm import GPT_SECTION
+
+
+def test_prompts_accept_strings_lists_dicts_and_frames():
+    import pandas as pd
+
+    assert _prompts("a") == ["a"]
+    assert _prompts(["a", "b"]) == ["a", "b"]
+    assert _prompts({"prompt": "a"}) == ["a"] and _prompts({"prompt": ["a", "b"]}) == ["a", "b"]
+    assert _prompts(pd.DataFrame({"prompt": ["x", "y"], "other": [1, 2]})) == ["x", "y"]
+    assert _prompts(pd.DataFrame({0: ["z"]})) == ["z"]
+    with pytest.raises(TypeError, match="prompt"):
+        _prompts(3)
+
+
+def test_predict_matches_generate_and_rejects_unknown_params(tmp_path):
+    upstream = write_char_shards(tmp_path)
+    result = build_lm(upstream, lm_config_from_dict({**GPT_SECTION, "train": {**GPT_SECTION["train"], "max_iters": 5}}),
+                      ArtifactStore(tmp_path / "store"))[-1]
+    data = tmp_path / "model-data"
+    data.mkdir()
+    (data / "lm").symlink_to(Path(result.path))
+    (data / "tokenizer").symlink_to(tmp_path / "tokenizer")
+    gen = _load_pyfunc(str(data))
+    out = gen.predict(["the ", "a "], params={"max_new_tokens": 12, "seed": 7, "top_k": 3})
+    expected = generate_text(gen.model, gen.tokenizer, "the ", 12, temperature=0.8, top_k=3, seed=7,
+                             eot_id=gen.spec["tokenizer"]["eot_id"])
+    assert out[0] == expected and len(out) == 2
+    greedy = gen.predict("the ", params={"greedy": True, "max_new_tokens": 8, "seed": 1})
+    assert greedy == gen.predict("the ", params={"greedy": True, "max_new_tokens": 8, "seed": 2})
+    with pytest.raises(ValueError, match="unknown"):
+        gen.predict("the ", params={"max_tokens": 3})
+
+
+def test_generation_defaults_agree_in_all_three_places():
+    """`lm generate`, the lm_sample step and the registered pyfunc disagreed on top_k (None / 200 / 0); they
+    now read tasks.lm.GENERATE_DEFAULTS (the pyfunc spells "off" as 0 and 1.0, which MLflow params need)."""
+    import inspect
+
+    from corpusforge.cli.lm import generate
+    from corpusforge.tasks.lm.train import GENERATE_DEFAULTS, SampleConfig
+    from corpusforge.tasks.lm.pyfunc import DEFAULT_PARAMS
+
+    cli = {name: p.default for name, p in inspect.signature(generate).parameters.items()}
+    sample = SampleConfig()
+    for key, value in GENERATE_DEFAULTS.items():
+        assert getattr(sample, key) == value, key
+        if key in cli:
+            assert cli[key] == value, key
+    assert cli["top_k"] is None and cli["top_p"] is None
+    assert DEFAULT_PARAMS["top_k"] == 0 and DEFAULT_PARAMS["top_p"] == 1.0  # "off", as None elsewhere
+    assert all(DEFAULT_PARAMS[k] == GENERATE_DEFAULTS[k] for k in ("max_new_tokens", "temperature", "seed"))
