@@ -175,14 +175,18 @@ def to_dict(obj: Any) -> Any:
 #   "derived": "why"                        set by the code from an input, never by a config (left out of to_dict
 #                                           and of the id; a config that sets it is an error saying why)
 #   "variants": (tag_field, {tag: cls})     a tagged union: the sibling field tag_field picks the dataclass
+#   "steps": (step, ...)                    a config that feeds several steps: the ones this field changes
 
 NOT_IN_ID: dict[str, Any] = {"identity": False}
 
 
-def identity(cfg: Any) -> dict[str, Any]:
-    """The part of a config dataclass that forms its step's artifact id (see the field metadata above)."""
+def identity(cfg: Any, step: str | None = None) -> dict[str, Any]:
+    """The part of a config dataclass that forms its step's artifact id (see the field metadata above). A config
+    that feeds several steps (embeddings) names them per field, ``"steps": (...)``; ``step`` picks one."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cfg):
+        if step is not None and "steps" in f.metadata and step not in f.metadata["steps"]:
+            continue
         rule = f.metadata.get("identity", True)
         if "derived" in f.metadata:  # set from an input (a model's vocab_size from the tokenizer, whose id is one)
             continue

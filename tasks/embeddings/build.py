@@ -25,14 +25,7 @@ from typing import Any
 
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.embeddings.config import (  # noqa: F401
-    COMMON_FIELDS,
-    COOCCURRENCE_FIELDS,
     DENSE_KINDS,
-    EMBEDDINGS_STEP,
-    EMBEDDINGS_VERSION,
-    EVAL_FIELDS,
-    FIELDS_BY_KIND,
-    W2V_FIELDS,
     EmbeddingsConfig,
     Kind,
     embeddings_config_from_dict,

@@ -8,82 +8,76 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from corpusforge.tasks.config import PATH_FIELD, check_artifact_name, from_dict, to_dict
+from corpusforge.tasks.config import PATH_FIELD, check_artifact_name, from_dict, identity
 
 Kind = Literal["tfidf", "word2vec", "fasttext", "glove"]
 DENSE_KINDS = ("word2vec", "fasttext", "glove")
 
-# Which config fields change the output of each kind (and so enter its artifact id).
 # The dense-embeddings step, whatever trains it (gensim's word2vec/fastText or our GloVe): one step name, one
 # version counter. 2: gensim saved without lifecycle events (dates), nondeterministic files declared.
 EMBEDDINGS_STEP = "embeddings"
 EMBEDDINGS_VERSION = 2
-COMMON_FIELDS = ("kind", "lowercase", "tokens")
-W2V_FIELDS = ("sg", "dim", "window", "negative", "min_count", "epochs", "sample", "workers", "seed", "learning_rate")
-FIELDS_BY_KIND: dict[str, tuple[str, ...]] = {
-    "tfidf": ("tf", "idf", "log_base", "norm", "min_df", "max_df", "max_features"),
-    "word2vec": W2V_FIELDS,
-    "fasttext": (*W2V_FIELDS, "min_n", "max_n", "bucket"),
-    "glove": ("dim", "window", "min_count", "epochs", "seed", "learning_rate", "x_max", "glove_alpha", "batch_size"),
-}
-COOCCURRENCE_FIELDS = ("lowercase", "tokens", "window", "min_count")
-EVAL_FIELDS = ("analogies", "similarity", "neighbors", "queries", "plot_groups", "top", "restrict_vocab")
+# One config feeds several steps (tfidf's sparse_vectors, word2vec, fasttext, glove and its cooccurrence counts,
+# eval). Each field says which of them it changes ("steps" in its metadata): identity(cfg, step) is that step's id
+# config, the same mechanism as every other stage's (tasks.config.identity). A field in no step (name, device)
+# is in no id.
+STEPS = ("tfidf", "word2vec", "fasttext", "glove", "cooccurrence", "eval")
 
 
 @dataclass(frozen=True)
 class EmbeddingsConfig:
     """The ``embeddings`` pipeline section. Fields that a kind does not use are ignored by it."""
 
-    kind: Kind = field(default="word2vec", metadata={"doc": "tfidf, word2vec, fasttext or glove."})
-    name: str = field(default="embeddings", metadata={"doc": "Artifact name."})
-    lowercase: bool = field(default=True, metadata={"doc": "Lowercase the text before tokenizing."})
+    kind: Kind = field(default="word2vec", metadata={"steps": ('tfidf', 'word2vec', 'fasttext', 'glove'), "doc": "tfidf, word2vec, fasttext or glove."})
+    name: str = field(default="embeddings", metadata={"steps": (), "doc": "Artifact name."})
+    lowercase: bool = field(default=True, metadata={"steps": ('tfidf', 'word2vec', 'fasttext', 'glove', 'cooccurrence'), "doc": "Lowercase the text before tokenizing."})
     # word2vec / fastText (gensim); glove shares dim, window, min_count, epochs, seed, learning_rate.
-    sg: int = field(default=1, metadata={"doc": "1 = skip-gram, 0 = CBOW (word2vec, fasttext)."})
-    dim: int = field(default=100, metadata={"doc": "Vector size."})
-    window: int = field(default=5, metadata={"doc": "Context window: words on each side of the centre word."})
-    negative: int = field(default=5, metadata={"doc": "Negative samples per positive pair."})
-    min_count: int = field(default=5, metadata={"doc": "Ignore words with fewer occurrences in the train split."})
-    epochs: int = field(default=5, metadata={"doc": "Passes over the corpus (glove: over the co-occurrences)."})
-    sample: float = field(default=1e-3, metadata={"doc": "Frequent-word subsampling threshold (0 = off)."})
-    workers: int = field(default=0, metadata={"doc": "Training threads; 0 means one per CPU core."})
-    seed: int = field(default=1, metadata={"doc": "Random seed (single-worker gensim runs are reproducible)."})
-    learning_rate: float = field(default=0.0, metadata={"doc": "0 = the method's default (0.025 w2v, 0.05 glove)."})
+    sg: int = field(default=1, metadata={"steps": ('word2vec', 'fasttext'), "doc": "1 = skip-gram, 0 = CBOW (word2vec, fasttext)."})
+    dim: int = field(default=100, metadata={"steps": ('word2vec', 'fasttext', 'glove'), "doc": "Vector size."})
+    window: int = field(default=5, metadata={"steps": ('word2vec', 'fasttext', 'glove', 'cooccurrence'), "doc": "Context window: words on each side of the centre word."})
+    negative: int = field(default=5, metadata={"steps": ('word2vec', 'fasttext'), "doc": "Negative samples per positive pair."})
+    min_count: int = field(default=5, metadata={"steps": ('word2vec', 'fasttext', 'glove', 'cooccurrence'), "doc": "Ignore words with fewer occurrences in the train split."})
+    epochs: int = field(default=5, metadata={"steps": ('word2vec', 'fasttext', 'glove'), "doc": "Passes over the corpus (glove: over the co-occurrences)."})
+    sample: float = field(default=1e-3, metadata={"steps": ('word2vec', 'fasttext'), "doc": "Frequent-word subsampling threshold (0 = off)."})
+    workers: int = field(default=0, metadata={"steps": ('word2vec', 'fasttext'), "doc": "Training threads; 0 means one per CPU core."})
+    seed: int = field(default=1, metadata={"steps": ('word2vec', 'fasttext', 'glove'), "doc": "Random seed (single-worker gensim runs are reproducible)."})
+    learning_rate: float = field(default=0.0, metadata={"steps": ('word2vec', 'fasttext', 'glove'), "doc": "0 = the method's default (0.025 w2v, 0.05 glove)."})
     # fastText
-    min_n: int = field(default=3, metadata={"doc": "fastText: shortest character n-gram."})
-    max_n: int = field(default=6, metadata={"doc": "fastText: longest character n-gram (0 disables n-grams)."})
-    bucket: int = field(default=200_000, metadata={
+    min_n: int = field(default=3, metadata={"steps": ('fasttext',), "doc": "fastText: shortest character n-gram."})
+    max_n: int = field(default=6, metadata={"steps": ('fasttext',), "doc": "fastText: longest character n-gram (0 disables n-grams)."})
+    bucket: int = field(default=200_000, metadata={"steps": ('fasttext',), 
         "doc": "fastText: hash buckets for n-gram vectors (fastText's own 2,000,000 costs 800 MB at d100)."})
     # GloVe
-    x_max: float = field(default=10.0, metadata={
+    x_max: float = field(default=10.0, metadata={"steps": ('glove',), 
         "doc": "GloVe: counts >= x_max get weight 1 (10 as glove.c's small-corpus demo; the paper's 100 "
                "suits billions of tokens and underfits small corpora such as PTB)."})
-    glove_alpha: float = field(default=0.75, metadata={"doc": "GloVe: exponent of the weighting f(x)."})
-    batch_size: int = field(default=32768, metadata={"doc": "GloVe: co-occurrence entries per AdaGrad step."})
-    device: str = field(default="auto", metadata={"doc": "GloVe: auto (GPU when present), cpu or cuda."})
+    glove_alpha: float = field(default=0.75, metadata={"steps": ('glove',), "doc": "GloVe: exponent of the weighting f(x)."})
+    batch_size: int = field(default=32768, metadata={"steps": ('glove',), "doc": "GloVe: co-occurrence entries per AdaGrad step."})
+    device: str = field(default="auto", metadata={"steps": (), "doc": "GloVe: auto (GPU when present), cpu or cuda."})
     tokens: Literal["words", "whitespace"] = field(
-        default="words", metadata={"doc": "Every kind: 'words' = runs of letters/digits/underscore (punctuation "
+        default="words", metadata={"steps": ('tfidf', 'word2vec', 'fasttext', 'glove', 'cooccurrence'), "doc": "Every kind: 'words' = runs of letters/digits/underscore (punctuation "
                                           "dropped: 'king,' is 'king'), 'whitespace' = split on spaces."})
     # TF-IDF
     tf: Literal["relative", "raw", "log", "binary"] = field(
-        default="relative", metadata={"doc": "tfidf: count/len(d) (teaching texts), raw count, 1+log, binary."})
+        default="relative", metadata={"steps": ('tfidf',), "doc": "tfidf: count/len(d) (teaching texts), raw count, 1+log, binary."})
     idf: Literal["log", "smooth", "none"] = field(
-        default="log", metadata={"doc": "tfidf: log(N/df) (teaching texts), log((1+N)/(1+df))+1, or none."})
-    log_base: Literal["e", "2", "10"] = field(default="e", metadata={"doc": "tfidf: base of the IDF logarithm."})
-    norm: Literal["none", "l1", "l2"] = field(default="none", metadata={"doc": "tfidf: row normalization."})
-    min_df: int = field(default=1, metadata={"doc": "tfidf: keep terms in at least this many train documents."})
-    max_df: float = field(default=1.0, metadata={"doc": "tfidf: keep terms in at most this fraction of documents."})
-    max_features: int = field(default=0, metadata={"doc": "tfidf: keep the most frequent terms only (0 = all)."})
+        default="log", metadata={"steps": ('tfidf',), "doc": "tfidf: log(N/df) (teaching texts), log((1+N)/(1+df))+1, or none."})
+    log_base: Literal["e", "2", "10"] = field(default="e", metadata={"steps": ('tfidf',), "doc": "tfidf: base of the IDF logarithm."})
+    norm: Literal["none", "l1", "l2"] = field(default="none", metadata={"steps": ('tfidf',), "doc": "tfidf: row normalization."})
+    min_df: int = field(default=1, metadata={"steps": ('tfidf',), "doc": "tfidf: keep terms in at least this many train documents."})
+    max_df: float = field(default=1.0, metadata={"steps": ('tfidf',), "doc": "tfidf: keep terms in at most this fraction of documents."})
+    max_features: int = field(default=0, metadata={"steps": ('tfidf',), "doc": "tfidf: keep the most frequent terms only (0 = all)."})
     # evaluation (dense kinds); all optional
-    analogies: str | None = field(default=None, metadata={
+    analogies: str | None = field(default=None, metadata={"steps": ('eval',), 
         "doc": "questions-words file (absolute, or relative to the config file's directory).", **PATH_FIELD})
-    similarity: tuple[str, ...] = field(default=(), metadata={
+    similarity: tuple[str, ...] = field(default=(), metadata={"steps": ('eval',), 
         "doc": "Word-pair files (WordSim-353, SimLex-999); relative to the config file's directory.", **PATH_FIELD})
-    neighbors: tuple[str, ...] = field(default=(), metadata={"doc": "Words whose nearest neighbours are reported."})
-    queries: tuple[str, ...] = field(default=(), metadata={"doc": "Vector queries such as 'king - man + woman'."})
+    neighbors: tuple[str, ...] = field(default=(), metadata={"steps": ('eval',), "doc": "Words whose nearest neighbours are reported."})
+    queries: tuple[str, ...] = field(default=(), metadata={"steps": ('eval',), "doc": "Vector queries such as 'king - man + woman'."})
     plot_groups: tuple[tuple[str, ...], ...] = field(
-        default=(), metadata={"doc": "Word groups drawn in the 2-D PCA plot (pca.png)."})
-    top: int = field(default=10, metadata={"doc": "How many neighbours / query answers to keep."})
-    restrict_vocab: int = field(default=300_000, metadata={"doc": "Analogies/similarity use the N most frequent words."})
+        default=(), metadata={"steps": ('eval',), "doc": "Word groups drawn in the 2-D PCA plot (pca.png)."})
+    top: int = field(default=10, metadata={"steps": ('eval',), "doc": "How many neighbours / query answers to keep."})
+    restrict_vocab: int = field(default=300_000, metadata={"steps": ('eval',), "doc": "Analogies/similarity use the N most frequent words."})
 
     def __post_init__(self) -> None:
         positive = ("dim", "window", "epochs", "bucket", "batch_size", "top", "restrict_vocab", "min_df")
@@ -109,9 +103,9 @@ class EmbeddingsConfig:
             raise ValueError(f"device: use auto, cpu or cuda, got {self.device!r}")
         check_artifact_name(self.name)
 
-    def step_config(self, fields: tuple[str, ...]) -> dict[str, Any]:
-        data = to_dict(self)
-        return {k: data[k] for k in fields}
+    def step_config(self, step: str) -> dict[str, Any]:
+        """The fields that form ``step``'s artifact id (its "steps" metadata), as ``identity`` gives them."""
+        return identity(self, step)
 
     @property
     def has_evaluation(self) -> bool:

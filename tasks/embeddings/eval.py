@@ -18,7 +18,7 @@ from typing import Any
 
 from corpusforge.storage.hashing import sha256_file
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.embeddings.config import EVAL_FIELDS, EmbeddingsConfig
+from corpusforge.tasks.embeddings.config import EmbeddingsConfig
 from corpusforge.tasks.step import StepResult, artifact_input, run_step
 
 EVAL_STEP = "embeddings_eval"
@@ -159,7 +159,7 @@ def plot_groups(words: Sequence[str], vectors, groups: Sequence[Sequence[str]], 
 
 def eval_config(cfg: EmbeddingsConfig) -> dict[str, Any]:
     """The evaluation fields plus each file's content digest (an edited file must change the id)."""
-    config = cfg.step_config(EVAL_FIELDS)
+    config = cfg.step_config("eval")
     files = [f for f in ([cfg.analogies] if cfg.analogies else []) + list(cfg.similarity)]
     config["file_digests"] = {f: sha256_file(_check_file(f, "analogies/similarity")) for f in files}
     return config

@@ -19,11 +19,8 @@ from typing import Any
 
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.embeddings.config import (
-    COMMON_FIELDS,
-    COOCCURRENCE_FIELDS,
     EMBEDDINGS_STEP,
     EMBEDDINGS_VERSION,
-    FIELDS_BY_KIND,
     EmbeddingsConfig,
 )
 from corpusforge.tasks.embeddings.inputs import train_split_path
@@ -100,7 +97,7 @@ def build_cooccurrence(corpus: StepResult, cfg: EmbeddingsConfig, store: Artifac
 
     return run_step(
         store, step=COOCCURRENCE_STEP, version=COOCCURRENCE_VERSION, name=cfg.name,
-        config=cfg.step_config(COOCCURRENCE_FIELDS) | {"weighting": "1/d", "symmetric": True},
+        config=cfg.step_config("cooccurrence") | {"weighting": "1/d", "symmetric": True},
         inputs=[artifact_input(corpus)], build=build, libraries=("duckdb",),
     )
 
@@ -116,7 +113,7 @@ def build_glove(cooc: StepResult, cfg: EmbeddingsConfig, store: ArtifactStore, o
     """Fit GloVe on a co-occurrence artifact. ``device`` is where, not what: it is not part of the id."""
     return run_step(
         store, step=GLOVE_STEP, version=GLOVE_VERSION, name=cfg.name,
-        config=cfg.step_config(COMMON_FIELDS + FIELDS_BY_KIND["glove"]),
+        config=cfg.step_config("glove"),
         inputs=[artifact_input(cooc)], build=lambda out: _fit(out, cooc, cfg, on_progress),
         libraries=("torch", "duckdb", "gensim", "numpy"),
     )

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.embeddings.config import COMMON_FIELDS, FIELDS_BY_KIND, EmbeddingsConfig
+from corpusforge.tasks.embeddings.config import EmbeddingsConfig
 from corpusforge.tasks.embeddings.glove import WHITESPACE_RE, WORDS_RE
 from corpusforge.tasks.step import StepResult, artifact_input, run_step
 
@@ -56,7 +56,7 @@ def count_terms(con, parquet: Path, tokens: str, lowercase: bool, table: str) ->
 def build_sparse_vectors(corpus: StepResult, cfg: EmbeddingsConfig, store: ArtifactStore) -> StepResult:
     return run_step(
         store, step=SPARSE_STEP, version=SPARSE_VERSION, name=cfg.name,
-        config=cfg.step_config(COMMON_FIELDS + FIELDS_BY_KIND["tfidf"]),
+        config=cfg.step_config("tfidf"),
         inputs=[artifact_input(corpus)], build=lambda out: _build(out, Path(corpus.path), cfg),
         libraries=("duckdb", "scipy", "numpy", "polars"),
     )

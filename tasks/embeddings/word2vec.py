@@ -15,10 +15,8 @@ from typing import Any
 
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.embeddings.config import (
-    COMMON_FIELDS,
     EMBEDDINGS_STEP,
     EMBEDDINGS_VERSION,
-    FIELDS_BY_KIND,
     EmbeddingsConfig,
 )
 from corpusforge.tasks.embeddings.inputs import train_split_path
@@ -49,7 +47,7 @@ def build_gensim_embeddings(corpus: StepResult, cfg: EmbeddingsConfig, store: Ar
         step=EMBEDDINGS_STEP,
         version=EMBEDDINGS_VERSION,
         name=cfg.name,
-        config=cfg.step_config(COMMON_FIELDS + FIELDS_BY_KIND[cfg.kind]),
+        config=cfg.step_config(cfg.kind),
         inputs=[artifact_input(corpus)],
         build=lambda out: _train(out, corpus, cfg, on_progress),
         libraries=LIBRARIES,

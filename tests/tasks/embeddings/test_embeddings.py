@@ -230,3 +230,28 @@ def test_evaluation_step_on_shared_evaldata(tmp_path):
     # changing only the evaluation reuses the trained vectors
     again = build_embeddings(corpus, EmbeddingsConfig(**{**cfg.__dict__, "neighbors": ("queen",)}), store)
     assert again[-1].reused and again[-1].id == emb.id and not again[0].reused
+
+
+def test_each_step_id_holds_the_fields_that_declare_it():
+    """Item 3 of the house issue: the config's field metadata ("steps") says which fields form each step's id,
+    through tasks.config.identity like every other stage; the evaluation and the name change no training id."""
+    from corpusforge.tasks.config import to_dict
+
+    base = embeddings_config_from_dict({"kind": "glove", "dim": 8})
+    evaluated = embeddings_config_from_dict({"kind": "glove", "dim": 8, "neighbors": ["king"], "top": 3,
+                                             "name": "other", "device": "cpu"})
+    for step in ("glove", "cooccurrence"):
+        assert base.step_config(step) == evaluated.step_config(step)
+    assert base.step_config("eval") != evaluated.step_config("eval")
+    assert set(base.step_config("cooccurrence")) == {"lowercase", "tokens", "window", "min_count"}
+    assert "x_max" in base.step_config("glove") and "sg" not in base.step_config("glove")
+    assert "min_n" in base.step_config("fasttext") and "min_n" not in base.step_config("word2vec")
+    data = to_dict(base)
+    assert all(base.step_config("tfidf")[k] == data[k] for k in base.step_config("tfidf"))
+    # every field names its steps; a field in none (name, device) is in no id
+    import dataclasses
+
+    from corpusforge.tasks.embeddings.config import STEPS, EmbeddingsConfig
+    for f in dataclasses.fields(EmbeddingsConfig):
+        assert set(f.metadata["steps"]) <= set(STEPS), f.name
+    assert not any("name" in base.step_config(s) or "device" in base.step_config(s) for s in STEPS)
