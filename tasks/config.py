@@ -196,7 +196,7 @@ def identity(cfg: Any, step: str | None = None) -> dict[str, Any]:
         transform = f.metadata.get("identity_value")
         if transform is not None:
             value = transform(cfg, value)
-        out[f.name] = identity(value) if dataclasses.is_dataclass(value) else to_dict(value)
+        out[f.name] = identity(value, step) if dataclasses.is_dataclass(value) else to_dict(value)
     return out
 
 

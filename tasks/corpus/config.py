@@ -16,29 +16,35 @@ from corpusforge.tasks.corpus.split import SplitConfig
 from corpusforge.tasks.corpus.validate import ValidationConfig
 
 
+# The stage's two steps take their ids from this config: a shard per source (corpus_shard) and the merge (corpus).
+# Each field names the steps whose output it changes ("steps": tasks.config.identity(cfg, step)). The sources are
+# the shards' inputs (their digests), not config; allow_empty changes no output.
+STEPS = ("corpus_shard", "corpus")
+
+
 @dataclass(frozen=True)
 class DedupConfig:
     """Duplicate removal. Both compare documents after cleaning and keep the first occurrence."""
 
-    exact: bool = field(default=True, metadata={"doc": "Drop exact duplicates, keeping the first occurrence."})
+    exact: bool = field(default=True, metadata={"steps": ("corpus_shard", "corpus"), "doc": "Drop exact duplicates, keeping the first occurrence."})
     near: NearDedupConfig = field(default_factory=NearDedupConfig,
-                                  metadata={"doc": "MinHash LSH near-duplicate removal across the whole corpus."})
+                                  metadata={"steps": ("corpus",), "doc": "MinHash LSH near-duplicate removal across the whole corpus."})
 
 
 @dataclass(frozen=True)
 class CorpusConfig:
     """The corpus stage: which sources, how to read, clean, dedup, split and validate them."""
 
-    name: str = field(default="corpus", metadata={"doc": "Artifact name of the merged corpus."})
-    sources: tuple[str, ...] = field(default=(), metadata={"doc": "Files or directories (read recursively)."})
-    reader: ReaderConfig = field(default_factory=ReaderConfig, metadata={"doc": "How files become records."})
-    clean: CleanConfig = field(default_factory=CleanConfig, metadata={"doc": "Text normalization preset."})
+    name: str = field(default="corpus", metadata={"steps": ("corpus",), "doc": "Artifact name of the merged corpus."})
+    sources: tuple[str, ...] = field(default=(), metadata={"steps": (), "doc": "Files or directories (read recursively)."})
+    reader: ReaderConfig = field(default_factory=ReaderConfig, metadata={"steps": ("corpus_shard",), "doc": "How files become records."})
+    clean: CleanConfig = field(default_factory=CleanConfig, metadata={"steps": ("corpus_shard",), "doc": "Text normalization preset."})
     filters: FilterConfig = field(default_factory=FilterConfig,
-                                  metadata={"doc": "Quality filters: length, Gopher rules, language id."})
-    dedup: DedupConfig = field(default_factory=DedupConfig, metadata={"doc": "Duplicate removal."})
-    split: SplitConfig = field(default_factory=SplitConfig, metadata={"doc": "Held-out fractions."})
-    validate: ValidationConfig = field(default_factory=ValidationConfig, metadata={"doc": "GX suite bounds."})
-    allow_empty: bool = field(default=False, metadata={
+                                  metadata={"steps": ("corpus_shard",), "doc": "Quality filters: length, Gopher rules, language id."})
+    dedup: DedupConfig = field(default_factory=DedupConfig, metadata={"steps": ("corpus_shard", "corpus"), "doc": "Duplicate removal."})
+    split: SplitConfig = field(default_factory=SplitConfig, metadata={"steps": ("corpus_shard", "corpus"), "doc": "Held-out fractions."})
+    validate: ValidationConfig = field(default_factory=ValidationConfig, metadata={"steps": ("corpus_shard",), "doc": "GX suite bounds."})
+    allow_empty: bool = field(default=False, metadata={"steps": (), 
         "doc": "Publish a corpus even when its sources yield no document (by default that is an error)."})
 
     def __post_init__(self) -> None:

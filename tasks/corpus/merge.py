@@ -16,7 +16,7 @@ from typing import Any
 
 from corpusforge.storage.readers import discover_sources
 from corpusforge.storage.store import ArtifactStore, read_manifest
-from corpusforge.tasks.config import ConfigError, to_dict
+from corpusforge.tasks.config import ConfigError, identity
 from corpusforge.tasks.corpus.accounting import accounting_from_tables
 from corpusforge.tasks.corpus.config import CorpusConfig, DedupConfig, corpus_config_from_dict  # noqa: F401
 from corpusforge.tasks.corpus.near_dedup import NearDedupConfig, near_duplicates, streamed_signatures
@@ -74,7 +74,7 @@ def build_corpus(
     so the manifest always says what was not read (and a new hidden file is visible as a new id)."""
     if not cfg.allow_empty:
         _refuse_empty(shards, cfg)
-    config = {"name": cfg.name, "dedup": to_dict(cfg.dedup), "split": to_dict(cfg.split)}
+    config = identity(cfg, "corpus")  # name, dedup, split: the fields that declare the merge step
     if skipped:
         config["skipped"] = sorted(skipped)
     return run_step(

@@ -19,7 +19,7 @@ from corpusforge.storage.hashing import sha256_bytes, sha256_file
 from corpusforge.storage.readers import SourceFile, read_batches
 from corpusforge.storage.records import RAW_CAP, RecordBatch
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.config import to_dict
+from corpusforge.tasks.config import identity
 from corpusforge.tasks.corpus.accounting import accounting_from_tables
 from corpusforge.tasks.corpus.clean import clean_expr, word_count_expr
 from corpusforge.tasks.corpus.filters import apply_filters
@@ -64,15 +64,7 @@ def digest_source(sf: SourceFile) -> SourceRef:
 
 def shard_config(corpus_cfg, source_name: str) -> dict[str, Any]:
     """The parts of the corpus config that change a shard's output (plus the source's name)."""
-    return {
-        "source": source_name,
-        "reader": to_dict(corpus_cfg.reader),
-        "clean": to_dict(corpus_cfg.clean),
-        "filters": to_dict(corpus_cfg.filters),
-        "dedup": {"exact": corpus_cfg.dedup.exact},  # near-dedup runs in the merge, not per shard
-        "split": to_dict(corpus_cfg.split),
-        "validate": to_dict(corpus_cfg.validate),
-    }
+    return {"source": source_name, **identity(corpus_cfg, "corpus_shard")}  # near-dedup runs in the merge
 
 
 def build_corpus_shard(ref: SourceRef, corpus_cfg, store: ArtifactStore) -> StepResult:

@@ -485,3 +485,21 @@ def test_hidden_entries_are_listed_in_the_corpus_manifest(tmp_path: Path):
     manifest = read_manifest(Path(with_hidden.path))
     assert manifest["config"]["skipped"] == ["d/.secret.txt"]
     assert build_corpus(shards, cfg, store).id != with_hidden.id  # the skipped set is part of identity
+
+
+def test_the_corpus_steps_take_their_ids_from_the_fields_that_declare_them():
+    """House issue item 3: one mechanism (field metadata "steps" read by tasks.config.identity) for the shard and
+    the merge ids. Near-dedup changes the merge only; cleaning changes the shards only; the sources and
+    allow_empty are in no id (the sources are the shards' inputs)."""
+    from corpusforge.tasks.config import identity
+    from corpusforge.tasks.corpus.config import corpus_config_from_dict
+    from corpusforge.tasks.corpus.shard import shard_config
+
+    base = corpus_config_from_dict({"sources": ["a"]})
+    near = corpus_config_from_dict({"sources": ["b"], "dedup": {"near": {"enabled": True}}, "allow_empty": True})
+    raw = corpus_config_from_dict({"sources": ["a"], "clean": {"preset": "raw"}})
+    assert shard_config(base, "s") == shard_config(near, "s") and identity(base, "corpus") != identity(near, "corpus")
+    assert shard_config(base, "s") != shard_config(raw, "s") and identity(base, "corpus") == identity(raw, "corpus")
+    assert set(identity(base, "corpus")) == {"name", "dedup", "split"}
+    assert set(shard_config(base, "s")) == {"source", "reader", "clean", "filters", "dedup", "split", "validate"}
+    assert shard_config(base, "s")["dedup"] == {"exact": True}
