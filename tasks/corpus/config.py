@@ -44,7 +44,7 @@ class CorpusConfig:
     dedup: DedupConfig = field(default_factory=DedupConfig, metadata={"steps": ("corpus_shard", "corpus"), "doc": "Duplicate removal."})
     split: SplitConfig = field(default_factory=SplitConfig, metadata={"steps": ("corpus_shard", "corpus"), "doc": "Held-out fractions."})
     validate: ValidationConfig = field(default_factory=ValidationConfig, metadata={"steps": ("corpus_shard",), "doc": "GX suite bounds."})
-    allow_empty: bool = field(default=False, metadata={"steps": (), 
+    allow_empty: bool = field(default=False, metadata={"steps": (),
         "doc": "Publish a corpus even when its sources yield no document (by default that is an error)."})
 
     def __post_init__(self) -> None:

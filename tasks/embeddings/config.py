@@ -45,10 +45,10 @@ class EmbeddingsConfig:
     # fastText
     min_n: int = field(default=3, metadata={"steps": ('fasttext',), "doc": "fastText: shortest character n-gram."})
     max_n: int = field(default=6, metadata={"steps": ('fasttext',), "doc": "fastText: longest character n-gram (0 disables n-grams)."})
-    bucket: int = field(default=200_000, metadata={"steps": ('fasttext',), 
+    bucket: int = field(default=200_000, metadata={"steps": ('fasttext',),
         "doc": "fastText: hash buckets for n-gram vectors (fastText's own 2,000,000 costs 800 MB at d100)."})
     # GloVe
-    x_max: float = field(default=10.0, metadata={"steps": ('glove',), 
+    x_max: float = field(default=10.0, metadata={"steps": ('glove',),
         "doc": "GloVe: counts >= x_max get weight 1 (10 as glove.c's small-corpus demo; the paper's 100 "
                "suits billions of tokens and underfits small corpora such as PTB)."})
     glove_alpha: float = field(default=0.75, metadata={"steps": ('glove',), "doc": "GloVe: exponent of the weighting f(x)."})
@@ -68,9 +68,9 @@ class EmbeddingsConfig:
     max_df: float = field(default=1.0, metadata={"steps": ('tfidf',), "doc": "tfidf: keep terms in at most this fraction of documents."})
     max_features: int = field(default=0, metadata={"steps": ('tfidf',), "doc": "tfidf: keep the most frequent terms only (0 = all)."})
     # evaluation (dense kinds); all optional
-    analogies: str | None = field(default=None, metadata={"steps": ('eval',), 
+    analogies: str | None = field(default=None, metadata={"steps": ('eval',),
         "doc": "questions-words file (absolute, or relative to the config file's directory).", **PATH_FIELD})
-    similarity: tuple[str, ...] = field(default=(), metadata={"steps": ('eval',), 
+    similarity: tuple[str, ...] = field(default=(), metadata={"steps": ('eval',),
         "doc": "Word-pair files (WordSim-353, SimLex-999); relative to the config file's directory.", **PATH_FIELD})
     neighbors: tuple[str, ...] = field(default=(), metadata={"steps": ('eval',), "doc": "Words whose nearest neighbours are reported."})
     queries: tuple[str, ...] = field(default=(), metadata={"steps": ('eval',), "doc": "Vector queries such as 'king - man + woman'."})

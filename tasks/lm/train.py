@@ -26,7 +26,7 @@ from typing import Any
 
 from corpusforge.storage.hashing import config_hash
 from corpusforge.storage.store import ArtifactStore, resolve_recorded, store_relative
-from corpusforge.tasks.config import identity, to_dict
+from corpusforge.tasks.config import identity
 from corpusforge.tasks.lm.config import (  # noqa: F401
     GENERATE_DEFAULTS,
     LMConfig,
@@ -88,7 +88,7 @@ def build_lm_sample(lm: StepResult, cfg: LMConfig, store: ArtifactStore) -> Step
     if cfg.sample.max_new_tokens == 0 or cfg.family == "encoder":
         return None
     try:
-        return run_step(store, step=SAMPLE_STEP, version=SAMPLE_VERSION, name=cfg.name, config=to_dict(cfg.sample),
+        return run_step(store, step=SAMPLE_STEP, version=SAMPLE_VERSION, name=cfg.name, config=identity(cfg.sample),
                         inputs=[artifact_input(lm)], build=lambda out: _build_sample(out, Path(lm.path), cfg.sample),
                         libraries=("torch",))
     except NotPublished:

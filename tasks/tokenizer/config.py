@@ -16,37 +16,36 @@ Kind = Literal["word", "char", "classic-bpe", "bpe", "byte-bpe", "wordpiece", "u
 class TokenizerConfig:
     """Which tokenizer to train on the corpus's train split, and whether to encode the corpus with it."""
 
-    name: str = field(default="tokenizer", metadata={"doc": "Artifact name of the tokenizer (and its encoding).",
+    name: str = field(default="tokenizer", metadata={"steps": (), "doc": "Artifact name of the tokenizer (and its encoding).",
                                                      **NOT_IN_ID})  # the store keeps it beside the id
-    kind: Kind = field(default="byte-bpe", metadata={
+    kind: Kind = field(default="byte-bpe", metadata={"steps": ("tokenizer",),
         "doc": "word | char | classic-bpe (ours, Sennrich, '</w>') | bpe (SentencePiece-style) | byte-bpe (GPT-2) "
                "| wordpiece (BERT, ##) | unigram (SentencePiece unigram LM)."})
-    vocab_size: int = field(default=8000, metadata={
+    vocab_size: int = field(default=8000, metadata={"steps": ("tokenizer",),
         "doc": "Target vocabulary size, special tokens included (classic-bpe: used when merges is null)."})
-    merges: int | None = field(default=None, metadata={"doc": "classic-bpe only: number of merges to learn."})
-    min_frequency: int | None = field(default=None, metadata={
+    merges: int | None = field(default=None, metadata={"steps": ("tokenizer",), "doc": "classic-bpe only: number of merges to learn."})
+    min_frequency: int | None = field(default=None, metadata={"steps": ("tokenizer",),
         "doc": "word/char: least count to enter the vocabulary; bpe kinds/wordpiece: least pair count; "
                "null: 2 for classic-bpe, 0 otherwise.",
         "identity_value": lambda cfg, _: cfg.effective_min_frequency})
-    unk_token: str | None = field(default="<unk>", metadata={
+    unk_token: str | None = field(default="<unk>", metadata={"steps": ("tokenizer",),
         "doc": "Token for what is not in the vocabulary (null: none; byte-bpe never needs one)."})
-    eot_token: str | None = field(default="<|endoftext|>", metadata={
+    eot_token: str | None = field(default="<|endoftext|>", metadata={"steps": ("tokenizer",),
         "doc": "End-of-text special token, appended after every document in encoded shards (null: none)."})
-    special_tokens: tuple[str, ...] = field(default=(), metadata={"doc": "More special tokens (never split)."})
-    normalizers: tuple[str, ...] = field(default=(), metadata={
+    special_tokens: tuple[str, ...] = field(default=(), metadata={"steps": ("tokenizer",), "doc": "More special tokens (never split)."})
+    normalizers: tuple[str, ...] = field(default=(), metadata={"steps": ("tokenizer",),
         "doc": "HF normalizers in order: nfc, nfd, nfkc, nfkd, lowercase, strip_accents, bert (not classic-bpe)."})
-    pre_tokenizer: str = field(default="default", metadata={
+    pre_tokenizer: str = field(default="default", metadata={"steps": ("tokenizer",),
         "doc": "default (per kind) | whitespace | whitespace_split | metaspace | byte_level | bert | char; "
                "classic-bpe: whitespace | punct."})
-    trace: bool = field(default=False, metadata={"doc": "classic-bpe: record each merge and the token table."})
-    trace_top: int = field(default=10, metadata={"doc": "Rows of the token table per trace iteration (0: all)."})
+    trace: bool = field(default=False, metadata={"steps": ("tokenizer",), "doc": "classic-bpe: record each merge and the token table."})
+    trace_top: int = field(default=10, metadata={"steps": ("tokenizer",), "doc": "Rows of the token table per trace iteration (0: all)."})
     # The encoding options belong to the encode step (its own artifact), not to the tokenizer's id.
-    encode: bool = field(default=True, metadata={"doc": "Encode every split of the corpus into token-id shards.",
+    encode: bool = field(default=True, metadata={"steps": (), "doc": "Encode every split of the corpus into token-id shards.",
                                                  **NOT_IN_ID})
-    format: Literal["bin", "parquet"] = field(default="bin", metadata={
-        "doc": "Encoded shards: nanoGPT-style flat .bin (uint16/uint32) or Parquet with one id list per doc.",
-        **NOT_IN_ID})
-    workers: int = field(default=0, metadata={"doc": "Encoding processes for classic-bpe; 0: one per CPU core.",
+    format: Literal["bin", "parquet"] = field(default="bin", metadata={"steps": ("encode",),
+        "doc": "Encoded shards: nanoGPT-style flat .bin (uint16/uint32) or Parquet with one id list per doc."})
+    workers: int = field(default=0, metadata={"steps": (), "doc": "Encoding processes for classic-bpe; 0: one per CPU core.",
                                               **NOT_IN_ID})
 
     def __post_init__(self) -> None:
@@ -86,4 +85,4 @@ def tokenizer_config_from_dict(data: dict[str, Any], path: str = "tokenizer") ->
 def identity_config(cfg: TokenizerConfig) -> dict[str, Any]:
     """Everything that changes the tokenizer artifact, as TokenizerConfig's field metadata declares it (not
     the name, not the encoding options)."""
-    return identity(cfg)
+    return identity(cfg, "tokenizer")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.store import ArtifactStore, store_relative
+from corpusforge.tasks.config import identity
 from corpusforge.tasks.corpus.split import SPLITS
 from corpusforge.tasks.step import StepResult, artifact_input, run_step
 
@@ -37,7 +38,7 @@ def dtype_for(vocab_size: int) -> str:
 
 def build_encode(corpus: StepResult, tokenizer: StepResult, cfg, store: ArtifactStore) -> StepResult:
     """``cfg`` is a TokenizerConfig (its ``format`` and ``workers`` matter here; workers never change output)."""
-    return run_step(store, step=ENCODE_STEP, version=ENCODE_VERSION, name=cfg.name, config={"format": cfg.format},
+    return run_step(store, step=ENCODE_STEP, version=ENCODE_VERSION, name=cfg.name, config=identity(cfg, "encode"),
                     inputs=[artifact_input(corpus), artifact_input(tokenizer)],
                     build=lambda out: _build(out, corpus, tokenizer, cfg.format, cfg.workers),
                     libraries=("tokenizers", "numpy", "polars"))
