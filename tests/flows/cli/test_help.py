@@ -88,7 +88,7 @@ def test_choice_flags_list_their_choices(path, flag, values):
         assert re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", narrow), (value, narrow)
 
 
-MODULES = {"corpus": "corpusforge.cli", "tokenizer": "corpusforge.cli.tokenizer", "embed": "corpusforge.cli.embed",
+MODULES = {"corpus": "corpusforge.cli.pipeline", "tokenizer": "corpusforge.cli.tokenizer", "embed": "corpusforge.cli.embed",
            "ngram": "corpusforge.cli.ngram"}
 
 

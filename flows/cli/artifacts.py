@@ -1,0 +1,105 @@
+"""`corpusforge artifacts find/show/verify`: look up published artifacts (reads manifests only; fast)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from corpusforge.cli.common import (
+    JsonOpt,
+    StoreOpt,
+    _fail,
+    _store,
+    err,
+    out,
+)
+
+app = typer.Typer(help="Find, show and verify published artifacts (reads manifests only; fast).",
+                  no_args_is_help=True)
+
+
+@app.command("find")
+def artifacts_find(
+    step: Annotated[Optional[str], typer.Option("--step", help="Only this step, e.g. corpus or corpus_shard.")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="Only artifacts with this name.")] = None,
+    config: Annotated[Optional[list[str]], typer.Option("--config", help="Config filter KEY=VALUE (dotted keys).")] = None,
+    input_id: Annotated[Optional[str], typer.Option("--input", help="Only artifacts with this input id (prefix).")] = None,
+    latest: Annotated[bool, typer.Option("--latest", help="Only the newest match.")] = False,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List published artifacts, oldest first."""
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.config import ConfigError, parse_override
+
+    wanted = {}
+    try:
+        for item in config or []:
+            parts, value = parse_override(item)
+            wanted[".".join(parts)] = value
+    except ConfigError as exc:
+        _fail(str(exc).replace("--set", "--config"), 2)
+    hits = Catalog(ArtifactStore(_store(store))).find(step=step, name=name, config=wanted, input_id=input_id,
+                                                      latest=latest)
+    if as_json:
+        print(json.dumps([h.summary() for h in hits]))
+        return
+    if not hits:
+        err.print(f"no artifacts match in {_store(store)}")
+        return
+    from rich.table import Table
+
+    table = Table()
+    for col in ("id", "step", "name", "created", "path"):
+        table.add_column(col, overflow="fold")
+    for h in hits:
+        s = h.summary()
+        table.add_row(s["id"][:12], s["step"], s["name"], (s["created_at"] or "")[:19], s["path"])
+    out.print(table)
+
+
+@app.command("show")
+def artifacts_show(
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="Artifact id or a unique prefix (>= 4 hex).")],
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print an artifact's manifest: config, lineage tree, files, and what happened to every input record."""
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+
+    catalog = Catalog(ArtifactStore(_store(store)))
+    try:
+        found = catalog.get(artifact_id)
+    except LookupError as exc:  # an unknown or ambiguous id is bad usage
+        _fail(str(exc.args[0]), 2)
+    if as_json:
+        print(json.dumps(found.manifest, ensure_ascii=False))
+        return
+    from corpusforge.render import print_manifest
+
+    print_manifest(out, found.manifest, str(found.path), catalog.lineage(found.manifest["id"]))
+
+
+@app.command("verify")
+def artifacts_verify(
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="Artifact id or a unique prefix.")],
+    store: StoreOpt = None,
+) -> None:
+    """Re-hash every file of an artifact and re-derive its id. Exit code 1 if anything changed."""
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+
+    try:
+        report = Catalog(ArtifactStore(_store(store))).verify(artifact_id)
+    except LookupError as exc:  # an unknown or ambiguous id is bad usage
+        _fail(str(exc.args[0]), 2)
+    if report.ok:
+        out.print(f"[green]OK[/] {report.id} ({report.files_checked} files verified)")
+        return
+    for problem in report.problems:
+        err.print(f"[red]FAIL[/] {problem}")
+    raise typer.Exit(1)
