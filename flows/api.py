@@ -222,12 +222,25 @@ def _section(overrides: Sequence[str], pipeline_keys: tuple[str, ...], section: 
     return [s if s.startswith(pipeline_keys) else f"{section}.{s}" for s in overrides]
 
 
+def pipeline_keys(section: str, name: bool = True) -> tuple[str, ...]:
+    """The ``--set`` prefixes that reach past a one-stage command's own section: the stages it runs (the
+    section and its upstream chain, from the stage registry), ``runner.``, ``tracking.`` and (``name``) the
+    pipeline's ``name=``."""
+    from corpusforge.stages import stage_for
+
+    chain, at = [], stage_for(section)
+    while at is not None:
+        chain.append(f"{at.section}.")
+        at = stage_for(at.after) if at.after else None
+    return (*chain, "runner.", "tracking.", *(("name=",) if name else ()))
+
+
 def corpus_config(sources: Sequence[PathLike], name: str, preset: str = "lm", overrides: Sequence[str] = ()) -> dict:
     from corpusforge.tasks.config import apply_overrides
 
     base = {"name": name, "corpus": {"name": name, "sources": [str(s) for s in sources],
                                      "clean": {"preset": preset}}}
-    return apply_overrides(base, _section(overrides, ("runner.", "tracking.", "name=", "corpus."), "corpus"))
+    return apply_overrides(base, _section(overrides, pipeline_keys("corpus"), "corpus"))
 
 
 def ngram_config(sources: Sequence[PathLike], order: int = 3, smoothing: str = "modified-kneser-ney",
@@ -242,8 +255,7 @@ def ngram_config(sources: Sequence[PathLike], order: int = 3, smoothing: str = "
         "ngram": {"order": order, "smoothing": smoothing, "k": k, "eval_splits": [],
                   "eval": [str(Path(p).resolve()) for p in eval_files]},
     }
-    keys = ("runner.", "tracking.", "name=", "corpus.", "ngram.")
-    return apply_overrides(base, _section(overrides, keys, "ngram"))
+    return apply_overrides(base, _section(overrides, pipeline_keys("ngram"), "ngram"))
 
 
 def embed_config(sources: Sequence[PathLike], kind: str = "word2vec", overrides: Sequence[str] = ()) -> dict:
@@ -257,8 +269,7 @@ def embed_config(sources: Sequence[PathLike], kind: str = "word2vec", overrides:
                    "split": {"valid": 0.0, "test": 0.0}},
         "embeddings": {"kind": kind, "name": slug(f"{stem}-{kind}")},
     }
-    keys = ("runner.", "tracking.", "name=", "corpus.", "embeddings.")
-    data = apply_overrides(base, _section(overrides, keys, "embeddings"))
+    data = apply_overrides(base, _section(overrides, pipeline_keys("embeddings"), "embeddings"))
     section = data["embeddings"]
     if isinstance(section.get("analogies"), str):
         section["analogies"] = str(Path(section["analogies"]).resolve())
@@ -269,7 +280,7 @@ def embed_config(sources: Sequence[PathLike], kind: str = "word2vec", overrides:
     return data
 
 
-TOKENIZER_PIPELINE_KEYS = ("runner.", "tracking.", "corpus.", "tokenizer.")
+TOKENIZER_PIPELINE_KEYS = pipeline_keys("tokenizer", name=False)  # name=... is the tokenizer's name
 
 
 def tokenizer_config(sources: list[str], kind: str, vocab_size: int | None, merges: int | None, trace: bool,
@@ -296,7 +307,7 @@ def tokenizer_config(sources: list[str], kind: str, vocab_size: int | None, merg
 
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "configs" / "lm"
-LM_PIPELINE_KEYS = ("corpus.", "tokenizer.", "lm.", "runner.", "tracking.", "name=")
+LM_PIPELINE_KEYS = pipeline_keys("lm")
 
 
 def preset_names() -> list[str]:
