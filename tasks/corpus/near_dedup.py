@@ -22,8 +22,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # imported where used: validating a corpus config stays numpy-free
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class NearDedupConfig:
 def lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:
     """(bands, rows) minimising the false-positive area below the threshold plus the false-negative
     area above it, with equal weights (the criterion datasketch's MinHashLSH uses)."""
+    import numpy as np
     xs_fp = np.linspace(0.0, threshold, 200)
     xs_fn = np.linspace(threshold, 1.0, 200)
     best = None
@@ -73,6 +76,7 @@ SIGNATURE_BATCH = 8192
 
 def signatures(texts: list[str], cfg: NearDedupConfig) -> np.ndarray:
     """(n_docs, num_perm) uint32 MinHash signatures."""
+    import numpy as np
     from rensa import RMinHash
 
     if not texts:
@@ -85,6 +89,7 @@ def signatures(texts: list[str], cfg: NearDedupConfig) -> np.ndarray:
 
 def streamed_signatures(batches: Iterable[list[str]], n_docs: int, cfg: NearDedupConfig) -> np.ndarray:
     """Signatures of ``n_docs`` documents that arrive in batches of texts, in corpus order."""
+    import numpy as np
     sig = np.empty((n_docs, cfg.num_perm), dtype=np.uint32)
     at = 0
     for texts in batches:
@@ -104,6 +109,7 @@ def near_duplicate_of(texts: list[str], cfg: NearDedupConfig) -> np.ndarray:
 
 def near_duplicates(sig: np.ndarray, cfg: NearDedupConfig) -> np.ndarray:
     """:func:`near_duplicate_of` on signatures already computed (one row per document, corpus order)."""
+    import numpy as np
     n = len(sig)
     result = np.full(n, -1, dtype=np.int64)
     if n < 2:
