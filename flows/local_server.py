@@ -54,6 +54,7 @@ from corpusforge.door import (
 )
 
 IDLE_SECONDS = 1200
+SERVER_MODULE = "corpusforge.server_main"  # the server process's entry point (python -m), which wires in the CLI
 READY_TIMEOUT_S = 180
 KILL_GRACE_S = 10.0  # after SIGTERM to a command whose client went away, then SIGKILL
 PREFERRED_PREFECT_PORT = 4200
@@ -495,7 +496,7 @@ class LocalServer:
                 lock.close()  # released across exec; the new image takes it again
                 _log("re-executing with the new code")
                 env = self.environ  # the environment it was started with (PREFECT_API_URL is the user's, if any)
-                os.execve(sys.executable, [sys.executable, "-m", __spec__.name, "serve", "--store",
+                os.execve(sys.executable, [sys.executable, "-m", SERVER_MODULE, "serve", "--store",
                                            str(self.store_root), "--idle", str(self.idle_seconds)], env)
             self.stop_prefect()
             self.remove_state()
@@ -529,7 +530,7 @@ def start_in_background(store_root: Path, idle_seconds: float | None = None) -> 
     idle = idle_seconds if idle_seconds is not None else float(os.environ.get("CORPUSFORGE_LOCAL_SERVER_IDLE",
                                                                              IDLE_SECONDS))
     with open(logs / "local-server.log", "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "corpusforge.server_main", "serve", "--store", str(store_root),
+        return subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "serve", "--store", str(store_root),
                                  "--idle", str(idle)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True)

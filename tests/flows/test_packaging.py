@@ -38,9 +38,15 @@ def test_wheel_installs_only_corpusforge(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names}
     assert top == {"corpusforge", next(t for t in top if t.endswith(".dist-info"))}, top
-    assert {"corpusforge/__init__.py", "corpusforge/cli.py", "corpusforge/api.py", "corpusforge/tasks/corpus.py",
-            "corpusforge/storage/store.py", "corpusforge/models/tokenization/__init__.py",
-            "corpusforge/tasks/data/stopwords-glasgow-en.txt"} <= set(names)
+    # every module of the four folders is in the wheel, under corpusforge (a stage package left out of
+    # pyproject's `packages` fails here), and the corpus stage's data files with them
+    expected = {"corpusforge/tasks/corpus/data/stopwords-glasgow-en.txt"}
+    for folder, prefix in (("flows", "corpusforge"), ("tasks", "corpusforge/tasks"),
+                           ("storage", "corpusforge/storage"), ("models", "corpusforge/models")):
+        expected |= {f"{prefix}/{f.relative_to(REPO / folder).as_posix()}" for f in (REPO / folder).rglob("*.py")
+                     if "__pycache__" not in f.parts}
+    assert {"corpusforge/cli/__init__.py", "corpusforge/tasks/lm/config.py"} <= expected
+    assert expected - set(names) == set()
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "corpusforge = corpusforge.entry:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
