@@ -16,12 +16,13 @@ from corpusforge.tasks.corpus.shard import build_corpus_shard
 from corpusforge.tasks.corpus.near_dedup import NearDedupConfig, lsh_params, near_duplicate_of
 from tests.conftest import write
 
-random.seed(1234)
+# this module's own generator: the texts do not depend on which other test modules drew from the global one
+RNG = random.Random(1234)
 VOCAB = [f"w{i}" for i in range(3000)]
 
 
 def sentence(n: int = 120) -> str:
-    return " ".join(random.choices(VOCAB, k=n))
+    return " ".join(RNG.choices(VOCAB, k=n))
 
 
 def build(tmp_path: Path, cfg: dict, store: ArtifactStore | None = None):
@@ -167,9 +168,9 @@ def test_streamed_signatures_give_the_same_duplicates_as_one_batch(monkeypatch):
     base = [sentence(80) for _ in range(40)]
     texts = []
     for i in range(200):
-        words = random.choice(base).split()
-        for _ in range(random.randrange(0, 5)):  # 0..4 of 80 words changed: some pass 0.8, some do not
-            words[random.randrange(len(words))] = f"edit{random.randrange(10**6)}"
+        words = RNG.choice(base).split()
+        for _ in range(RNG.randrange(0, 5)):  # 0..4 of 80 words changed: some pass 0.8, some do not
+            words[RNG.randrange(len(words))] = f"edit{RNG.randrange(10**6)}"
         texts.append(" ".join(words))
     cfg = NearDedupConfig(enabled=True)
     at_once = near_dedup.near_duplicates(near_dedup.signatures(texts, cfg), cfg)
@@ -184,8 +185,8 @@ def test_merge_near_dedup_across_many_shards_matches_the_whole_corpus_at_once(tm
     base = [sentence(60) for _ in range(10)]
     lines = []
     for i in range(120):
-        words = random.choice(base).split()
-        words[random.randrange(len(words))] = f"edit{i}"
+        words = RNG.choice(base).split()
+        words[RNG.randrange(len(words))] = f"edit{i}"
         lines.append(" ".join(words))
     for part in range(4):  # four shards, in name order
         write(tmp_path / "d" / f"{part}.txt", "\n".join(lines[part * 30:(part + 1) * 30]) + "\n")
