@@ -71,6 +71,17 @@ def describe_output(result: StepResult) -> dict[str, Any]:
     return {**result.to_dict(), "metrics": manifest.get("metrics", {})}
 
 
+def highlights(results: list[StepResult]) -> dict[str, list[str]]:
+    """stage section -> the lines its steps' declared ``highlights`` give (an embeddings evaluation's queries)."""
+    hooks = {step: (s.section, out.highlights) for s in STAGES for step, out in s.steps.items() if out.highlights}
+    found: dict[str, list[str]] = {}
+    for r in results:
+        if r.step in hooks:
+            section, ref = hooks[r.step]
+            found.setdefault(section, []).extend(load(ref)(Path(r.path)))
+    return found
+
+
 def pipeline_summary(cfg: PipelineConfig, store_root: Path, results: list[StepResult],
                      outputs: dict[str, StepResult], *, tracking_uri: str | None, experiment_id: str | None,
                      run_id: str | None, counts: dict[str, Any]) -> dict[str, Any]:
@@ -81,6 +92,7 @@ def pipeline_summary(cfg: PipelineConfig, store_root: Path, results: list[StepRe
         "steps": [r.to_dict() for r in results],
         "corpus": describe(outputs["corpus"]),
         "stages": {name: describe_output(r) for name, r in outputs.items() if name != "corpus"},
+        "highlights": highlights(results),
         "tracking_uri": tracking_uri,
         "mlflow_experiment_id": experiment_id,
         "mlflow_run_id": run_id,

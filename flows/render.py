@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -81,6 +82,8 @@ def print_pipeline_summary(console: Console, summary: dict[str, Any]) -> None:
         )
     for section, out in (summary.get("stages") or {}).items():
         console.print(f"{section} [bold]{out['name']}[/] id [bold]{out['id'][:12]}[/]: {headline(out.get('metrics') or {})}")
+        for line in (summary.get("highlights") or {}).get(section, []):
+            console.print(f"  {escape(line)}")
     store = summary["store"]
     console.print("\n[bold]Where to look[/]")
     console.print(f"  artifacts:  {corpus.get('path')}")

@@ -219,6 +219,9 @@ def run_report(summary: dict[str, Any], links: dict[str, str] | None = None,
                "|---|---:|"]
         md += [f"| {k} | {format_number(v)} |" for k, v in metrics]
         md.append("")
+        lines = (summary.get("highlights") or {}).get(section) or []
+        if lines:  # e.g. the embeddings' query answers, declared by the stage (StepOutputs.highlights)
+            md += ["| answers |", "|---|", *(f"| {line.replace('|', '/')} |" for line in lines), ""]
     plots = _plots(summary, scratch, stages)
     note = list(md)
     if plots:

@@ -24,6 +24,9 @@ class StepOutputs:
     mlflow: tuple[str, ...] = ()  # files of the artifact logged to the step's MLflow run
     mlflow_dirs: tuple[tuple[str, str], ...] = ()  # (folder in the artifact, artifact path in MLflow)
     plots: tuple[tuple[str, str], ...] = ()  # (png in the artifact, caption) shown by the run report
+    # "module:function(artifact_dir) -> list[str]": a few lines worth reading at once (an evaluation's query
+    # answers), shown under the stage by the run's summary (CLI, --json "highlights") and its report
+    highlights: str | None = None
 
 
 @dataclass(frozen=True)

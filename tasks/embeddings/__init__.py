@@ -10,7 +10,8 @@ STAGE = Stage(
     steps={
         "embeddings": StepOutputs(mlflow=("embeddings.json", "training.json", "vectors.bin")),
         "embeddings_eval": StepOutputs(mlflow=("eval.json", "pca.png"),
-                                       plots=(("pca.png", "Embedding map (PCA of the plotted word groups)"),)),
+                                       plots=(("pca.png", "Embedding map (PCA of the plotted word groups)"),),
+                                       highlights="corpusforge.tasks.embeddings.eval:highlights"),
         "sparse_vectors": StepOutputs(mlflow=("sparse.json",)),
     },
 )

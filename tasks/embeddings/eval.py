@@ -189,3 +189,19 @@ def _evaluate(out: Path, embeddings: StepResult, cfg: EmbeddingsConfig,
                                         f"{cfg.kind} {embeddings.id[:12]}: PCA of word groups")
     (out / "eval.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return {"metrics": metrics, "embeddings_id": embeddings.id, "embeddings_path": embeddings.path}
+
+
+def highlights(artifact_dir: str | Path, top: int = 5) -> list[str]:
+    """The evaluation's answers in a line each, for the run's summary: each query ("he - king + queen -> she,
+    ...") and each word's neighbours, ``top`` words per line; an out-of-vocabulary word is said as such."""
+    path = Path(artifact_dir) / "eval.json"
+    if not path.is_file():
+        return []
+    report = json.loads(path.read_text(encoding="utf-8"))
+    lines = []
+    for query, hits in (report.get("queries") or {}).items():
+        answer = f"not in the vocabulary: {hits['oov']}" if isinstance(hits, dict) else ", ".join(w for w, _ in hits[:top])
+        lines.append(f"{query} \u2192 {answer}")
+    for word, hits in (report.get("neighbors") or {}).items():
+        lines.append(f"neighbours of {word}: " + (", ".join(w for w, _ in hits[:top]) if hits else "not in the vocabulary"))
+    return lines

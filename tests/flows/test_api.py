@@ -59,6 +59,11 @@ def test_demo_chain_loads_every_stage(api_store):
     assert tok.decode(tok.encode("To be, or not to be").ids) == "To be, or not to be"
     vectors = demo["embeddings"].load()
     assert len(vectors.most_similar("king", topn=3)) == 3
+    # issue 16 item 6: the demo's analogy queries give sensible answers, shown in the run's summary (answered
+    # from the store here: the highlights come from the published evaluation, as after training)
+    answers = demo.summary["highlights"]["embeddings"]
+    assert answers[0].startswith("he - king + queen \u2192 she,") and answers[1].startswith("his - he + she \u2192 her,")
+    assert vectors.most_similar(positive=["he", "queen"], negative=["king"], topn=1)[0][0] == "she"
     ngram = demo["ngram"].load()
     assert ngram.order == 3
     model, lm_tok = demo["lm"].load()

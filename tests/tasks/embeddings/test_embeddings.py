@@ -255,3 +255,17 @@ def test_each_step_id_holds_the_fields_that_declare_it():
     for f in dataclasses.fields(EmbeddingsConfig):
         assert set(f.metadata["steps"]) <= set(STEPS), f.name
     assert not any("name" in base.step_config(s) or "device" in base.step_config(s) for s in STEPS)
+
+
+def test_highlights_say_each_query_answer_and_neighbours_in_a_line(tmp_path):
+    import json
+
+    from corpusforge.tasks.embeddings.eval import highlights
+
+    (tmp_path / "eval.json").write_text(json.dumps({
+        "queries": {"he - king + queen": [["she", 0.6], ["grace", 0.5]], "x - y + z": {"oov": "word 'x' not in vocabulary"}},
+        "neighbors": {"king": [["prince", 0.9]], "zzz": None}}))
+    assert highlights(tmp_path) == ["he - king + queen \u2192 she, grace",
+                                    "x - y + z \u2192 not in the vocabulary: word 'x' not in vocabulary",
+                                    "neighbours of king: prince", "neighbours of zzz: not in the vocabulary"]
+    assert highlights(tmp_path / "missing") == []
