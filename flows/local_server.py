@@ -41,8 +41,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from corpusforge.door import (
-    die_with_parent,
     code_fingerprint,
+    die_with_parent,
     effective_environ,
     env_fingerprint,
     pid_alive,
@@ -106,9 +106,6 @@ def _free_port(preferred: int) -> int:
     raise OSError("no free TCP port on 127.0.0.1")
 
 
-_die_with_parent = die_with_parent  # the name the server's callers know
-
-
 def _executable(name: str) -> str:
     beside = Path(sys.executable).parent / name
     return str(beside) if beside.exists() else name
@@ -163,7 +160,7 @@ class LocalServer:
         with open(logs / "prefect-server.log", "ab") as log:
             self.prefect = subprocess.Popen(
                 [_executable("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent)
         self.prefect_url = f"http://127.0.0.1:{port}"
 
     def wait_prefect_ready(self) -> None:

@@ -75,11 +75,11 @@ def _stop_with_this_process(pid: int) -> None:
     import subprocess
     import sys
 
-    from corpusforge.door import die_with_parent as _die_with_parent
+    from corpusforge.door import die_with_parent
 
     subprocess.Popen([sys.executable, "-S", "-c", _WATCHDOG, str(pid), str(os.getpid())],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     preexec_fn=_die_with_parent, close_fds=True, start_new_session=True)
+                     preexec_fn=die_with_parent, close_fds=True, start_new_session=True)
 
 
 # Errors that are the user's to fix (a bad config, a source that cannot be used, a tampered artifact, data that

@@ -13,17 +13,14 @@ from typing import Any
 
 import torch.nn as nn
 
-from corpusforge.models.encoder import EncoderConfig, TransformerEncoder
-from corpusforge.models.gpt import GPT, GPTConfig
-from corpusforge.models.nplm import NPLM, NPLMConfig
-from corpusforge.models.rnn import RNNLM, RNNConfig
+from corpusforge.models.configs import FAMILY_CONFIGS
+from corpusforge.models.encoder import TransformerEncoder
+from corpusforge.models.gpt import GPT
+from corpusforge.models.nplm import NPLM
+from corpusforge.models.rnn import RNNLM
 
-FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
-    "gpt": (GPTConfig, GPT),
-    "rnn": (RNNConfig, RNNLM),
-    "nplm": (NPLMConfig, NPLM),
-    "encoder": (EncoderConfig, TransformerEncoder),
-}
+MODULES: dict[str, type[nn.Module]] = {"gpt": GPT, "rnn": RNNLM, "nplm": NPLM, "encoder": TransformerEncoder}
+FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {name: (FAMILY_CONFIGS[name], MODULES[name]) for name in FAMILY_CONFIGS}
 
 
 def build_model(family: str, model_cfg: Any) -> nn.Module:

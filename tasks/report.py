@@ -155,9 +155,9 @@ def headline_metrics(metrics: dict[str, Any], limit: int = 10,
 
 def _plots(summary: dict[str, Any], scratch: Path | None, stages: Sequence[Stage] = ()) -> list[tuple[str, str, Path]]:
     """(step heading, caption, png) for every plot of the run's artifacts, computed or reused: the plots each
-    stage declares for its steps, then those its ``report_plots`` draws (into ``scratch``)."""
+    stage declares for its steps, then those a step's ``report_plots`` draws (into ``scratch``)."""
     plots = {step: out.plots for s in stages for step, out in s.steps.items()}
-    drawn = {s.section: s.report_plots for s in stages if s.report_plots}
+    drawn = {step: out.report_plots for s in stages for step, out in s.steps.items() if out.report_plots}
     found = []
     for s in summary.get("steps") or []:
         where = Path(s["path"])

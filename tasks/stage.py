@@ -27,6 +27,8 @@ class StepOutputs:
     # "module:function(artifact_dir) -> list[str]": a few lines worth reading at once (an evaluation's query
     # answers), shown under the stage by the run's summary (CLI, --json "highlights") and its report
     highlights: str | None = None
+    # "module:function(artifact_dir, scratch) -> [(caption, png)]": plots drawn for the run report (into scratch)
+    report_plots: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,6 @@ class Stage:
     live: bool = False  # the task takes ``on_metrics`` (a trainer callback): its curves go to MLflow as they happen
     steps: Mapping[str, StepOutputs] = field(default_factory=dict)
     registers: Registers | None = None
-    report_plots: str | None = None  # "module:function(artifact_dir, scratch) -> [(caption, png)]": drawn plots
 
     def from_dict(self, data: Mapping[str, Any] | None) -> Any:
         from corpusforge.tasks.config import from_dict

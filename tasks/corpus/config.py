@@ -15,7 +15,6 @@ from corpusforge.tasks.corpus.near_dedup import NearDedupConfig
 from corpusforge.tasks.corpus.split import SplitConfig
 from corpusforge.tasks.corpus.validate import ValidationConfig
 
-
 # The stage's two steps take their ids from this config: a shard per source (corpus_shard) and the merge (corpus).
 # Each field names the steps whose output it changes ("steps": tasks.config.identity(cfg, step)). The sources are
 # the shards' inputs (their digests), not config; allow_empty changes no output.

@@ -10,10 +10,10 @@ STAGE = Stage(
     steps={
         # the weights go to MLflow once, inside the registered pyfunc model (corpusforge.tasks.lm.register)
         "lm": StepOutputs(mlflow=("config.json", "metrics.json", "loss_curve.png"),
-                          plots=(("loss_curve.png", "Loss curves"),)),
+                          plots=(("loss_curve.png", "Loss curves"),),
+                          report_plots="corpusforge.tasks.lm.report:report_plots"),
         "lm_sample": StepOutputs(mlflow=("sample.txt",)),
     },
     registers=Registers(step="lm", wants="corpusforge.tasks.lm.register:generates",
                         register="corpusforge.tasks.lm.register:register_lm"),
-    report_plots="corpusforge.tasks.lm.report:report_plots",
 )

@@ -1,4 +1,4 @@
-"""The lm stage's plots for the run report, drawn from a trained model (declared as the stage's report_plots)."""
+"""The lm stage's plots for the run report, drawn from a trained model (declared as the lm step's report_plots)."""
 
 from __future__ import annotations
 

@@ -88,7 +88,8 @@ def test_every_stage_package_is_registered_once_with_its_own_declaration():
         module = importlib.import_module(f"corpusforge.tasks.{stage.section}")
         assert module.STAGE is stage
         assert stage.config.__module__ == f"corpusforge.tasks.{stage.section}.config"
-        for ref in filter(None, (stage.task, stage.core, stage.report_plots)):
+        hooks = [h for out in stage.steps.values() for h in (out.highlights, out.report_plots)]
+        for ref in filter(None, (stage.task, stage.core, *hooks)):
             assert ref.startswith(f"corpusforge.tasks.{stage.section}."), ref
         steps = set(stage.steps)
         if stage.registers is not None:
