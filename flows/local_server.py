@@ -66,7 +66,7 @@ WARM_MODULES = (
     "mlflow.store.model_registry.sqlalchemy_store", "mlflow.pyfunc", "alembic", "alembic.migration",
     "great_expectations", "great_expectations.render.renderer", "pandas", "polars", "pyarrow", "pyarrow.parquet",
     "duckdb", "numpy", "scipy.sparse", "matplotlib", "matplotlib.pyplot", "rich", "typer", "yaml", "httpx",
-    "tokenizers", "gensim.models", "torch", "safetensors.torch", "rensa",
+    "tokenizers", "gensim.models", "torch", "safetensors.torch", "rensa", "fontTools.subset",
     "corpusforge.pipeline", "corpusforge.plan", "corpusforge.tasks.corpus.shard", "corpusforge.tasks.corpus.merge", "corpusforge.tasks.tokenizer.train", "corpusforge.tasks.tokenizer.encode",
     "corpusforge.tasks.embeddings.build", "corpusforge.tasks.ngram.build", "corpusforge.tasks.lm.train", "corpusforge.tasks.track", "corpusforge.storage.tracking", "corpusforge.models.training",
 )
@@ -232,6 +232,11 @@ class LocalServer:
             import matplotlib
 
             matplotlib.use("Agg")
+        for warm in (share_prefect_tls_contexts, warm_tracking, skip_torch_library_cleanup_at_exit):
+            try:
+                warm()
+            except Exception as exc:  # noqa: BLE001 - a warm-up that fails only costs the commands its time
+                _log(f"warm-up: {warm.__name__} failed: {exc}")
         threads = [t.name for t in threading.enumerate()]
         if len(threads) > 1:  # forking a multi-threaded process can deadlock a child: serve cold instead
             raise RuntimeError(f"warm-up left threads running ({', '.join(threads)}); not forking from this process")
@@ -424,7 +429,17 @@ class LocalServer:
             from corpusforge import door
 
             door.IN_SERVER = True
-            self.run_command()
+            profile_to = env.get("CORPUSFORGE_PROFILE")  # a developer's cProfile of the command (pstats file)
+            if profile_to:
+                import cProfile
+
+                profiler = cProfile.Profile(time.process_time)
+                try:
+                    profiler.runcall(self.run_command)
+                finally:
+                    profiler.dump_stats(profile_to)
+            else:
+                self.run_command()
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -499,6 +514,87 @@ class LocalServer:
             self.remove_state()
             lock.close()
         return 0
+
+
+class _SharedVerifiedContexts:
+    """Stands in for the ``ssl`` module in Prefect's client module: a verified context built from a CA file is
+    built once per (file, its size and mtime) and shared. Any other call goes to ``ssl`` itself (Prefect's
+    insecure branch changes the context it gets, so that one is never shared)."""
+
+    def __init__(self, ssl_module):
+        import threading
+
+        self._ssl = ssl_module
+        self._made: dict[tuple, object] = {}
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name):
+        return getattr(self._ssl, name)
+
+    def create_default_context(self, purpose=None, *, cafile=None, capath=None, cadata=None):
+        purpose = self._ssl.Purpose.SERVER_AUTH if purpose is None else purpose
+        if cafile is None or capath is not None or cadata is not None or purpose != self._ssl.Purpose.SERVER_AUTH:
+            return self._ssl.create_default_context(purpose, cafile=cafile, capath=capath, cadata=cadata)
+        st = os.stat(cafile)
+        key = (os.fspath(cafile), st.st_size, st.st_mtime_ns)
+        with self._lock:
+            if key not in self._made:
+                self._made[key] = self._ssl.create_default_context(purpose, cafile=cafile)
+            return self._made[key]
+
+
+def share_prefect_tls_contexts() -> None:
+    """Prefect builds a verified TLS context from a CA file (certifi's ~150 CAs, ~30 ms) for every API client it
+    creates, even for a plain ``http://`` API; a flow run creates four (flow engine, log worker, events worker
+    and its version check), ~0.13 CPU-s per command. Share one per CA file, built here before the fork. Verified
+    contexts are shared by design (an SSLContext serves many connections); what Prefect verifies is unchanged."""
+    import ssl
+
+    import certifi
+    from prefect.client import orchestration
+    from prefect.settings import PREFECT_API_SSL_CERT_FILE
+
+    if not isinstance(orchestration.ssl, _SharedVerifiedContexts):
+        orchestration.ssl = _SharedVerifiedContexts(ssl)
+    orchestration.ssl.create_default_context(cafile=PREFECT_API_SSL_CERT_FILE.value() or certifi.where())
+
+
+def warm_tracking() -> None:
+    """One tracked run on a throw-away sqlite store, so that the forked commands find what SQLAlchemy builds
+    once per process (mapper configuration, generated cache-key and loader code) already built. The engine is
+    closed and forgotten before the fork; nothing of it reaches the store."""
+    import tempfile
+
+    from mlflow.store.model_registry.sqlalchemy_store import SqlAlchemyStore as RegistryStore
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    from corpusforge.storage.tracking import Tracker
+
+    with tempfile.TemporaryDirectory(prefix="corpusforge-warm-") as tmp:
+        root = Path(tmp)
+        tracker = Tracker(root, "warm-up")
+        parent = tracker.start_pipeline_run("warm-up", {"warm": {"up": 1}}, {"corpusforge.warm_up": "1"})
+        artifact = root / "artifact"
+        artifact.mkdir()
+        manifest = {"id": "0" * 64, "step": "warm_up", "name": "warm-up", "config": {"a": 1}, "files": {},
+                    "metrics": {"n": 1}, "inputs": [{"id": "1" * 64, "kind": "warm_up", "name": "in"}]}
+        (artifact / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+        tracker.log_step(parent, manifest, artifact)
+        tracker.finish_pipeline_run(parent, {"steps_computed": 1})
+        for engines in (SqlAlchemyStore._engine_map, RegistryStore._engine_map):
+            for uri in [u for u in engines if tmp in u]:
+                engines.pop(uri).dispose()
+
+
+def skip_torch_library_cleanup_at_exit() -> None:
+    """torch deregisters each operator library it loaded from a ``weakref.finalize`` run at exit: ~0.05 CPU-s
+    that every forked command paid on its way to ``os._exit``, where nothing is left to clean. Those finalizers
+    (and only those) no longer run at exit; they still run if a library object is collected."""
+    import weakref
+
+    for ref, info in list(weakref.finalize._registry.items()):  # no public way to list them
+        if getattr(info.func, "__module__", "") == "torch.library":
+            ref.atexit = False
 
 
 def prefect_items(environ) -> dict[str, str]:

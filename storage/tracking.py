@@ -231,6 +231,19 @@ class NullTracker:
         return None
 
 
+def _read_schema_head_once() -> None:
+    """Opening an MLflow sqlalchemy store checks that the database is at the newest schema revision; MLflow
+    finds that revision by loading every Alembic migration script it ships (~15-20 ms, twice per open: the
+    tracking and the registry store). It is a constant of the installed MLflow, so it is read once per process
+    here; the database's own revision is still read and compared on every open."""
+    import functools
+
+    from mlflow.store.db import utils
+
+    if not hasattr(utils._get_latest_schema_revision, "cache_info"):
+        utils._get_latest_schema_revision = functools.cache(utils._get_latest_schema_revision)
+
+
 class Tracker:
     enabled = True
 
@@ -239,6 +252,7 @@ class Tracker:
 
         self.store_root = Path(store_root)
         self.tracking_uri = tracking_uri or default_tracking_uri(self.store_root)
+        _read_schema_head_once()
         # Two runs starting at once on a fresh sqlite file would both run MLflow's migrations (the client
         # constructor runs them) and one fails ("index ... already exists"): serialise the first contact.
         with file_lock(self.store_root / ".locks" / "mlflow-init.lock"):

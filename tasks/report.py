@@ -32,7 +32,8 @@ def plot_doc_lengths(docs, path: Path, title: str) -> Path:
     ax.set_title(title)
     if docs.height:
         ax.legend()
-    fig.tight_layout()
+    # fixed margins that fit tick labels up to 7 digits: tight_layout measured every text first (~0.09 CPU-s)
+    fig.subplots_adjust(left=0.115, right=0.975, bottom=0.125, top=0.92)
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -95,7 +96,10 @@ def plot_reasons(accounting: dict[str, Any], path: Path, title: str) -> Path:
         ax.set_yticks([])
     ax.set_xlabel("records")
     fig.suptitle(title)
-    fig.tight_layout()
+    if items:
+        fig.tight_layout()  # the reasons' labels vary in length
+    else:
+        fig.subplots_adjust(left=0.03, right=0.97, bottom=0.25, top=0.8)
     fig.savefig(path)
     plt.close(fig)
     return path

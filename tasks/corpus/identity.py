@@ -18,6 +18,7 @@ import hashlib
 from corpusforge.tasks.corpus.split import SplitConfig, assign_split
 
 SEP = "\x1f"
+SMALL_FRAME = 1000  # rows up to which hashlib in Python beats DuckDB's start (~3 us a row vs 25-45 ms a call)
 
 
 def doc_id_for(source_name: str, source_digest: str, locator: str) -> str:
@@ -39,6 +40,13 @@ def add_identity(df, source_name: str, source_digest: str, split: SplitConfig):
 
     if df.height == 0:
         return df.with_columns(pl.lit(None, pl.Utf8).alias(c) for c in ("doc_id", "content_hash", "split"))
+    if df.height <= SMALL_FRAME:  # the definitions themselves: cheaper than opening DuckDB (25-45 ms)
+        ids = [doc_id_for(source_name, source_digest, loc) for loc in df["locator"].to_list()]
+        return df.with_columns(
+            pl.Series("doc_id", ids, pl.Utf8),
+            pl.Series("content_hash", [content_hash_for(t) for t in df["text"].to_list()], pl.Utf8),
+            pl.Series("split", [split_for(i, split) for i in ids], pl.Utf8),
+        )
     prefix = f"{source_name}{SEP}{source_digest}{SEP}"
     con = duckdb.connect()
     try:

@@ -317,6 +317,28 @@ def test_mlflow_copy_is_self_contained_and_small(tmp_path):
     assert index.read_text(encoding="utf-8") != html  # the store's page keeps its relative links
 
 
+def test_font_subset_is_cut_once_per_store_and_checked_when_reused(tmp_path):
+    """The icon font's subset is cached beside the font (a forked command of the local server would otherwise
+    import fontTools and cut the same few icons on every tracked run); a damaged cache file is cut again."""
+    index = shard_page(tmp_path / "store")
+    dda._font_data_uri.cache_clear()
+    first = dda.self_contained(index)
+    cached = sorted(index.parents[len(Path(DATA_DOCS_SUBDIR).parts) + 2].glob(
+        f"_static/data-docs/*/font-awesome/webfonts/{dda.SUBSET_CACHE}/*.woff"))
+    assert len(cached) == 4, cached  # one per font the pruned stylesheet names (solid, regular, brands, v4)
+    for path in cached:
+        assert hashlib.sha256(path.read_bytes()).hexdigest()[:16] == path.stem.rsplit("-", 1)[1]
+        assert path.read_bytes()[:4] == b"wOFF"
+    dda._font_data_uri.cache_clear()  # a new process: the file is read, not cut again
+    assert dda.self_contained(index) == first
+    cached[0].write_bytes(cached[0].read_bytes()[:100])  # truncated: its name no longer matches its content
+    dda._font_data_uri.cache_clear()
+    assert dda.self_contained(index) == first
+    again = sorted(cached[0].parent.glob("*.woff"))
+    assert again == cached and again[0].read_bytes()[:4] == b"wOFF"
+    assert not list(cached[0].parent.glob(".tmp-*"))
+
+
 def test_mlflow_ui_iframe_screenshot(tmp_path, chromium):
     """As MLflow 3's UI shows an .html artifact: a blob: URL in an iframe sandboxed to scripts only."""
     from PIL import Image

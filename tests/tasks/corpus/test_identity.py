@@ -1,16 +1,22 @@
-"""The DuckDB-vectorized identity columns equal their Python definitions, row for row."""
+"""The identity columns (DuckDB-vectorized, or hashlib for small frames) equal their Python definitions, row
+for row."""
 
 from __future__ import annotations
 
 import hashlib
 
 import polars as pl
+import pytest
 
+from corpusforge.tasks.corpus import identity
 from corpusforge.tasks.corpus.identity import add_identity, content_hash_for, doc_id_for, split_for
 from corpusforge.tasks.corpus.split import SplitConfig
 
 
-def test_vectorized_identity_matches_the_python_definitions():
+@pytest.mark.parametrize("path", ["duckdb", "small-frame"])
+def test_vectorized_identity_matches_the_python_definitions(path, monkeypatch):
+    # frames up to SMALL_FRAME rows are hashed in Python (cheaper than opening DuckDB), larger ones in DuckDB
+    monkeypatch.setattr(identity, "SMALL_FRAME", 0 if path == "duckdb" else 10_000)
     texts = ["plain", "caf\u00e9 \U0001F44B", "", "tab\tand\nnewline", "same", "same"] * 50
     df = pl.DataFrame({"locator": [f"line:{i}" for i in range(len(texts))], "text": texts})
     cfg = SplitConfig(valid=0.2, test=0.3, seed=7)
@@ -19,6 +25,8 @@ def test_vectorized_identity_matches_the_python_definitions():
     assert out["content_hash"].to_list() == [content_hash_for(t) for t in texts]
     assert out["split"].to_list() == [split_for(d, cfg) for d in out["doc_id"]]
     assert set(out["split"]) == {"train", "valid", "test"}
+    assert out.schema == {"locator": pl.Utf8, "text": pl.Utf8, "doc_id": pl.Utf8, "content_hash": pl.Utf8,
+                          "split": pl.Utf8}
 
 
 def test_definitions_are_plain_sha256_and_md5():

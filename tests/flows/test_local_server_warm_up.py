@@ -1,0 +1,92 @@
+"""What the local server does before it forks, besides imports, so that each command pays less (issue 12):
+Prefect's API clients share one verified TLS context per CA file, SQLAlchemy's per-process set-up is done on a
+throw-away MLflow store, and torch's operator libraries are not deregistered at exit. Each is checked in this
+process, and put back afterwards."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import tempfile
+import threading
+import weakref
+from pathlib import Path
+
+import pytest
+
+from corpusforge import local_server
+
+
+@pytest.fixture
+def prefect_ssl(monkeypatch):
+    from prefect.client import orchestration
+
+    monkeypatch.setattr(orchestration, "ssl", orchestration.ssl)  # restored after the test
+    return orchestration
+
+
+def test_prefect_clients_share_a_verified_context_per_ca_file(prefect_ssl, tmp_path):
+    import certifi
+    from prefect.client.orchestration import PrefectClient, SyncPrefectClient
+
+    local_server.share_prefect_tls_contexts()
+    local_server.share_prefect_tls_contexts()  # twice: one wrapper, not a wrapper of a wrapper
+    shim = prefect_ssl.ssl
+    assert isinstance(shim, local_server._SharedVerifiedContexts) and shim._ssl is ssl
+    ctx = shim.create_default_context(cafile=certifi.where())
+    assert ctx is shim.create_default_context(cafile=certifi.where())  # built before the fork, reused after
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname  # what Prefect verifies is unchanged
+    assert len(ctx.get_ca_certs()) > 100  # certifi's bundle really loaded
+    # the insecure branch mutates what it gets: never shared
+    assert shim.create_default_context() is not shim.create_default_context()
+    # another CA file gets its own context; the same file changed on disk gets a new one
+    own = tmp_path / "ca.pem"
+    own.write_text(Path(certifi.where()).read_text())
+    other = shim.create_default_context(cafile=str(own))
+    assert other is not ctx and other is shim.create_default_context(cafile=str(own))
+    own.write_text(Path(certifi.where()).read_text() + "\n")
+    assert shim.create_default_context(cafile=str(own)) is not other
+    # Prefect's clients take it (SSLContext is looked up through the shim) and build without a network
+    for client_class in (PrefectClient, SyncPrefectClient):
+        client = client_class("http://127.0.0.1:9/api")
+        assert client is not None
+    assert shim.SSLContext is ssl.SSLContext and shim.CERT_NONE is ssl.CERT_NONE
+
+
+def test_warm_tracking_leaves_no_engine_file_or_thread_behind():
+    from mlflow.store.db import utils
+    from mlflow.store.model_registry.sqlalchemy_store import SqlAlchemyStore as RegistryStore
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    before = set(os.listdir(tempfile.gettempdir()))
+    engines = (set(SqlAlchemyStore._engine_map), set(RegistryStore._engine_map))
+    local_server.warm_tracking()
+    assert (set(SqlAlchemyStore._engine_map), set(RegistryStore._engine_map)) == engines
+    assert not [n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("corpusforge-warm-")]
+    assert threading.active_count() == 1 or all(t.daemon or t is threading.main_thread()
+                                                 for t in threading.enumerate())
+    # the newest schema revision is read once per process (the Tracker memoises MLflow's lookup)
+    assert utils._get_latest_schema_revision.cache_info().currsize == 1
+
+
+def test_torch_libraries_are_not_deregistered_at_exit():
+    import torch  # noqa: F401 - loads its operator libraries
+
+    def torch_finalizers():
+        return [ref for ref, info in list(weakref.finalize._registry.items())
+                if getattr(info.func, "__module__", "") == "torch.library"]
+
+    refs = torch_finalizers()
+    if not refs:
+        pytest.skip("this torch registers no library finalizers")
+    saved = [ref.atexit for ref in refs]
+    others = {ref: ref.atexit for ref, info in list(weakref.finalize._registry.items())
+              if getattr(info.func, "__module__", "") != "torch.library"}
+    try:
+        local_server.skip_torch_library_cleanup_at_exit()
+        assert not any(ref.atexit for ref in torch_finalizers())
+        assert all(ref.alive for ref in refs)  # still there: a collected library object still cleans up
+        assert {ref: ref.atexit for ref in others} == others  # nobody else's finalizers touched
+    finally:
+        for ref, flag in zip(refs, saved):
+            ref.atexit = flag
