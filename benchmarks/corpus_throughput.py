@@ -142,7 +142,7 @@ src, store, near = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
 from corpusforge.tasks.corpus.shard import build_corpus_shard
-import great_expectations, polars, pyarrow.parquet, duckdb, rensa  # noqa: F401 - imports outside the timing
+import great_expectations, polars, pyarrow.parquet, duckdb, rensa, matplotlib.pyplot  # noqa: F401 - imports outside the timing
 def cpu():
     a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime

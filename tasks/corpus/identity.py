@@ -14,6 +14,7 @@ columns at C speed (tests check they agree).
 from __future__ import annotations
 
 import hashlib
+import threading
 
 from corpusforge.tasks.corpus.split import SplitConfig, assign_split
 
@@ -33,9 +34,21 @@ def split_for(doc_id: str, cfg: SplitConfig) -> str:
     return assign_split(doc_id, cfg)
 
 
+_PER_THREAD = threading.local()
+
+
+def _connection():
+    """This thread's in-memory DuckDB connection (opening one costs 25-45 ms; a shard needs one query)."""
+    import duckdb
+
+    con = getattr(_PER_THREAD, "con", None)
+    if con is None:
+        con = _PER_THREAD.con = duckdb.connect()
+    return con
+
+
 def add_identity(df, source_name: str, source_digest: str, split: SplitConfig):
     """Add ``doc_id``, ``content_hash`` and ``split`` columns to a polars frame with locator and text."""
-    import duckdb
     import polars as pl
 
     if df.height == 0:
@@ -48,21 +61,24 @@ def add_identity(df, source_name: str, source_digest: str, split: SplitConfig):
             pl.Series("split", [split_for(i, split) for i in ids], pl.Utf8),
         )
     prefix = f"{source_name}{SEP}{source_digest}{SEP}"
-    con = duckdb.connect()
+    held_out = split.valid > 0 or split.test > 0  # else every document is train: no split draw to hash
+    con = _connection()
     try:
         # Arrow string views: polars hands them over without copying the texts (its default export to
         # large_string copies every byte, which cost as much as the hashing itself)
         con.register("docs", df.select("locator", "text").to_arrow(compat_level=pl.CompatLevel.newest()))
         # DuckDB keeps insertion order for plain projections (preserve_insertion_order is on by default).
+        draw = "substr(md5($seed || ':' || doc_id), 1, 8)" if held_out else "NULL"
         ids = pl.from_arrow(con.sql(
             "WITH a AS (SELECT substr(sha256($prefix || locator), 1, 20) AS doc_id, md5(text) AS content_hash"
-            " FROM docs) SELECT doc_id, content_hash, substr(md5($seed || ':' || doc_id), 1, 8) AS h FROM a",
-            params={"prefix": prefix, "seed": str(split.seed)},
+            f" FROM docs) SELECT doc_id, content_hash, {draw} AS h FROM a",
+            params={"prefix": prefix, **({"seed": str(split.seed)} if held_out else {})},
         ).to_arrow_table())
     finally:
-        con.close()
-    draw = ids
-    u = draw["h"].str.to_integer(base=16).cast(pl.Float64) / 2.0**32
+        con.unregister("docs")
+    if not held_out:
+        return df.with_columns(ids["doc_id"], ids["content_hash"], pl.lit("train", pl.Utf8).alias("split"))
+    u = ids["h"].str.to_integer(base=16).cast(pl.Float64) / 2.0**32
     split_col = (
         pl.when(u < split.valid).then(pl.lit("valid"))
         .when(u < split.valid + split.test).then(pl.lit("test"))

@@ -43,3 +43,16 @@ def test_empty_frame_gets_the_columns():
     df = pl.DataFrame(schema={"locator": pl.Utf8, "text": pl.Utf8})
     out = add_identity(df, "s", "d", SplitConfig())
     assert out.columns == ["locator", "text", "doc_id", "content_hash", "split"] and out.height == 0
+
+
+@pytest.mark.parametrize("small", [0, 10_000])
+def test_without_held_out_splits_every_document_is_train(small, monkeypatch):
+    monkeypatch.setattr(identity, "SMALL_FRAME", small)
+    texts = [f"text {i}" for i in range(40)]
+    df = pl.DataFrame({"locator": [f"line:{i}" for i in range(40)], "text": texts})
+    cfg = SplitConfig(valid=0.0, test=0.0, seed=3)
+    out = add_identity(df, "a.txt", "cd" * 32, cfg)
+    assert out["split"].to_list() == ["train"] * 40 == [split_for(d, cfg) for d in out["doc_id"]]
+    assert out["doc_id"].to_list() == [doc_id_for("a.txt", "cd" * 32, f"line:{i}") for i in range(40)]
+    assert out["content_hash"].to_list() == [content_hash_for(t) for t in texts]
+    assert out.schema["split"] == pl.Utf8
