@@ -95,6 +95,19 @@ def test_data_docs_built_under_out_dir(tmp_path: Path):
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["index.html"]
 
 
+def test_no_per_batch_fingerprint_is_computed(tmp_path: Path, monkeypatch):
+    """GX would hash every cell of each shard (or pickle a frame it cannot hash) for a label on the page."""
+    from great_expectations.execution_engine import pandas_execution_engine
+
+    def fail(df):
+        raise AssertionError("GX fingerprinted the batch")
+
+    monkeypatch.setattr(pandas_execution_engine, "hash_pandas_dataframe", fail)
+    outcome = validate_frame(frame(row("a", "fine"), row("b", "no")), CFG, tmp_path)
+    assert outcome.row_failures == {"b": LENGTH}
+    assert "pandas_data_fingerprint" not in (tmp_path / outcome.data_docs).read_text(encoding="utf-8")
+
+
 def test_checkpoint_is_built_once_per_config_and_thread():
     first = checkpoint_for(CFG)
     assert checkpoint_for(CFG) is first
