@@ -46,10 +46,13 @@ def test_prefect_clients_share_a_verified_context_per_ca_file(prefect_ssl, tmp_p
     assert other is not ctx and other is shim.create_default_context(cafile=str(own))
     own.write_text(Path(certifi.where()).read_text() + "\n")
     assert shim.create_default_context(cafile=str(own)) is not other
-    # Prefect's clients take it (SSLContext is looked up through the shim) and build without a network
+    # Prefect's clients get the one context built for the CA file Prefect is configured with (httpx's pool holds it)
+    from prefect.settings import PREFECT_API_SSL_CERT_FILE
+
+    prefects = shim.create_default_context(cafile=PREFECT_API_SSL_CERT_FILE.value() or certifi.where())
     for client_class in (PrefectClient, SyncPrefectClient):
         client = client_class("http://127.0.0.1:9/api")
-        assert client is not None
+        assert client._client._transport._pool._ssl_context is prefects
     assert shim.SSLContext is ssl.SSLContext and shim.CERT_NONE is ssl.CERT_NONE
 
 
