@@ -19,7 +19,7 @@ from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.tasks.config import ConfigError, identity
 from corpusforge.tasks.corpus.accounting import accounting_from_tables
 from corpusforge.tasks.corpus.config import CorpusConfig, DedupConfig, corpus_config_from_dict  # noqa: F401
-from corpusforge.tasks.corpus.near_dedup import NearDedupConfig, near_duplicates, streamed_signatures
+from corpusforge.tasks.corpus.near_dedup import NearDedupConfig, near_duplicates_streamed
 from corpusforge.tasks.corpus.shard import SourceRef, digest_source, drop_examples
 from corpusforge.tasks.corpus.split import SPLITS
 from corpusforge.tasks.orchestration import prefect_task
@@ -75,6 +75,12 @@ def build_corpus(
     if not cfg.allow_empty:
         _refuse_empty(shards, cfg)
     config = identity(cfg, "corpus")  # name, dedup, split: the fields that declare the merge step
+    if cfg.dedup.near.enabled:
+        # MinHash shingles are hashed with polars' `hash`, which polars keeps stable only within a version:
+        # a new polars gives a new id rather than different bytes under an old one
+        from importlib.metadata import version
+
+        config["near_dedup_hash"] = f"polars {version('polars')} xxh3, splitmix64 shingles"
     if skipped:
         config["skipped"] = sorted(skipped)
     return run_step(
@@ -196,15 +202,16 @@ def _shard_slices(paths: list[Path], keep):
 
 def _near_duplicates(paths: list[Path], keep, cfg: NearDedupConfig):
     """(rows that near-duplicate an earlier kept row, the row each duplicates), as corpus-wide row numbers.
-    Signatures are computed shard by shard from the kept rows' texts; only they stay in memory."""
+    Signatures are computed shard by shard from the kept rows' texts and only their LSH band keys stay in
+    memory; a second pass recomputes the signatures of the rows that have a candidate."""
     import polars as pl
 
     def texts():
         for path, mask in _shard_slices(paths, keep):
-            yield pl.read_parquet(path / "data.parquet", columns=["text"]).filter(mask)["text"].to_list()
+            yield pl.read_parquet(path / "data.parquet", columns=["text"]).filter(mask)["text"]
 
     kept_rows = keep.arg_true()
-    target = near_duplicates(streamed_signatures(texts(), kept_rows.len(), cfg), cfg)
+    target = near_duplicates_streamed(texts, kept_rows.len(), cfg)
     hit = pl.Series(target >= 0)
     return kept_rows.filter(hit), kept_rows.gather(pl.Series(target[target >= 0]))
 

@@ -9,11 +9,20 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
 from corpusforge.storage.store import ArtifactStore, read_manifest
-from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, order_like_previous, resolve_sources
+from corpusforge.tasks.corpus.merge import (
+    build_corpus,
+    corpus_config_from_dict,
+    order_like_previous,
+    resolve_sources,
+)
+from corpusforge.tasks.corpus.near_dedup import (
+    NearDedupConfig,
+    lsh_params,
+    near_duplicate_of,
+)
 from corpusforge.tasks.corpus.shard import build_corpus_shard
-from corpusforge.tasks.corpus.near_dedup import NearDedupConfig, lsh_params, near_duplicate_of
+
 from tests.conftest import write
 
 # this module's own generator: the texts do not depend on which other test modules drew from the global one
@@ -160,10 +169,11 @@ def test_filters_and_cleaning_presets_run_in_the_shard_step(tmp_path):
     assert dropped.filter(pl.col("reason") == "too_short")["locator"].to_list() == ["line:1"]
 
 
-def test_streamed_signatures_give_the_same_duplicates_as_one_batch(monkeypatch):
-    """Signatures computed a few documents at a time (as the merge streams them shard by shard) must give
-    exactly the duplicate_of of the whole corpus computed at once."""
-    import corpusforge.tasks.corpus.near_dedup as near_dedup
+def test_streamed_two_pass_dedup_gives_the_same_duplicates_as_all_signatures_at_once(monkeypatch):
+    """The merge's two passes (band keys batch by batch, then the signatures of the documents with a
+    candidate, recomputed) must give exactly the duplicate_of of all signatures held at once, whatever
+    the batches (lists or polars Series, cut at any size)."""
+    from corpusforge.tasks.corpus import near_dedup
 
     base = [sentence(80) for _ in range(40)]
     texts = []
@@ -176,9 +186,80 @@ def test_streamed_signatures_give_the_same_duplicates_as_one_batch(monkeypatch):
     at_once = near_dedup.near_duplicates(near_dedup.signatures(texts, cfg), cfg)
     monkeypatch.setattr(near_dedup, "SIGNATURE_BATCH", 7)
     chunks = [texts[i:i + 23] for i in range(0, len(texts), 23)]
-    streamed = near_dedup.near_duplicates(near_dedup.streamed_signatures(iter(chunks), len(texts), cfg), cfg)
-    assert streamed.tolist() == at_once.tolist()
+    streamed = near_dedup.near_duplicates_streamed(lambda: iter(chunks), len(texts), cfg)
+    as_series = near_dedup.near_duplicates_streamed(lambda: (pl.Series(c) for c in chunks), len(texts), cfg)
+    assert streamed.tolist() == as_series.tolist() == at_once.tolist()
     assert 20 < (at_once >= 0).sum() < 190  # the corpus really has near duplicates, and non-duplicates
+    with pytest.raises(ValueError, match="expected 201 documents"):
+        near_dedup.near_duplicates_streamed(lambda: iter(chunks), len(texts) + 1, cfg)
+
+
+def test_second_pass_signs_only_documents_with_a_candidate(monkeypatch):
+    """Memory: only documents sharing an LSH band with an earlier one get their full signature kept."""
+    from corpusforge.tasks.corpus import near_dedup
+
+    signed = []
+    real = near_dedup.signatures
+    monkeypatch.setattr(near_dedup, "signatures", lambda texts, cfg: signed.append(len(texts)) or real(texts, cfg))
+    texts = [sentence() for _ in range(300)]
+    a = texts[10].split()
+    a[50] = "CHANGED"
+    texts.append(" ".join(a))  # document 300 near-duplicates document 10
+    result = near_dedup.near_duplicates_streamed(lambda: [texts], len(texts), NearDedupConfig(enabled=True))
+    assert result[300] == 10 and (np.delete(result, 300) == -1).all()
+    assert signed == [301, 2]  # first pass: everyone; second pass: the pair
+
+
+def test_shingle_tokens_follow_their_definition():
+    """Each document's tokens: the hash of every window of k words (a shorter document: all its words; an
+    empty one: a fixed token), computed here one document at a time in plain Python."""
+    from corpusforge.tasks.corpus.near_dedup import (
+        EMPTY_TOKEN,
+        SHINGLE_BASE,
+        WORD_SEED,
+        _mix64,
+        shingle_tokens,
+    )
+
+    k = 3
+    texts = ["", "one", "one two", "one two three", "a b c d e", "  tabs\tand\nnew  lines here ", "é ü ñ é ü",
+             None, "x y z x y z"]
+
+    def reference(text):
+        words = (text or "").split()
+        if not words:
+            return [EMPTY_TOKEN]
+        hashes = [int(h) for h in pl.Series(words, dtype=pl.Utf8).hash(seed=WORD_SEED)]
+        windows = [hashes[i:i + k] for i in range(len(words) - k + 1)] if len(words) >= k else [hashes]
+        return [sum(h * pow(SHINGLE_BASE, k - 1 - j, 1 << 64) for j, h in enumerate(w)) % (1 << 64)
+                for w in windows]
+
+    tokens, offsets = shingle_tokens(pl.Series(texts, dtype=pl.Utf8), k)
+    assert offsets[0] == 0 and offsets[-1] == len(tokens) and len(offsets) == len(texts) + 1
+    for i, text in enumerate(texts):
+        raw = np.array(reference(text), dtype=np.uint64)
+        assert tokens[offsets[i]:offsets[i + 1]].tolist() == _mix64(raw).tolist(), repr(text)
+    # word order matters inside a shingle, and equal shingles give equal tokens in any document
+    assert tokens[offsets[8]] == tokens[offsets[8] + 3] and tokens[offsets[8]] != tokens[offsets[8] + 1]
+
+
+def test_band_key_collisions_are_only_candidates():
+    """Two documents whose band keys collide (forged here) are dropped only if their signatures agree."""
+    from corpusforge.tasks.corpus.near_dedup import _verify
+
+    sig = np.array([[1] * 128, [2] * 128, [1] * 127 + [9]], dtype=np.uint32)
+    cand = np.array([[3, 3], [0, 3], [0, 1]], dtype=np.int32)  # 1 and 2 both "share a band" with 0
+    assert _verify(cand, np.arange(3), sig, 0.8).tolist() == [-1, -1, 0]
+
+
+def test_near_dedup_corpus_id_names_the_hash_library_version(tmp_path):
+    from importlib.metadata import version
+
+    write(tmp_path / "d" / "1.txt", sentence() + "\n")
+    merged, manifest, _ = build(tmp_path, {"sources": [str(tmp_path / "d")], "dedup": {"near": {"enabled": True}}})
+    assert version("polars") in manifest["config"]["near_dedup_hash"]
+    exact, exact_manifest, _ = build(tmp_path, {"sources": [str(tmp_path / "d")]})
+    assert "near_dedup_hash" not in exact_manifest["config"] and exact.id != merged.id
 
 
 def test_merge_near_dedup_across_many_shards_matches_the_whole_corpus_at_once(tmp_path):
