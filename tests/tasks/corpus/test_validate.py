@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from corpusforge.tasks.corpus.validate import (COLUMNS, DATA_DOCS_SUBDIR, DatasetValidationError, ValidationConfig, checkpoint_for,
+from corpusforge.tasks.corpus.validate import (COLUMNS, DATA_DOCS_SUBDIR, DatasetValidationError, ValidationConfig, validation_for,
                             validate_frame)
 
 LENGTH = "expect_column_value_lengths_to_be_between"
@@ -108,15 +108,15 @@ def test_no_per_batch_fingerprint_is_computed(tmp_path: Path, monkeypatch):
     assert "pandas_data_fingerprint" not in (tmp_path / outcome.data_docs).read_text(encoding="utf-8")
 
 
-def test_checkpoint_is_built_once_per_config_and_thread():
-    first = checkpoint_for(CFG)
-    assert checkpoint_for(CFG) is first
-    assert checkpoint_for(ValidationConfig(min_chars=1, max_chars=5)) is not first
+def test_validation_definition_is_built_once_per_config_and_thread():
+    first = validation_for(CFG)
+    assert validation_for(CFG) is first
+    assert validation_for(ValidationConfig(min_chars=1, max_chars=5)) is not first
     other: list = []
-    worker = threading.Thread(target=lambda: other.append(checkpoint_for(CFG)))
+    worker = threading.Thread(target=lambda: other.append(validation_for(CFG)))
     worker.start()
     worker.join()
-    assert other[0] is not first  # another thread has its own context and checkpoint
+    assert other[0] is not first  # another thread has its own context and definition
 
 
 def test_concurrent_validations_see_only_their_own_rows():
@@ -148,3 +148,24 @@ def test_no_data_docs_when_disabled_in_config(tmp_path: Path):
     outcome = validate_frame(frame(row("a", "fine")), cfg, tmp_path)
     assert outcome.data_docs is None
     assert not (tmp_path / "gx").exists()
+
+
+def test_run_validation_gives_what_gx_validation_definition_run_gives():
+    """Our run skips GX's store checks and stored copy; the result and its meta must still be GX's own."""
+    from corpusforge.tasks.corpus.validate import RESULT_FORMAT, _PER_THREAD, run_validation
+
+    data = frame(row("a", "fine text"), row("b", "ab"), row("c", None))
+    definition = validation_for(CFG)
+    ours = run_validation(definition, data)
+    gx_run = definition.run(batch_parameters={"dataframe": data}, result_format=RESULT_FORMAT)
+    assert ours.success == gx_run.success is False
+    assert ([r.to_json_dict() for r in ours.results] == [r.to_json_dict() for r in gx_run.results]
+            and len(ours.results) == 5)
+    assert set(ours.meta) == set(gx_run.meta)
+    for key in ("validation_id", "checkpoint_id", "batch_parameters", "active_batch_definition"):
+        assert ours.meta[key] == gx_run.meta[key], key
+    assert ours.meta["validation_time"] == ours.meta["run_id"].run_time
+    store = _PER_THREAD.context.validation_results_store
+    before = len(store.list_keys())
+    validate_frame(data, CFG, None)
+    assert len(store.list_keys()) == before  # validate_frame leaves nothing behind in the context
