@@ -168,7 +168,7 @@ def run_validation(definition, frame):
     validator = Validator(batch_definition=definition.batch_definition, batch_parameters={"dataframe": frame},
                           result_format=RESULT_FORMAT)
     result = validator.validate_expectation_suite(definition.suite)
-    run_id = RunIdentifier(run_time=datetime.datetime.now(datetime.timezone.utc))
+    run_id = RunIdentifier(run_time=datetime.datetime.now(datetime.UTC))
     result.meta.update({"validation_id": definition.id, "checkpoint_id": None, "run_id": run_id,
                         "validation_time": run_id.run_time, "batch_parameters": {"dataframe": DATAFRAME_REPLACEMENT_STR}})
     return result
