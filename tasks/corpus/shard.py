@@ -21,7 +21,7 @@ from corpusforge.storage.records import RAW_CAP, RecordBatch
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.config import identity
 from corpusforge.tasks.corpus.accounting import accounting_from_tables
-from corpusforge.tasks.corpus.clean import clean_expr, word_count_expr
+from corpusforge.tasks.corpus.clean import clean_expr, word_counts
 from corpusforge.tasks.corpus.filters import apply_filters
 from corpusforge.tasks.corpus.identity import add_identity
 from corpusforge.tasks.corpus.validate import COLUMNS, validate_frame
@@ -123,7 +123,7 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
     df = df.with_columns(
         pl.lit(ref.name).alias("source"),
         pl.col("text").str.len_chars().cast(pl.Int64).alias("n_chars"),
-        word_count_expr("text").alias("n_words"),
+        word_counts(df["text"]).alias("n_words"),
     ).select(COLUMNS)
 
     validation: dict[str, Any] = {"enabled": cfg.validate.enabled, "skipped": "no rows"}

@@ -7,7 +7,7 @@ import unicodedata
 import polars as pl
 import pytest
 
-from corpusforge.tasks.corpus.clean import CleanConfig, clean_expr, word_count_expr
+from corpusforge.tasks.corpus.clean import CleanConfig, clean_expr, word_count_expr, word_counts
 
 COMBINING_E = "e\u0301"  # 'e' + COMBINING ACUTE ACCENT (NFD)
 PRECOMPOSED_E = "\u00e9"  # 'é'
@@ -81,6 +81,24 @@ def test_word_count_counts_whitespace_separated_tokens():
     assert out.dtype == pl.Int64
     assert out.to_list() == [len(t.split()) for t in texts]
     assert out.to_list() == [1, 2, 4, 0, 0, 3, 2]
+
+
+def test_word_counts_equal_the_regex_count_on_every_kind_of_text():
+    """The numpy path (ASCII documents) and the regex path (the rest) give exactly ``word_count_expr``."""
+    import random
+
+    rng = random.Random(7)
+    alphabet = ["a", "b", " ", "  ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1f", "\u00a0", "\u3000", "é", "\u2028",
+                "x\u0301", ".", "\x85"]
+    texts = ["", " ", "one", " lead", "trail ", None, "\u00a0", "é", "a\u00a0b"]
+    texts += ["".join(rng.choices(alphabet, k=rng.randrange(0, 30))) for _ in range(500)]
+    series = pl.Series("t", texts, dtype=pl.Utf8)
+    expected = pl.DataFrame({"t": series}).select(word_count_expr("t"))["t"]
+    for part in (series, series.slice(3, 200), series.filter(series.is_not_null()), series[:0]):
+        got = word_counts(part)
+        want = pl.DataFrame({"t": part}).select(word_count_expr("t"))["t"]
+        assert got.dtype == pl.Int64 and got.to_list() == want.to_list()
+    assert word_counts(series).null_count() == 1 and expected.null_count() == 1
 
 
 def test_raw_preset_leaves_text_byte_identical():
