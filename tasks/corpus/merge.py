@@ -80,7 +80,7 @@ def build_corpus(
         # a new polars gives a new id rather than different bytes under an old one
         from importlib.metadata import version
 
-        config["near_dedup_hash"] = f"polars {version('polars')} xxh3, splitmix64 shingles"
+        config["near_dedup_hash"] = f"polars {version('polars')} Series.hash words, splitmix64 shingles"
     if skipped:
         config["skipped"] = sorted(skipped)
     return run_step(

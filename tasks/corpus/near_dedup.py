@@ -80,7 +80,7 @@ def shingle_tokens(texts, k: int) -> tuple[np.ndarray, np.ndarray]:
     Words are runs of non-whitespace (``\\S+``, as ``str.split()`` finds them in cleaned text). A shingle is
     ``k`` consecutive words of one document; a document of at most ``k`` words is one shingle, an empty one
     a fixed token. Computed in polars and numpy, no Python loop over documents: each word is hashed with
-    polars' ``hash`` (xxh3), a shingle's hash is the polynomial ``sum(word_j * P**(k-1-j)) mod 2**64`` of its
+    polars' ``Series.hash``, a shingle's hash is the polynomial ``sum(word_j * P**(k-1-j)) mod 2**64`` of its
     words' hashes, mixed with the splitmix64 finalizer. Polars does not promise the same ``hash`` across its
     versions, so the merge step puts polars' version in its identity when near-dedup is on.
     """
