@@ -27,7 +27,8 @@ near-dedup with 5-word shingles, 128 permutations in 9 bands x 13 rows (threshol
   one task per input file; its exact dedup is signatures -> find duplicates -> filter, which re-reads and
   re-normalises the input as datatrove's own examples do; the MinHash dedup is its four stages).
 - Inner loop: each side in a fresh process with every import done first, timing the pipeline alone:
-  corpusforge's Python path (``build_corpus_shard`` per file on 2 threads + ``build_corpus``, no Prefect),
+  corpusforge's Python path (``build_corpus_shard`` per shard on 2 threads, the files packed into shards as
+  the pipeline packs them (``resolve_packs``, ``corpus.shard_mb``), + ``build_corpus``, no Prefect),
   datatrove's executor (``--inner``).
 
 CPU seconds are user + system of the whole process tree (getrusage), so threads and worker processes
@@ -56,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (REPO, SHARED, ProcessRun, emit, header, interleave, loadavg, proc_cpu,  # noqa: E402
                     quiet_env, row, run_process, server_state, venv_bin)
 
-FILE_MB = 2.5  # one input file (= one corpusforge shard = one datatrove task) per 2.5 MB of text
+FILE_MB = 2.5  # one input file (= one datatrove task; corpusforge packs ~3 into a shard of ~8 MB) per 2.5 MB of text
 TARGET_MARGINAL = {"txt": 20.0, "jsonl": 10.0, "csv": 10.0}
 TARGET_MINHASH = 5.0
 TARGET_MINHASH_MEM = 3.0  # peak RSS / corpus size
@@ -142,6 +143,10 @@ src, store, near = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
 from corpusforge.tasks.corpus.shard import build_corpus_shard
+try:
+    from corpusforge.tasks.corpus.merge import resolve_packs
+except ImportError:  # code from before shards packed small files (--code): one shard per file
+    resolve_packs = lambda cfg: [[r] for r in resolve_sources(cfg)]  # noqa: E731
 import great_expectations, polars, pyarrow.parquet, duckdb, rensa, matplotlib.pyplot  # noqa: F401 - imports outside the timing
 def cpu():
     a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -151,9 +156,9 @@ cfg = corpus_config_from_dict({"name": "bench", "sources": [src], "reader": {"tx
     "dedup": {"exact": True, "near": {"enabled": near}}})
 st = ArtifactStore(store)
 c0, w0 = cpu(), time.perf_counter()
-refs = resolve_sources(cfg)
+packs = resolve_packs(cfg)
 with ThreadPoolExecutor(2) as pool:
-    shards = list(pool.map(lambda r: build_corpus_shard(r, cfg, st), refs))
+    shards = list(pool.map(lambda p: build_corpus_shard(p if len(p) > 1 else p[0], cfg, st), packs))
 res = build_corpus(shards, cfg, st)
 cpu_s, wall = cpu() - c0, time.perf_counter() - w0
 acc = json.load(open(os.path.join(res.path, "manifest.json")))["accounting"]

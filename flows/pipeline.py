@@ -1,7 +1,7 @@
 """The pipeline flow: every stage present in the config, composed from tasks. No heavy logic here.
 
-Stages so far: ``corpus`` (discover -> one ``corpus_shard`` task per source file, run on the task
-runner -> ``corpus`` merge). Later stages (tokenizer, embeddings, ngram, lm) plug in after it.
+Stages so far: ``corpus`` (discover -> one ``corpus_shard`` task per source file or pack of small files, run
+on the task runner -> ``corpus`` merge). Later stages (tokenizer, embeddings, ngram, lm) plug in after it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from corpusforge.storage.store import ArtifactStore, resolve_store_root
 from corpusforge.storage.tracking import open_tracker
 from corpusforge.tasks.config import ConfigError, to_dict
 from corpusforge.tasks.corpus.merge import corpus_task, discover_sources_task
-from corpusforge.tasks.corpus.shard import corpus_shard_task
+from corpusforge.tasks.corpus.shard import corpus_shard_task, pack_label
 from corpusforge.tasks.step import StepResult
 from corpusforge.tasks.track import LiveRuns, ParentRun, track_results
 
@@ -104,8 +104,9 @@ def _api_for_workers(cfg: RunnerConfig):
 
 
 def _run_corpus_stage(corpus: dict[str, Any], store_root: str, base_dir: str | None, on_progress) -> list[StepResult]:
-    discovered = discover_sources_task(corpus, base_dir)
-    futures = corpus_shard_task.map(discovered["sources"], unmapped(corpus), unmapped(store_root))
+    discovered = discover_sources_task(corpus, base_dir, store_root)
+    packs = discovered["packs"]
+    futures = corpus_shard_task.map(packs, unmapped(corpus), unmapped(store_root), [pack_label(p) for p in packs])
     done: dict[int, dict[str, Any]] = {}
     index = {id(f): i for i, f in enumerate(futures)}
     on_progress(0, len(futures))

@@ -20,7 +20,7 @@ from corpusforge.stages import STAGES, load
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.storage.tracking import RegistryLedger, default_tracking_uri
 from corpusforge.tasks.corpus.merge import build_corpus, describe, discover, order_like_previous
-from corpusforge.tasks.corpus.shard import SourceRef, build_corpus_shard
+from corpusforge.tasks.corpus.shard import SourceRef, build_corpus_shard, pack_sources
 from corpusforge.tasks.step import NotPublished, StepResult, lookup_only
 
 
@@ -52,9 +52,10 @@ def plan_pipeline(cfg: PipelineConfig, store_root: Path, base_dir: Path | None) 
     store = ArtifactStore(store_root)
     try:
         with lookup_only():
-            shards = [build_corpus_shard(ref, cfg.corpus, store) for ref in refs]
+            packs = pack_sources(order_like_previous(refs, store, cfg.corpus.name), cfg.corpus.shard_mb)
+            shards = [build_corpus_shard(pack, cfg.corpus, store) for pack in packs]
             plan.results += shards
-            corpus = build_corpus(order_like_previous(shards, store, cfg.corpus.name), cfg.corpus, store, skipped)
+            corpus = build_corpus(shards, cfg.corpus, store, skipped)
             plan.results.append(corpus)
             plan.outputs["corpus"] = corpus
             for stage, stage_cfg in cfg.stages(base_dir):

@@ -16,6 +16,8 @@ from typing import Any
 
 CARD = "README.md"
 DATASET_STEPS = {"corpus", "corpus_shard", "encode"}
+PACKED_SHARD = ("Several small source files packed into one shard (`corpus.shard_mb`), read, cleaned and validated "
+                "(Parquet), before the corpus merge.")
 WHAT = {
     "corpus": "A cleaned, deduplicated, split text corpus (Parquet: train/valid/test, with every dropped or "
               "quarantined record accounted for).",
@@ -90,6 +92,7 @@ def card(manifest: Mapping[str, Any], export: Mapping[str, Any] | None = None) -
         "",
         f"# {step} `{manifest.get('name', '?')}` ({kind} card)",
         "",
+        PACKED_SHARD if step == "corpus_shard" and "sources" in (manifest.get("config") or {}) else
         WHAT.get(step, f"An artifact of the `{step}` step."),
         "",
         f"- artifact id: `{manifest.get('id', '?')}` (content-derived: step, version, config and input ids)",

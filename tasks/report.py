@@ -48,7 +48,9 @@ def write_data_docs_index(out: Path, shards, manifests: list[dict[str, Any]]) ->
     rows = []
     for shard, manifest in zip(shards, manifests):
         docs = manifest.get("data_docs")
-        source = html.escape(manifest["config"]["source"])
+        config = manifest["config"]
+        names = config.get("sources") or [config["source"]]  # a pack of small files, or one file
+        source = html.escape(names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more files")
         acc = manifest["accounting"]
         status = "passed" if manifest.get("validation", {}).get("success", True) else "row failures quarantined"
         if docs:

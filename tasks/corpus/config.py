@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corpusforge.storage.readers import ReaderConfig
-from corpusforge.tasks.config import check_artifact_name, from_dict
+from corpusforge.tasks.config import ConfigError, check_artifact_name, from_dict
 from corpusforge.tasks.corpus.clean import CleanConfig
 from corpusforge.tasks.corpus.filters import FilterConfig
 from corpusforge.tasks.corpus.near_dedup import NearDedupConfig
 from corpusforge.tasks.corpus.split import SplitConfig
 from corpusforge.tasks.corpus.validate import ValidationConfig
 
-# The stage's two steps take their ids from this config: a shard per source (corpus_shard) and the merge (corpus).
+# The stage's two steps take their ids from this config: a shard per source file or pack of small files (corpus_shard) and the merge (corpus).
 # Each field names the steps whose output it changes ("steps": tasks.config.identity(cfg, step)). The sources are
 # the shards' inputs (their digests), not config; allow_empty changes no output.
 STEPS = ("corpus_shard", "corpus")
@@ -43,11 +43,18 @@ class CorpusConfig:
     dedup: DedupConfig = field(default_factory=DedupConfig, metadata={"steps": ("corpus_shard", "corpus"), "doc": "Duplicate removal."})
     split: SplitConfig = field(default_factory=SplitConfig, metadata={"steps": ("corpus_shard", "corpus"), "doc": "Held-out fractions."})
     validate: ValidationConfig = field(default_factory=ValidationConfig, metadata={"steps": ("corpus_shard",), "doc": "GX suite bounds."})
+    shard_mb: float = field(default=8.0, metadata={"steps": (),
+        "doc": "Small source files are packed into shards of about this many MB (a shard is one task, one GX "
+               "validation and one set of Parquet files); a file this large or larger is a shard of its own; 0: one "
+               "shard per file. Only which files share a shard depends on it (the shards' inputs), not any output."})
     allow_empty: bool = field(default=False, metadata={"steps": (),
         "doc": "Publish a corpus even when its sources yield no document (by default that is an error)."})
 
     def __post_init__(self) -> None:
         check_artifact_name(self.name)
+        if not (isinstance(self.shard_mb, (int, float)) and 0 <= self.shard_mb <= 4096):
+            raise ConfigError(f"corpus.shard_mb: give a size in MB from 0 (one shard per file) to 4096, "
+                              f"not {self.shard_mb!r}")
 
 
 def corpus_config_from_dict(data: dict[str, Any], path: str = "corpus") -> CorpusConfig:

@@ -262,7 +262,7 @@ REPETITION_PREFIXES = ("gopher_dup_", "gopher_top_")
 
 
 def apply_filters(df, cfg: FilterConfig, text_col: str = "text"):
-    """(kept rows, dropped rows) of ``df``. Dropped rows have columns locator, reason, detail (one reason per
+    """(kept rows, dropped rows) of ``df``. Dropped rows have columns [source,] locator, reason, detail (one reason per
     row: the first failing filter in ``REASONS`` order). Kept rows keep ``df``'s columns and order; with
     ``lang_id`` their ``lang`` column is filled. Rows without a ``locator`` column are located by row number.
 
@@ -293,7 +293,8 @@ def apply_filters(df, cfg: FilterConfig, text_col: str = "text"):
         reason = reason.scatter(rows, failed["reason"])
         detail = detail.scatter(rows, failed["detail"])
     keep_mask = reason.is_null()
-    dropped = pl.DataFrame({"locator": locator, "reason": reason, "detail": detail}).filter(~keep_mask)
+    source = {"source": df["source"]} if "source" in df.columns else {}  # a shard of several files
+    dropped = pl.DataFrame({**source, "locator": locator, "reason": reason, "detail": detail}).filter(~keep_mask)
     kept = df.filter(keep_mask)
     if cfg.lang_id:
         kept, lang_dropped = _filter_language(kept, cfg, text_col)
@@ -432,8 +433,10 @@ def _filter_language(kept, cfg: FilterConfig, text_col: str):
         pl.format("lang={} p={} (allowed: {}, min p {})", "lang", pl.col("p").round(3), pl.lit(allowed),
                   pl.lit(cfg.min_lang_prob)).alias("detail"))["detail"]
     locator = kept["locator"].cast(pl.Utf8) if "locator" in kept.columns else pl.Series(range(kept.height)).cast(pl.Utf8)
-    dropped = pl.DataFrame({"locator": locator, "reason": "lang", "detail": detail},
-                           schema={"locator": pl.Utf8, "reason": pl.Utf8, "detail": pl.Utf8}).filter(bad)
+    source = {"source": kept["source"]} if "source" in kept.columns else {}  # a shard of several files
+    dropped = pl.DataFrame({**source, "locator": locator, "reason": "lang", "detail": detail},
+                           schema={**dict.fromkeys(source, pl.Utf8), "locator": pl.Utf8, "reason": pl.Utf8,
+                                   "detail": pl.Utf8}).filter(bad)
     return kept.filter(~bad), dropped
 
 

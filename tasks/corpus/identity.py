@@ -47,32 +47,45 @@ def _connection():
     return con
 
 
-def add_identity(df, source_name: str, source_digest: str, split: SplitConfig):
-    """Add ``doc_id``, ``content_hash`` and ``split`` columns to a polars frame with locator and text."""
+def add_identity(df, source_name: str | None, source_digest: str | None, split: SplitConfig):
+    """Add ``doc_id``, ``content_hash`` and ``split`` columns to a polars frame with locator and text.
+
+    One source (``source_name`` and ``source_digest`` given) or several (both None): then every row names its
+    own in the frame's ``source`` and ``source_digest`` columns (a shard that packs several small files)."""
     import polars as pl
 
     if df.height == 0:
         return df.with_columns(pl.lit(None, pl.Utf8).alias(c) for c in ("doc_id", "content_hash", "split"))
+    per_row = source_name is None
     if df.height <= SMALL_FRAME:  # the definitions themselves: cheaper than opening DuckDB (25-45 ms)
-        ids = [doc_id_for(source_name, source_digest, loc) for loc in df["locator"].to_list()]
+        names = df["source"].to_list() if per_row else [source_name] * df.height
+        digests = df["source_digest"].to_list() if per_row else [source_digest] * df.height
+        ids = [doc_id_for(n, d, loc) for n, d, loc in zip(names, digests, df["locator"].to_list())]
         return df.with_columns(
             pl.Series("doc_id", ids, pl.Utf8),
             pl.Series("content_hash", [content_hash_for(t) for t in df["text"].to_list()], pl.Utf8),
             pl.Series("split", [split_for(i, split) for i in ids], pl.Utf8),
         )
-    prefix = f"{source_name}{SEP}{source_digest}{SEP}"
     held_out = split.valid > 0 or split.test > 0  # else every document is train: no split draw to hash
     con = _connection()
     try:
         # Arrow string views: polars hands them over without copying the texts (its default export to
         # large_string copies every byte, which cost as much as the hashing itself)
-        con.register("docs", df.select("locator", "text").to_arrow(compat_level=pl.CompatLevel.newest()))
+        if per_row:
+            docs = df.select((pl.col("source") + SEP + pl.col("source_digest") + SEP).alias("prefix"), "locator",
+                             "text")
+            key = "prefix || locator"
+            params = {}
+        else:
+            docs, key = df.select("locator", "text"), "$prefix || locator"
+            params = {"prefix": f"{source_name}{SEP}{source_digest}{SEP}"}
+        con.register("docs", docs.to_arrow(compat_level=pl.CompatLevel.newest()))
         # DuckDB keeps insertion order for plain projections (preserve_insertion_order is on by default).
         draw = "substr(md5($seed || ':' || doc_id), 1, 8)" if held_out else "NULL"
         ids = pl.from_arrow(con.sql(
-            "WITH a AS (SELECT substr(sha256($prefix || locator), 1, 20) AS doc_id, md5(text) AS content_hash"
+            f"WITH a AS (SELECT substr(sha256({key}), 1, 20) AS doc_id, md5(text) AS content_hash"
             f" FROM docs) SELECT doc_id, content_hash, {draw} AS h FROM a",
-            params={"prefix": prefix, **({"seed": str(split.seed)} if held_out else {})},
+            params={**params, **({"seed": str(split.seed)} if held_out else {})},
         ).to_arrow_table())
     finally:
         con.unregister("docs")

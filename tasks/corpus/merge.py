@@ -1,7 +1,8 @@
 """Step ``corpus``: merge shard artifacts into one corpus with train/valid/test Parquet files.
 
-Its inputs are the shard ids in source order, so one changed source file changes one shard id and
-this merge id, while every other shard is reused. The merge removes exact duplicates *across* shards
+Its inputs are the shard ids in source order, so one changed source file changes one shard id (the shard
+that holds it: a file of its own or a pack of small files) and this merge id, while every other shard is
+reused. The merge removes exact duplicates *across* shards
 (first occurrence in source order wins), writes ``train/valid/test.parquet``, concatenates the
 quarantine and drop tables, sums the accounting (re-checked against the tables) and draws the
 document-length histogram.
@@ -20,7 +21,7 @@ from corpusforge.tasks.config import ConfigError, identity
 from corpusforge.tasks.corpus.accounting import accounting_from_tables
 from corpusforge.tasks.corpus.config import CorpusConfig, DedupConfig, corpus_config_from_dict  # noqa: F401
 from corpusforge.tasks.corpus.near_dedup import NearDedupConfig, near_duplicates_streamed
-from corpusforge.tasks.corpus.shard import SourceRef, digest_source, drop_examples
+from corpusforge.tasks.corpus.shard import SourceRef, digest_source, drop_examples, pack_sources, shard_sources
 from corpusforge.tasks.corpus.split import SPLITS
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
@@ -36,6 +37,14 @@ PARQUET_ZSTD_LEVEL = 1
 def resolve_sources(cfg: CorpusConfig, base_dir: Path | None = None) -> list[SourceRef]:
     """Discover and hash every source file. Relative paths resolve against ``base_dir`` (the config's dir)."""
     return discover(cfg, base_dir)[0]
+
+
+def resolve_packs(cfg: CorpusConfig, base_dir: Path | None = None, store: ArtifactStore | None = None
+                  ) -> list[list[SourceRef]]:
+    """The shards a run would build: the sources in corpus order (after those of the latest corpus of this name
+    in ``store``, if given), packed by ``cfg.shard_mb``."""
+    refs = resolve_sources(cfg, base_dir)
+    return pack_sources(order_like_previous(refs, store, cfg.name) if store is not None else refs, cfg.shard_mb)
 
 
 def discover(cfg: CorpusConfig, base_dir: Path | None = None) -> tuple[list[SourceRef], list[str]]:
@@ -173,7 +182,7 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
     plot_reasons(accounting, out / "reasons.png", title=f"{cfg.name}: records not kept, by reason")
     write_data_docs_index(out, shards, manifests)
     metrics: dict[str, Any] = {"docs": docs.height, "chars": int(docs["n_chars"].sum() or 0),
-                               "words": int(docs["n_words"].sum() or 0), "sources": len(shards)}
+                               "words": int(docs["n_words"].sum() or 0), "sources": len(records_read)}
     for split in SPLITS:
         metrics[f"docs_{split}"] = int((docs["split"] == split).sum())
     examples = drop_examples(quarantine, dropped)
@@ -183,10 +192,17 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
         "drop_examples": examples,
         "report": "report.md",
         "metrics": metrics,
-        "shards": [{"id": s.id, "source": m["config"]["source"], "path": s.path} for s, m in zip(shards, manifests)],
+        "shards": [_shard_entry(s, m) for s, m in zip(shards, manifests)],
         "data_docs": "data_docs.html",
         "splits": {split: f"{split}.parquet" for split in SPLITS},
     }
+
+
+def _shard_entry(shard: StepResult, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The merge manifest's line for a shard: its id and path, its first source (``source``, as when every
+    shard was one file) and, for a pack of several files, all of them (``sources``)."""
+    names = shard_sources(manifest)
+    return {"id": shard.id, "source": names[0], **({"sources": names} if len(names) > 1 else {}), "path": shard.path}
 
 
 def _shard_slices(paths: list[Path], keep):
@@ -241,36 +257,45 @@ def _write_table(frame, path: Path) -> None:
 
 
 @prefect_task(name="discover_sources", retries=2, retry_delay_seconds=1)
-def discover_sources_task(corpus_config: dict[str, Any], base_dir: str | None) -> dict[str, Any]:
+def discover_sources_task(corpus_config: dict[str, Any], base_dir: str | None, store_root: str | None = None
+                          ) -> dict[str, Any]:
+    """Discover and hash the sources, put them in corpus order (:func:`order_like_previous`) and pack them into
+    shards (``packs``: lists of sources)."""
     from prefect import get_run_logger
 
-    refs, hidden = discover(corpus_config_from_dict(corpus_config), Path(base_dir) if base_dir else None)
+    cfg = corpus_config_from_dict(corpus_config)
+    refs, hidden = discover(cfg, Path(base_dir) if base_dir else None)
     if hidden:
         get_run_logger().info("skipped %d hidden entr%s: %s", len(hidden), "y" if len(hidden) == 1 else "ies",
                               ", ".join(hidden[:10]))
-    return {"sources": [r.to_dict() for r in refs], "skipped": hidden}
+    if store_root is not None:
+        refs = order_like_previous(refs, ArtifactStore(store_root), cfg.name)
+    packs = pack_sources(refs, cfg.shard_mb)
+    return {"sources": [r.to_dict() for r in refs], "packs": [[r.to_dict() for r in p] for p in packs],
+            "skipped": hidden}
 
 
-def order_like_previous(shards: list[StepResult], store: ArtifactStore, name: str) -> list[StepResult]:
+def order_like_previous(refs: list[SourceRef], store: ArtifactStore, name: str) -> list[SourceRef]:
     """Put sources that the latest published corpus of this name already had first, in its order,
     then new sources in name order. With dedup keeping the first occurrence, documents that were
-    already published stay and a newly arrived copy is the one dropped, whatever its file name."""
+    already published stay and a newly arrived copy is the one dropped, whatever its file name; and new
+    files are packed after the old ones, so the old shards are reused."""
     from corpusforge.storage.catalog import Catalog
 
     latest = Catalog(store).find(step=CORPUS_STEP, name=name, latest=True)
     if not latest:
-        return shards
-    rank = {entry["source"]: i for i, entry in enumerate(latest[0].manifest.get("shards", []))}
-    sources = {s.id: (read_manifest(Path(s.path)) or {}).get("config", {}).get("source", s.name) for s in shards}
-    return sorted(shards, key=lambda s: (rank.get(sources[s.id], len(rank)), sources[s.id]))
+        return list(refs)
+    previous = [n for entry in latest[0].manifest.get("shards", []) for n in entry.get("sources") or [entry["source"]]]
+    rank = {source: i for i, source in enumerate(previous)}
+    return sorted(refs, key=lambda r: (rank.get(r.name, len(rank)), r.name))
 
 
 @prefect_task(name="corpus")
 def corpus_task(shards: list[dict[str, Any]], corpus_config: dict[str, Any], store_root: str,
                 skipped: list[str] | None = None) -> dict[str, Any]:
+    """The merge of ``shards``, already in corpus order (the sources were ordered before they were packed)."""
     cfg, store = corpus_config_from_dict(corpus_config), ArtifactStore(store_root)
-    ordered = order_like_previous([StepResult.from_dict(s) for s in shards], store, cfg.name)
-    result = build_corpus(ordered, cfg, store, skipped or ())
+    result = build_corpus([StepResult.from_dict(s) for s in shards], cfg, store, skipped or ())
     log_step_outcome(result)
     return result.to_dict()
 

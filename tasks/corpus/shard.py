@@ -1,7 +1,11 @@
-"""Step ``corpus_shard``: one source file -> clean, validated Parquet plus quarantine and drop tables.
+"""Step ``corpus_shard``: source files -> clean, validated Parquet plus quarantine and drop tables.
 
-Sharding by source file makes runs incremental: a changed file changes its own content digest, so only
-its shard id changes and only that shard is recomputed.
+A shard is one source file, or several small ones packed together (:func:`pack_sources`): each shard is one
+task, one GX validation and one set of Parquet files, which cost ~0.13-0.16 CPU-s whatever the shard's size,
+so a directory of many small files is read in a few shards instead of one per file. Runs stay incremental:
+a changed file changes its own content digest, so only the id of the shard that holds it changes and only
+that shard is recomputed. Which files share a shard depends on each file's own name and size, not on its
+neighbours (content-defined boundaries), so adding or removing a file changes only the shard around it.
 
 Within a shard, in order: read (corpusforge.storage.readers, strict UTF-8) -> clean (polars expressions) ->
 filter empty documents -> exact dedup (first occurrence wins) -> split -> GX validation (row failures
@@ -10,7 +14,9 @@ to quarantine). Every record read ends in exactly one of kept / quarantined / fi
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,42 +68,117 @@ def digest_source(sf: SourceFile) -> SourceRef:
     return SourceRef(sf.name, str(sf.path), sha256_bytes(marker), None, sf.refused, sf.detail)
 
 
-def shard_config(corpus_cfg, source_name: str) -> dict[str, Any]:
-    """The parts of the corpus config that change a shard's output (plus the source's name)."""
-    return {"source": source_name, **identity(corpus_cfg, "corpus_shard")}  # near-dedup runs in the merge
+# Packing (see pack_sources): a shard holds files of about SHARD_MB on average (corpus.shard_mb), or about
+# PACK_FILES files when they are tiny; a file of shard_mb or more is a shard of its own.
+PACK_FILES = 2048
+MAX_PACK_FACTOR = 4  # a pack never grows past 4x shard_mb nor 8x PACK_FILES files (then it is cut before a file)
 
 
-def build_corpus_shard(ref: SourceRef, corpus_cfg, store: ArtifactStore) -> StepResult:
-    """Pure core of the shard step: publish (or reuse) the shard artifact for one source file."""
-    inputs = [{"id": ref.digest, "kind": "source", "name": ref.name, "path": ref.path, "size": ref.size}]
+def _draw(name: str) -> float:
+    """A uniform number in [0, 1) fixed by a source's name: where content-defined pack boundaries fall."""
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8", "surrogatepass")).digest()[:8], "big") / 2.0**64
+
+
+def pack_sources(refs: Sequence[SourceRef], shard_mb: float) -> list[list[SourceRef]]:
+    """Group ``refs`` (in order) into shards. A pack ends after a file with probability ``max(size / shard_mb,
+    1 / PACK_FILES)``, decided by a hash of the file's name: so a pack holds ~shard_mb of files (or ~PACK_FILES
+    tiny ones), and where packs end depends on each file alone, not on the files before it; adding, removing
+    or changing one file changes only the pack it is in (and, rarely, the next one, when a size cap cuts).
+    A file of ``shard_mb`` or more is a pack of its own (its shard is the same as with one shard per file).
+    ``shard_mb`` 0: one pack per file."""
+    if shard_mb <= 0:
+        return [[r] for r in refs]
+    target = shard_mb * 2**20
+    max_bytes, max_files = MAX_PACK_FACTOR * target, 2 * MAX_PACK_FACTOR * PACK_FILES
+    packs: list[list[SourceRef]] = []
+    pack: list[SourceRef] = []
+    size_of_pack = 0
+    for ref in refs:
+        size = ref.size or 0
+        if pack and (size >= target or size_of_pack + size > max_bytes or len(pack) >= max_files):
+            packs.append(pack)
+            pack, size_of_pack = [], 0
+        pack.append(ref)
+        size_of_pack += size
+        if _draw(ref.name) < max(size / target, 1 / PACK_FILES):
+            packs.append(pack)
+            pack, size_of_pack = [], 0
+    if pack:
+        packs.append(pack)
+    return packs
+
+
+def shard_sources(manifest: dict[str, Any]) -> list[str]:
+    """The names of the source files a shard artifact holds, from its manifest."""
+    config = manifest.get("config") or {}
+    return list(config["sources"]) if "sources" in config else [config.get("source", "")]
+
+
+def shard_config(corpus_cfg, source_names: str | Sequence[str]) -> dict[str, Any]:
+    """The parts of the corpus config that change a shard's output (plus the sources' names). A shard of one
+    file keeps the config (so the id) it had before shards could pack several files."""
+    names = [source_names] if isinstance(source_names, str) else list(source_names)
+    which = {"source": names[0]} if len(names) == 1 else {"sources": names}
+    return {**which, **identity(corpus_cfg, "corpus_shard")}  # near-dedup runs in the merge
+
+
+def shard_name(refs: Sequence[SourceRef]) -> str:
+    return slug(refs[0].name) if len(refs) == 1 else slug(f"{refs[0].name} and {len(refs) - 1} more", 80)
+
+
+def build_corpus_shard(refs: SourceRef | Sequence[SourceRef], corpus_cfg, store: ArtifactStore) -> StepResult:
+    """Pure core of the shard step: publish (or reuse) the shard artifact for one source file or a pack."""
+    refs = [refs] if isinstance(refs, SourceRef) else list(refs)
+    if not refs:
+        raise ValueError("a shard needs at least one source file")
+    inputs = [{"id": r.digest, "kind": "source", "name": r.name, "path": r.path, "size": r.size} for r in refs]
     return run_step(
         store,
         step=SHARD_STEP,
         version=SHARD_VERSION,
-        name=slug(ref.name),
-        config=shard_config(corpus_cfg, ref.name),
+        name=shard_name(refs),
+        config=shard_config(corpus_cfg, [r.name for r in refs]),
         inputs=inputs,
-        build=lambda out: _build(out, ref, corpus_cfg),
+        build=lambda out: _build(out, refs, corpus_cfg),
         libraries=LIBRARIES,
     )
 
 
-def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
+def _read(refs: list[SourceRef], cfg):
+    """(the records of every source, with ``source`` and ``source_digest`` columns when there are several;
+    the read failures as quarantine rows; records read per source)."""
     import polars as pl
 
-    source = SourceFile(ref.name, Path(ref.path), ref.refused, ref.detail)
-    frames, quarantine = [], []
-    records_read = 0
-    for item in read_batches(source, cfg.reader):
-        if isinstance(item, RecordBatch):
-            records_read += len(item)
-            frames.append(item.frame())
-        else:
-            records_read += 1
-            quarantine.append({"source": ref.name, "locator": item.locator, "stage": "read", "reason": item.reason,
-                               "detail": item.detail, "raw": item.raw})
-    df = pl.concat(frames) if frames else pl.DataFrame(
-        schema={"locator": pl.Utf8, "text": pl.Utf8, "meta": pl.Utf8})
+    frames, quarantine, records_read = [], [], {}
+    several = len(refs) > 1
+    for ref in refs:
+        source = SourceFile(ref.name, Path(ref.path), ref.refused, ref.detail)
+        n = 0
+        for item in read_batches(source, cfg.reader):
+            if isinstance(item, RecordBatch):
+                n += len(item)
+                frame = item.frame()
+                if several:
+                    frame = frame.with_columns(pl.lit(ref.name).alias("source"),
+                                               pl.lit(ref.digest).alias("source_digest"))
+                frames.append(frame)
+            else:
+                n += 1
+                quarantine.append({"source": ref.name, "locator": item.locator, "stage": "read",
+                                   "reason": item.reason, "detail": item.detail, "raw": item.raw})
+        records_read[ref.name] = n
+    schema = {"locator": pl.Utf8, "text": pl.Utf8, "meta": pl.Utf8}
+    if several:
+        schema.update(source=pl.Utf8, source_digest=pl.Utf8)
+    df = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+    return df, quarantine, records_read
+
+
+def _build(out: Path, refs: list[SourceRef], cfg) -> dict[str, Any]:
+    import polars as pl
+
+    df, quarantine, records_read = _read(refs, cfg)
+    several = len(refs) > 1
 
     # NUL and other C0/C1 control characters (but tab, LF, CR) never reach the cleaned text; counted.
     controls = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
@@ -107,21 +188,30 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
     df = df.with_columns(clean_expr("text", cfg.clean).alias("text"))
     df = df.with_columns(pl.lit(None, dtype=pl.Utf8).alias("lang"))  # filled by the language-id filter
     df, filtered = apply_filters(df, cfg.filters)
-    dropped = [filtered.select("locator", pl.lit("filter").alias("stage"), "reason", "detail")]
+    where = ["source"] if several else []  # one file: its name is added to the tables at the end
+    dropped = [filtered.select(*where, "locator", pl.lit("filter").alias("stage"), "reason", "detail")]
 
-    df = add_identity(df, ref.name, ref.digest, cfg.split)
-    fixed = cfg.split.split_for_source(ref.name)
-    if fixed is not None:  # e.g. a dedicated valid file: all its documents go to that split
-        df = df.with_columns(pl.lit(fixed).alias("split"))
+    if several:
+        df = add_identity(df, None, None, cfg.split)
+        fixed = {r.name: f for r in refs if (f := cfg.split.split_for_source(r.name)) is not None}
+        if fixed:  # e.g. a dedicated valid file: all its documents go to that split
+            df = df.with_columns(pl.col("source").replace_strict(fixed, default=pl.col("split"),
+                                                                 return_dtype=pl.Utf8).alias("split"))
+    else:
+        (ref,) = refs
+        df = add_identity(df, ref.name, ref.digest, cfg.split)
+        fixed_split = cfg.split.split_for_source(ref.name)
+        if fixed_split is not None:  # e.g. a dedicated valid file: all its documents go to that split
+            df = df.with_columns(pl.lit(fixed_split).alias("split"))
     if cfg.dedup.exact:
         from corpusforge.tasks.corpus.dedup import exact_duplicates
 
-        first, dups = exact_duplicates(df)
-        dropped.append(_drops(dups, "dedup", "exact", "duplicate_of=" + pl.col("duplicate_of")))
+        first, dups = exact_duplicates(df, within="source" if several else None)
+        dropped.append(_drops(dups, "dedup", "exact", "duplicate_of=" + pl.col("duplicate_of"), where))
         df = df.filter(first)
 
     df = df.with_columns(
-        pl.lit(ref.name).alias("source"),
+        *([] if several else [pl.lit(refs[0].name).alias("source")]),
         pl.col("text").str.len_chars().cast(pl.Int64).alias("n_chars"),
         word_counts(df["text"]).alias("n_words"),
     ).select(COLUMNS)
@@ -142,12 +232,15 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
             )])
             df = df.join(failures, on="doc_id", how="anti", maintain_order="left")
 
-    d = pl.concat(dropped).with_columns(pl.lit(ref.name).alias("source")).select(DROPPED_SCHEMA)
+    d = pl.concat(dropped)
+    if not several:
+        d = d.with_columns(pl.lit(refs[0].name).alias("source"))
+    d = d.select(DROPPED_SCHEMA)
     for frame, file in ((df, "data.parquet"), (q, "quarantine.parquet"), (d, "dropped.parquet")):
         frame.write_parquet(out / file, compression="zstd", compression_level=PARQUET_ZSTD_LEVEL)
     (out / "validation.json").write_text(json.dumps(validation, indent=2) + "\n", encoding="utf-8")
 
-    accounting = accounting_from_tables({ref.name: records_read}, df, q, d)
+    accounting = accounting_from_tables(records_read, df, q, d)
     return {
         "accounting": accounting,
         "drop_examples": drop_examples(q, d),
@@ -161,12 +254,12 @@ def _build(out: Path, ref: SourceRef, cfg) -> dict[str, Any]:
     }
 
 
-def _drops(frame, stage: str, reason: str, detail):
-    """Rows of ``frame`` as drop-table rows (locator, stage, reason, detail)."""
+def _drops(frame, stage: str, reason: str, detail, where: Sequence[str] = ()):
+    """Rows of ``frame`` as drop-table rows ([source,] locator, stage, reason, detail)."""
     import polars as pl
 
     detail = pl.lit(detail) if isinstance(detail, str) else detail
-    return frame.select("locator", pl.lit(stage).alias("stage"), pl.lit(reason).alias("reason"),
+    return frame.select(*where, "locator", pl.lit(stage).alias("stage"), pl.lit(reason).alias("reason"),
                         detail.alias("detail"))
 
 
@@ -196,11 +289,18 @@ def _retry_on_io_error(task, task_run, state) -> bool:
     return False
 
 
+def pack_label(pack: Sequence[dict[str, Any]]) -> str:
+    """How a shard task is named in the Prefect UI: its file, or its first file and how many more."""
+    return pack[0]["name"] if len(pack) == 1 else f"{pack[0]['name']} +{len(pack) - 1} files"
+
+
 @prefect_task(name="corpus_shard", retries=2, retry_delay_seconds=1, retry_condition_fn=_retry_on_io_error,
-              task_run_name="corpus_shard[{source[name]}]")
-def corpus_shard_task(source: dict[str, Any], corpus_config: dict[str, Any], store_root: str) -> dict[str, Any]:
+              task_run_name="corpus_shard[{label}]")
+def corpus_shard_task(sources: list[dict[str, Any]], corpus_config: dict[str, Any], store_root: str,
+                      label: str = "") -> dict[str, Any]:
     from corpusforge.tasks.corpus.config import corpus_config_from_dict
 
-    result = build_corpus_shard(SourceRef(**source), corpus_config_from_dict(corpus_config), ArtifactStore(store_root))
+    result = build_corpus_shard([SourceRef(**s) for s in sources], corpus_config_from_dict(corpus_config),
+                                ArtifactStore(store_root))
     log_step_outcome(result)
     return result.to_dict()

@@ -21,11 +21,11 @@ def make_corpus(root: Path) -> Path:
     return corpus
 
 
-def config(corpus: Path) -> dict:
+def config(corpus: Path, **extra) -> dict:
     return {
         "name": "e2e",
         "corpus": {"name": "tiny", "sources": [str(corpus)], "reader": {"txt_mode": "line"},
-                   "validate": {"min_chars": 1, "max_chars": 1000}},
+                   "validate": {"min_chars": 1, "max_chars": 1000}, **extra},
         "runner": {"kind": "threads", "workers": 2},
     }
 
@@ -54,7 +54,10 @@ def first_run(prefect_harness, tmp_path_factory):
 
 def test_pipeline_publishes_corpus_with_exact_accounting(first_run):
     corpus, store, summary = first_run
-    assert summary["steps_computed"] == 4 and summary["steps_reused"] == 0  # 3 shards + merge
+    # the three small files are packed into one shard (corpus.shard_mb), then the merge
+    assert summary["steps_computed"] == 2 and summary["steps_reused"] == 0
+    (shard,) = [s for s in summary["steps"] if s["step"] == "corpus_shard"]
+    assert shard["name"] == "tiny__a.txt_and_2_more"
     c = summary["corpus"]
     acc = c["accounting"]
     # Independent count of records: lines in a.txt (4, incl. one blank), b.jsonl (3), c.txt (2).
@@ -117,16 +120,17 @@ def test_rerun_recomputes_nothing_and_reuse_is_visible(first_run):
     assert all(s["reused"] for s in again["steps"])
     assert child_runs(mlflow_client(store), again) == []  # no nested run for reused steps
     markdown = Artifact.get("corpusforge-steps").data
-    assert markdown.count("**reused**") == 4
+    assert markdown.count("**reused**") == 2
 
 
 def test_changing_one_of_three_files_changes_exactly_one_shard(prefect_harness, tmp_path):
     from corpusforge.pipeline import run_pipeline
 
     corpus, store = make_corpus(tmp_path), tmp_path / "store"
-    before = run_pipeline(config(corpus), store=store)
+    per_file = config(corpus, shard_mb=0)  # one shard per file (small files would share one)
+    before = run_pipeline(per_file, store=store)
     write(corpus / "c.txt", "colourless green ideas\nsleep furiously\nand a new line\n")
-    after = run_pipeline(config(corpus), store=store)
+    after = run_pipeline(per_file, store=store)
     shards_before = {s["name"]: s["id"] for s in before["steps"] if s["step"] == "corpus_shard"}
     shards_after = {s["name"]: s["id"] for s in after["steps"] if s["step"] == "corpus_shard"}
     changed = {name for name in shards_before if shards_before[name] != shards_after[name]}

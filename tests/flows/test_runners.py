@@ -33,6 +33,7 @@ def make_corpus(root: Path) -> Path:
 def corpus_config(corpus: Path, runner: dict) -> dict:
     return {"name": "runners", "tracking": {"enabled": False}, "runner": runner,
             "corpus": {"name": "tiny", "sources": [str(corpus)], "reader": {"txt_mode": "line"},
+                       "shard_mb": 0,  # one shard per file, so the runners have three tasks to spread
                        "split": {"valid": 0.1, "test": 0.1, "seed": 0},
                        "validate": {"min_chars": 1, "max_chars": 1000}}}
 

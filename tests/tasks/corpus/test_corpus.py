@@ -9,20 +9,26 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
 import pytest
-
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.tasks.config import ConfigError
-from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
-from corpusforge.tasks.corpus.shard import SourceRef, build_corpus_shard
+from corpusforge.tasks.corpus.merge import (
+    build_corpus,
+    corpus_config_from_dict,
+    resolve_packs,
+    resolve_sources,
+)
+from corpusforge.tasks.corpus.shard import SourceRef, build_corpus_shard, pack_sources
 from corpusforge.tasks.corpus.split import SPLITS, SplitConfig
-from corpusforge.tasks.step import StepResult
 from corpusforge.tasks.corpus.validate import COLUMNS
+from corpusforge.tasks.step import StepResult
+
 from tests.conftest import write
 
 BUCKETS = ("quarantined", "filtered", "deduplicated")
@@ -503,3 +509,131 @@ def test_the_corpus_steps_take_their_ids_from_the_fields_that_declare_them():
     assert set(identity(base, "corpus")) == {"name", "dedup", "split"}
     assert set(shard_config(base, "s")) == {"source", "reader", "clean", "filters", "dedup", "split", "validate"}
     assert shard_config(base, "s")["dedup"] == {"exact": True}
+
+
+# --- shards that pack several small files --------------------------------------------------------------
+
+
+def _sorted(frame: pl.DataFrame, *by: str) -> pl.DataFrame:
+    return frame.sort(list(by), maintain_order=True)
+
+
+def test_a_packed_shard_gives_the_corpus_one_shard_per_file_gives(hostile, tmp_path):
+    """The hostile sources (every reader failure, duplicates within and across files, filtered records) packed
+    into shards of several files: the same documents, ids, splits and order, the same accounting, and the same
+    quarantine and drop rows (grouped by stage instead of by file) as with one shard per file."""
+    cfg = hostile["cfg"]
+    packs = resolve_packs(cfg)
+    assert len(packs) < len(hostile["run"].refs)  # tiny files: packed
+    assert [r.name for p in packs for r in p] == [r.name for r in hostile["run"].refs]
+    store = ArtifactStore(tmp_path / "store")
+    shards = [build_corpus_shard(p, cfg, store) for p in packs]
+    corpus = build_corpus(shards, cfg, store)
+    path, base = Path(corpus.path), Path(hostile["run"].corpus.path)
+    for split in SPLITS:
+        assert pl.read_parquet(path / f"{split}.parquet").equals(pl.read_parquet(base / f"{split}.parquet")), split
+    for table, keys in (("quarantine", ("source", "locator", "stage")), ("dropped", ("source", "locator", "stage"))):
+        assert _sorted(pl.read_parquet(path / f"{table}.parquet"), *keys).equals(
+            _sorted(pl.read_parquet(base / f"{table}.parquet"), *keys)), table
+    manifest = read_manifest(path)
+    assert manifest["accounting"] == hostile["manifest"]["accounting"]
+    assert manifest["metrics"] == hostile["manifest"]["metrics"]  # "sources" counts files, not shards
+    assert [n for s in manifest["shards"] for n in s.get("sources", [s["source"]])] == [r.name for r in hostile["run"].refs]
+    for shard, pack in zip(shards, packs):
+        shard_manifest = read_manifest(Path(shard.path))
+        assert [i["name"] for i in shard_manifest["inputs"]] == [r.name for r in pack]
+        assert list(shard_manifest["accounting"]["per_source"]) == [r.name for r in pack]
+        assert accounted(shard_manifest["accounting"]) == shard_manifest["accounting"]["records_read"]
+
+
+def test_a_shard_of_one_file_keeps_its_id(tmp_path):
+    write(tmp_path / "d" / "a.txt", "one\ntwo\n")
+    cfg = corpus_config_from_dict({"sources": [str(tmp_path / "d")], "validate": {"enabled": False}})
+    (ref,) = resolve_sources(cfg)
+    store = ArtifactStore(tmp_path / "store")
+    alone, packed = build_corpus_shard(ref, cfg, store), build_corpus_shard([ref], cfg, store)
+    assert packed.id == alone.id and packed.reused
+    assert read_manifest(Path(alone.path))["config"]["source"] == "d/a.txt"
+
+
+def test_packed_identity_and_fixed_splits_per_file_on_the_duckdb_path(tmp_path):
+    """More than SMALL_FRAME rows in a pack (DuckDB computes the ids with each row's own source prefix), held-out
+    fractions, and a file whose split is fixed by name: every value is its Python definition's."""
+    from corpusforge.tasks.corpus import identity as ident
+
+    rng = random.Random(7)
+    lines = {name: [f"{name} doc {i} " + " ".join(rng.choice("abcdefgh") for _ in range(6)) for i in range(700)]
+             for name in ("a.txt", "b.txt", "held.txt")}
+    lines["b.txt"][5] = lines["a.txt"][3]  # a duplicate across files: the merge drops it, naming the first
+    lines["b.txt"][9] = lines["b.txt"][8]  # a duplicate within a file: the shard drops it
+    for name, rows in lines.items():
+        write(tmp_path / "d" / name, "\n".join(rows) + "\n")
+    cfg = corpus_config_from_dict({"sources": [str(tmp_path / "d")], "validate": {"data_docs": False},
+                                   "split": {"valid": 0.2, "test": 0.1, "by_source": {"*held.txt": "test"}}})
+    refs = resolve_sources(cfg)
+    (pack,) = resolve_packs(cfg)
+    assert len(pack) == 3 and 3 * 700 > ident.SMALL_FRAME
+    store = ArtifactStore(tmp_path / "store")
+    shard = build_corpus_shard(pack, cfg, store)
+    docs = pl.read_parquet(Path(shard.path) / "data.parquet")
+    digests = {r.name: r.digest for r in refs}
+    for row in docs.iter_rows(named=True):
+        assert row["doc_id"] == ident.doc_id_for(row["source"], digests[row["source"]], row["locator"])
+        assert row["content_hash"] == ident.content_hash_for(row["text"])
+        expected = "test" if row["source"].endswith("held.txt") else ident.split_for(row["doc_id"], cfg.split)
+        assert row["split"] == expected
+    assert set(docs["split"].unique()) == {"train", "valid", "test"}
+    dropped = pl.read_parquet(Path(shard.path) / "dropped.parquet")
+    assert dropped.select("source", "locator", "reason").rows() == [("d/b.txt", "line:10", "exact")]
+    corpus = build_corpus([shard], cfg, store)
+    merged = pl.read_parquet(Path(corpus.path) / "dropped.parquet")
+    across = merged.filter(pl.col("detail").str.contains("across files"))
+    assert across.select("source", "locator").rows() == [("d/b.txt", "line:6")]
+    alone = build_corpus([build_corpus_shard(r, cfg, store) for r in refs], cfg, store)
+    for split in SPLITS:
+        assert pl.read_parquet(Path(corpus.path) / f"{split}.parquet").equals(
+            pl.read_parquet(Path(alone.path) / f"{split}.parquet"))
+
+
+def _sizes_refs(sizes: list[int], prefix: str = "f") -> list[SourceRef]:
+    return [SourceRef(f"{prefix}{i:05d}.txt", f"/x/{prefix}{i:05d}.txt", f"{i:064x}", s) for i, s in enumerate(sizes)]
+
+
+def test_pack_sources_sizes_and_caps():
+    from corpusforge.tasks.corpus.shard import MAX_PACK_FACTOR, PACK_FILES
+
+    mb = 2**20
+    refs = _sizes_refs([int(2.5 * mb)] * 40 + [20 * mb] + [1000] * 5000 + [9 * mb])
+    packs = pack_sources(refs, 8)
+    assert [r for p in packs for r in p] == refs  # every file once, in order
+    for p in packs:
+        big = [r for r in p if r.size >= 8 * mb]
+        assert not big or p == big  # a file of shard_mb or more is a shard of its own
+        assert sum(r.size for r in p) <= MAX_PACK_FACTOR * 8 * mb or len(p) == 1
+        assert len(p) <= 2 * MAX_PACK_FACTOR * PACK_FILES
+    mid = [p for p in packs if p[0].size == int(2.5 * mb) and len(p) > 0]
+    assert 1 < len(mid) < 40  # 2.5 MB files share shards of ~8 MB
+    tiny = [p for p in packs if p[0].size == 1000]
+    assert sum(len(p) for p in tiny) == 5000 and len(tiny) < 20
+    assert pack_sources(refs, 0) == [[r] for r in refs]
+    assert pack_sources(refs, 8) == packs  # deterministic
+
+
+def test_pack_boundaries_are_local():
+    """Adding, removing or growing one file changes only the packs around it: the others keep their files
+    (so their shard ids, and the work already done)."""
+    rng = random.Random(11)
+    refs = _sizes_refs([rng.choice([3_000, 40_000, 600_000, 2_500_000]) for _ in range(600)])
+
+    def unchanged(before, after):
+        a = {tuple(r.name for r in p) for p in before}
+        return sum(1 for p in after if tuple(r.name for r in p) in a)
+
+    packs = pack_sources(refs, 8)
+    assert len(packs) > 20
+    for i in (0, 137, 599):
+        for changed in (refs[:i] + refs[i + 1:],  # removed
+                        refs[:i] + [SourceRef("new.txt", "/x/new.txt", "0" * 64, 50_000)] + refs[i:],  # added
+                        refs[:i] + [SourceRef(refs[i].name, refs[i].path, "f" * 64, 9 * 2**20)] + refs[i + 1:]):
+            after = pack_sources(changed, 8)
+            assert unchanged(packs, after) >= len(packs) - 3, i

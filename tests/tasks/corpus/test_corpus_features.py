@@ -14,6 +14,7 @@ from corpusforge.tasks.corpus.merge import (
     build_corpus,
     corpus_config_from_dict,
     order_like_previous,
+    resolve_packs,
     resolve_sources,
 )
 from corpusforge.tasks.corpus.near_dedup import (
@@ -128,10 +129,11 @@ def test_new_file_sorting_first_does_not_evict_published_documents(tmp_path):
     first, _, _ = build(tmp_path, {"name": "c", "sources": [str(tmp_path / "d")]}, store)
     write(tmp_path / "d" / "a.txt", shared_line + "\n")  # a newly arrived copy, alphabetically first
     cfg = corpus_config_from_dict({"name": "c", "sources": [str(tmp_path / "d")], "validate": {"data_docs": False}})
-    shards = [build_corpus_shard(r, cfg, store) for r in resolve_sources(cfg)]
-    ordered = order_like_previous(shards, store, "c")
-    assert [Path(s.path).name.split("-")[0] for s in ordered] == ["d__b.txt", "d__a.txt"]
-    second = build_corpus(ordered, cfg, store)
+    ordered = order_like_previous(resolve_sources(cfg), store, "c")
+    assert [r.name for r in ordered] == ["d/b.txt", "d/a.txt"]
+    packs = resolve_packs(cfg, store=store)  # the two small files share a shard, the published one first
+    assert [[r.name for r in p] for p in packs] == [["d/b.txt", "d/a.txt"]]
+    second = build_corpus([build_corpus_shard(p, cfg, store) for p in packs], cfg, store)
     acc = read_manifest(Path(second.path))["accounting"]
     assert acc["per_source"]["d/a.txt"]["deduplicated"] == {"exact": 1}  # the newcomer is the duplicate
     assert acc["per_source"]["d/b.txt"]["kept"] == 2
