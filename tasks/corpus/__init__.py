@@ -1,4 +1,4 @@
-"""The corpus stage: sources -> one shard per file (read, clean, filter, dedup, validate) -> the merged corpus."""
+"""The corpus stage: sources -> shards of one file or a pack of small ones (read, clean, filter, dedup, validate) -> the merged corpus."""
 
 from corpusforge.tasks.corpus.config import CorpusConfig
 from corpusforge.tasks.stage import Stage, StepOutputs

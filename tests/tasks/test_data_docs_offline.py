@@ -395,3 +395,51 @@ def test_a_dead_writers_temp_folder_is_swept(tmp_path):
     dda._READY.pop(store, None)
     folder = dda.ensure_assets(store)
     assert [p.name for p in parent.iterdir()] == [folder.name]
+
+
+def _split_blocks_by_character(css: str) -> list[tuple[str, str]]:
+    """The definition: a character-by-character scan (what ``_split_blocks`` did before it jumped between
+    braces, quotes and backslashes)."""
+    blocks, i, n = [], 0, len(css)
+    while i < n:
+        j = css.find("{", i)
+        if j < 0:
+            break
+        depth, k, quote = 1, j + 1, ""
+        while depth and k < n:
+            c = css[k]
+            if quote:
+                if c == "\\":
+                    k += 1
+                elif c == quote:
+                    quote = ""
+            elif c in "\"'":
+                quote = c
+            elif c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+            k += 1
+        blocks.append((css[i:j].strip(), css[j + 1:k - 1]))
+        i = k
+    return blocks
+
+
+def test_split_blocks_equals_the_character_scan():
+    import random
+    import re
+
+    from corpusforge.tasks.data_docs_assets import _split_blocks, sources
+
+    sheets = [p for p, _ in sources().values() if str(p).endswith(".css")]
+    assert sheets, "the Data Docs stylesheets (Bootstrap, Font Awesome)"
+    for path in sheets:
+        css = re.sub(r"/\*.*?\*/", "", path.read_text(encoding="utf-8"), flags=re.S)
+        blocks = _split_blocks(css)
+        assert len(blocks) > 100 and blocks == _split_blocks_by_character(css), path.name
+    for css in ('a{b}', 'a{content:"}{"}b{x}', "a{content:'\\''}c{d}", "@media x{a{b}c{d}}e{f}", "a{b", "a{'\\"):
+        assert _split_blocks(css) == _split_blocks_by_character(css), css
+    rng = random.Random(5)
+    for _ in range(5000):
+        css = "".join(rng.choice("ab{}\"'\\ ;:@") for _ in range(rng.randint(0, 30)))
+        assert _split_blocks(css) == _split_blocks_by_character(css), repr(css)
