@@ -244,6 +244,29 @@ def _read_schema_head_once() -> None:
         utils._get_latest_schema_revision = functools.cache(utils._get_latest_schema_revision)
 
 
+def _build_tracking_database(path: Path) -> None:
+    """What MLflow's SqlAlchemyStore does on a new sqlite file before it adds the Default experiment: run every
+    migration (the same engine set-up, the same function)."""
+    from mlflow.store.db import utils
+
+    engine = utils.create_sqlalchemy_engine_with_retry(f"sqlite:///{path}")
+    try:
+        utils._initialize_tables(engine)
+    finally:
+        engine.dispose()
+
+
+def create_tracking_database(db: Path) -> str | None:
+    """Create the store's new ``mlflow.db`` from the cached template of the installed MLflow (~0.03 CPU-s instead
+    of ~1 CPU-s of migrations), or by the migrations, whose result then becomes the template. The template is
+    the schema alone (no experiment): MLflow adds the Default experiment when it opens the database, with the
+    artifact location and time it would give a database it had just made. Returns "seeded", "built" or None
+    (the database existed, or MLflow creates it as before)."""
+    from corpusforge.storage.db_templates import MLFLOW, create_from_template
+
+    return create_from_template(MLFLOW, db, _build_tracking_database)
+
+
 class Tracker:
     enabled = True
 
@@ -257,6 +280,7 @@ class Tracker:
         # constructor runs them) and one fails ("index ... already exists"): serialise the first contact.
         with file_lock(self.store_root / ".locks" / "mlflow-init.lock"):
             if self.tracking_uri == f"sqlite:///{self.store_root / 'mlflow.db'}":
+                create_tracking_database(self.store_root / "mlflow.db")
                 self.rebased_from = rebase_moved_store(self.store_root)
             self.client = MlflowClient(tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri)
             self.experiment_id = self._experiment_id(experiment)

@@ -10,12 +10,16 @@ import pytest
 
 # Before anything imports prefect/mlflow: no telemetry, and a throwaway PREFECT_HOME.
 _PREFECT_HOME = tempfile.mkdtemp(prefix="corpusforge-prefect-home-")
+# corpusforge's per-user cache (object-store caches, the Prefect/MLflow database templates of
+# corpusforge.storage.db_templates): one per session, never the user's ~/.cache/corpusforge.
+_CACHE_DIR = tempfile.mkdtemp(prefix="corpusforge-cache-")
 for key, value in {
     "DO_NOT_TRACK": "true",
     "MLFLOW_DISABLE_TELEMETRY": "true",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "GX_ANALYTICS_ENABLED": "false",
     "PREFECT_HOME": _PREFECT_HOME,
+    "CORPUSFORGE_CACHE_DIR": _CACHE_DIR,
     "PREFECT_LOGGING_LEVEL": "WARNING",
     # torch's OpenMP threads spin while waiting; on a busy 2-core machine that makes CPU training 5-20x slower
     "OMP_WAIT_POLICY": "PASSIVE",
