@@ -277,6 +277,7 @@ def test_pipeline_on_s3_reuses_and_recomputes_only_the_changed_shard(prefect_har
     write(corpus / "b.txt", "a bird sang\nthe dog sat on the log\n")
     write(corpus / "c.txt", "colourless green ideas\nsleep furiously\n")
     config = {"name": "s3e2e", "corpus": {"name": "tiny", "sources": [str(corpus)], "reader": {"txt_mode": "line"},
+                                          "shard_mb": 0,  # one shard per file: three shards, as said above
                                           "validate": {"min_chars": 1, "max_chars": 1000}},
               "runner": {"kind": "threads", "workers": 2}, "tracking": {"enabled": False}}
     first = run_config(config, store=url)
