@@ -19,8 +19,8 @@ from corpusforge.pipeline_config import PipelineConfig
 from corpusforge.stages import STAGES, load
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.storage.tracking import RegistryLedger, default_tracking_uri
-from corpusforge.tasks.corpus.merge import build_corpus, describe, discover, order_like_previous
-from corpusforge.tasks.corpus.shard import SourceRef, build_corpus_shard, pack_sources
+from corpusforge.tasks.corpus.merge import build_corpus, describe, discover, packs_in_corpus_order
+from corpusforge.tasks.corpus.shard import SourceRef, build_corpus_shard
 from corpusforge.tasks.step import NotPublished, StepResult, lookup_only
 
 
@@ -52,7 +52,7 @@ def plan_pipeline(cfg: PipelineConfig, store_root: Path, base_dir: Path | None) 
     store = ArtifactStore(store_root)
     try:
         with lookup_only():
-            packs = pack_sources(order_like_previous(refs, store, cfg.corpus.name), cfg.corpus.shard_mb)
+            packs = packs_in_corpus_order(refs, cfg.corpus, store)
             shards = [build_corpus_shard(pack, cfg.corpus, store) for pack in packs]
             plan.results += shards
             corpus = build_corpus(shards, cfg.corpus, store, skipped)

@@ -65,7 +65,7 @@ MLFLOW = Library("mlflow", "store/db_migrations/versions", frozenset({"alembic_v
 
 def cache_home(environ=os.environ) -> Path:
     """The user's corpusforge cache: $CORPUSFORGE_CACHE_DIR, else $XDG_CACHE_HOME/corpusforge, else
-    ~/.cache/corpusforge (as storage/object_store.py places object-store caches)."""
+    ~/.cache/corpusforge (templates here, object-store caches under ``stores/``: storage/object_store.py)."""
     base = environ.get("CORPUSFORGE_CACHE_DIR")
     if base:
         return Path(base).expanduser()

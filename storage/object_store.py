@@ -87,12 +87,10 @@ def _endpoint(protocol: str) -> str | None:
 
 
 def cache_root(url: str) -> Path:
-    """The local directory of the store at ``url``: one per URL and endpoint."""
-    base = os.environ.get("CORPUSFORGE_CACHE_DIR")
-    if base:
-        home = Path(base)
-    else:
-        home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "corpusforge"
+    """The local directory of the store at ``url``: one per URL and endpoint, in the user's corpusforge cache."""
+    from corpusforge.storage.db_templates import cache_home
+
+    home = cache_home()
     endpoint = _endpoint(url.split("://", 1)[0]) or ""
     digest = hashlib.sha256(f"{url}\n{endpoint}".encode()).hexdigest()[:12]
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", url.split("://", 1)[1]).strip("._-")[:48] or "store"

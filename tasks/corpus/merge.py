@@ -43,7 +43,13 @@ def resolve_packs(cfg: CorpusConfig, base_dir: Path | None = None, store: Artifa
                   ) -> list[list[SourceRef]]:
     """The shards a run would build: the sources in corpus order (after those of the latest corpus of this name
     in ``store``, if given), packed by ``cfg.shard_mb``."""
-    refs = resolve_sources(cfg, base_dir)
+    return packs_in_corpus_order(resolve_sources(cfg, base_dir), cfg, store)
+
+
+def packs_in_corpus_order(refs: list[SourceRef], cfg: CorpusConfig, store: ArtifactStore | None
+                          ) -> list[list[SourceRef]]:
+    """``refs`` put in corpus order (:func:`order_like_previous`, when a store is given), then packed into shards
+    by ``cfg.shard_mb``: what the flow, the planner and :func:`resolve_packs` build."""
     return pack_sources(order_like_previous(refs, store, cfg.name) if store is not None else refs, cfg.shard_mb)
 
 
@@ -268,11 +274,8 @@ def discover_sources_task(corpus_config: dict[str, Any], base_dir: str | None, s
     if hidden:
         get_run_logger().info("skipped %d hidden entr%s: %s", len(hidden), "y" if len(hidden) == 1 else "ies",
                               ", ".join(hidden[:10]))
-    if store_root is not None:
-        refs = order_like_previous(refs, ArtifactStore(store_root), cfg.name)
-    packs = pack_sources(refs, cfg.shard_mb)
-    return {"sources": [r.to_dict() for r in refs], "packs": [[r.to_dict() for r in p] for p in packs],
-            "skipped": hidden}
+    packs = packs_in_corpus_order(refs, cfg, ArtifactStore(store_root) if store_root is not None else None)
+    return {"packs": [[r.to_dict() for r in p] for p in packs], "skipped": hidden}
 
 
 def order_like_previous(refs: list[SourceRef], store: ArtifactStore, name: str) -> list[SourceRef]:
