@@ -86,9 +86,7 @@ def shingle_tokens(texts, k: int) -> tuple[np.ndarray, np.ndarray]:
     """
     import numpy as np
 
-    words = texts.fill_null("").str.extract_all(r"\S+")
-    lens = words.list.len().to_numpy().astype(np.int64)
-    flat = words.explode().drop_nulls()  # an empty list explodes to one null: dropped
+    flat, lens = _words(texts.fill_null(""))
     w = flat.hash(seed=WORD_SEED).to_numpy().astype(np.uint64, copy=False)
     n, total = len(lens), len(w)
     starts = np.cumsum(lens) - lens
@@ -116,6 +114,27 @@ def shingle_tokens(texts, k: int) -> tuple[np.ndarray, np.ndarray]:
             acc[lens[short] == 0] = EMPTY_TOKEN
             tokens[offsets[:-1][short].astype(np.int64)] = acc
         return _mix64(tokens), offsets
+
+
+IRREGULAR_SPACE = r"[^\S ]|  |^ | $"  # whitespace that is not one space between two words
+
+
+def _words(texts) -> tuple[object, np.ndarray]:
+    """(every word of every text, flat, in order; words per text). Words are ``\\S+`` runs. Cleaned text (the
+    ``lm`` normalisation) has single spaces between words and none at the ends: then splitting on " " gives
+    the same words, ~3x faster than extracting the regex matches; any other text takes the regex."""
+    import numpy as np
+
+    if texts.str.contains(IRREGULAR_SPACE).any():
+        words = texts.str.extract_all(r"\S+")
+        return words.explode().drop_nulls(), words.list.len().to_numpy().astype(np.int64)  # [] -> a null: dropped
+    empty = texts.str.len_bytes() == 0
+    words = texts.str.split(" ")
+    lens, flat = words.list.len().to_numpy().astype(np.int64), words.explode()
+    if empty.any():  # "" splits into one empty word
+        lens[empty.to_numpy()] = 0
+        flat = flat.filter(flat.str.len_bytes() > 0)
+    return flat, lens
 
 
 def _mix64(x: np.ndarray) -> np.ndarray:

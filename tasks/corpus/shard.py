@@ -72,6 +72,7 @@ def digest_source(sf: SourceFile) -> SourceRef:
 # PACK_FILES files when they are tiny; a file of shard_mb or more is a shard of its own.
 PACK_FILES = 2048
 MAX_PACK_FACTOR = 4  # a pack never grows past 4x shard_mb nor 8x PACK_FILES files (then it is cut before a file)
+CHUNK_BYTES = 4 << 20  # a shard is read, cleaned, filtered and hashed ~4 MiB of text at a time
 
 
 def _draw(name: str) -> float:
@@ -144,13 +145,16 @@ def build_corpus_shard(refs: SourceRef | Sequence[SourceRef], corpus_cfg, store:
     )
 
 
-def _read(refs: list[SourceRef], cfg):
-    """(the records of every source, with ``source`` and ``source_digest`` columns when there are several;
-    the read failures as quarantine rows; records read per source)."""
+def _read(refs: list[SourceRef], cfg, quarantine: list[dict[str, Any]], records_read: dict[str, int]):
+    """The records of every source as polars frames (locator, text, meta; plus ``source`` when the shard packs
+    several files) of about ``CHUNK_BYTES`` of text each, in record order; at least one frame, maybe empty.
+    Read failures go to ``quarantine`` as rows, and the records read per source to ``records_read``."""
     import polars as pl
 
-    frames, quarantine, records_read = [], [], {}
     several = len(refs) > 1
+    pending: list = []
+    size = 0
+    chunks = 0
     for ref in refs:
         source = SourceFile(ref.name, Path(ref.path), ref.refused, ref.detail)
         n = 0
@@ -159,27 +163,29 @@ def _read(refs: list[SourceRef], cfg):
                 n += len(item)
                 frame = item.frame()
                 if several:
-                    frame = frame.with_columns(pl.lit(ref.name).alias("source"),
-                                               pl.lit(ref.digest).alias("source_digest"))
-                frames.append(frame)
+                    frame = frame.with_columns(pl.lit(ref.name).alias("source"))
+                pending.append(frame)
+                size += int(frame["text"].str.len_bytes().sum() or 0)
+                if size >= CHUNK_BYTES:
+                    yield pl.concat(pending)
+                    chunks += 1
+                    pending, size = [], 0
             else:
                 n += 1
                 quarantine.append({"source": ref.name, "locator": item.locator, "stage": "read",
                                    "reason": item.reason, "detail": item.detail, "raw": item.raw})
         records_read[ref.name] = n
-    schema = {"locator": pl.Utf8, "text": pl.Utf8, "meta": pl.Utf8}
-    if several:
-        schema.update(source=pl.Utf8, source_digest=pl.Utf8)
-    df = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
-    return df, quarantine, records_read
+    if pending or not chunks:
+        schema = {"locator": pl.Utf8, "text": pl.Utf8, "meta": pl.Utf8, **({"source": pl.Utf8} if several else {})}
+        yield pl.concat(pending) if pending else pl.DataFrame(schema=schema)
 
 
-def _build(out: Path, refs: list[SourceRef], cfg) -> dict[str, Any]:
+def _prepare(df, refs: list[SourceRef], cfg) -> tuple[Any, Any, int]:
+    """One chunk of records -> (cleaned, filtered rows with doc_id, content_hash, split, n_chars and n_words;
+    the filters' drop rows; control characters removed). Every step is per record, so chunks give what the whole shard would."""
     import polars as pl
 
-    df, quarantine, records_read = _read(refs, cfg)
     several = len(refs) > 1
-
     # NUL and other C0/C1 control characters (but tab, LF, CR) never reach the cleaned text; counted.
     controls = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
     control_chars = int(df["text"].str.count_matches(controls).sum() or 0)
@@ -189,10 +195,12 @@ def _build(out: Path, refs: list[SourceRef], cfg) -> dict[str, Any]:
     df = df.with_columns(pl.lit(None, dtype=pl.Utf8).alias("lang"))  # filled by the language-id filter
     df, filtered = apply_filters(df, cfg.filters)
     where = ["source"] if several else []  # one file: its name is added to the tables at the end
-    dropped = [filtered.select(*where, "locator", pl.lit("filter").alias("stage"), "reason", "detail")]
+    dropped = filtered.select(*where, "locator", pl.lit("filter").alias("stage"), "reason", "detail")
 
     if several:
-        df = add_identity(df, None, None, cfg.split)
+        digests = {r.name: r.digest for r in refs}  # per row only for this chunk's identity hashes
+        df = df.with_columns(pl.col("source").replace_strict(digests, return_dtype=pl.Utf8).alias("source_digest"))
+        df = add_identity(df, None, None, cfg.split).drop("source_digest")
         fixed = {r.name: f for r in refs if (f := cfg.split.split_for_source(r.name)) is not None}
         if fixed:  # e.g. a dedicated valid file: all its documents go to that split
             df = df.with_columns(pl.col("source").replace_strict(fixed, default=pl.col("split"),
@@ -203,6 +211,30 @@ def _build(out: Path, refs: list[SourceRef], cfg) -> dict[str, Any]:
         fixed_split = cfg.split.split_for_source(ref.name)
         if fixed_split is not None:  # e.g. a dedicated valid file: all its documents go to that split
             df = df.with_columns(pl.lit(fixed_split).alias("split"))
+    df = df.with_columns(pl.col("text").str.len_chars().cast(pl.Int64).alias("n_chars"),
+                         word_counts(df["text"]).alias("n_words"))
+    return df, dropped, control_chars
+
+
+def _build(out: Path, refs: list[SourceRef], cfg) -> dict[str, Any]:
+    import polars as pl
+
+    several = len(refs) > 1
+    where = ["source"] if several else []
+    quarantine: list[dict[str, Any]] = []
+    records_read: dict[str, int] = {}
+    # Read, clean, filter and hash a chunk at a time: their intermediate columns (several times the text)
+    # exist for one chunk, not the whole shard; the rows each chunk keeps are joined for dedup and GX.
+    frames, dropped, control_chars = [], [], 0
+    for chunk in _read(refs, cfg, quarantine, records_read):
+        kept, drops, controls = _prepare(chunk, refs, cfg)
+        del chunk
+        frames.append(kept)
+        dropped.append(drops)
+        control_chars += controls
+    df = pl.concat(frames)
+    del frames
+
     if cfg.dedup.exact:
         from corpusforge.tasks.corpus.dedup import exact_duplicates
 
@@ -210,11 +242,9 @@ def _build(out: Path, refs: list[SourceRef], cfg) -> dict[str, Any]:
         dropped.append(_drops(dups, "dedup", "exact", "duplicate_of=" + pl.col("duplicate_of"), where))
         df = df.filter(first)
 
-    df = df.with_columns(
-        *([] if several else [pl.lit(refs[0].name).alias("source")]),
-        pl.col("text").str.len_chars().cast(pl.Int64).alias("n_chars"),
-        word_counts(df["text"]).alias("n_words"),
-    ).select(COLUMNS)
+    if not several:
+        df = df.with_columns(pl.lit(refs[0].name).alias("source"))
+    df = df.select(COLUMNS)
 
     validation: dict[str, Any] = {"enabled": cfg.validate.enabled, "skipped": "no rows"}
     data_docs = None

@@ -546,6 +546,49 @@ def test_a_packed_shard_gives_the_corpus_one_shard_per_file_gives(hostile, tmp_p
         assert accounted(shard_manifest["accounting"]) == shard_manifest["accounting"]["records_read"]
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_shard_read_in_chunks_gives_the_bytes_of_one_read_whole(tmp_path, monkeypatch, packed):
+    """A shard is read, cleaned, filtered and hashed a chunk at a time (shard.CHUNK_BYTES of text): with chunks
+    of one record batch each (and batches of a few lines), duplicates, filtered and undecodable lines on both
+    sides of every chunk boundary, the shard's tables, accounting and metrics are the bytes of one chunk."""
+    from corpusforge.storage import line_blocks
+    import corpusforge.tasks.corpus.shard as shard_mod
+
+    rng = random.Random(7)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+    for f in range(3 if packed else 1):
+        lines: list[bytes] = []
+        for i in range(400):
+            r = rng.random()
+            if r < 0.15 and lines:
+                lines.append(rng.choice(lines))  # an exact duplicate, often in an earlier chunk
+            elif r < 0.20:
+                lines.append(b"   ")  # empty after cleaning: filtered
+            elif r < 0.23:
+                lines.append(b"bad \xff bytes %d" % i)  # quarantined by the reader, between batches
+            else:
+                lines.append(" ".join(rng.choice(words) for _ in range(rng.randint(1, 12))).encode() + b" \x07")
+        write(tmp_path / "src" / f"f{f}.txt", b"\n".join(lines) + b"\n")
+    cfg = corpus_config_from_dict({"sources": [str(tmp_path / "src")], "split": {"valid": 0.2, "test": 0.1},
+                                   "validate": {"max_chars": 60}})  # some rows quarantined by GX
+    (pack,) = resolve_packs(cfg)
+    assert len(pack) == (3 if packed else 1)
+    whole = build_corpus_shard(pack, cfg, ArtifactStore(tmp_path / "whole"))
+    monkeypatch.setattr(line_blocks, "FAST_CHUNK", 256)  # a record batch every few lines
+    monkeypatch.setattr(shard_mod, "CHUNK_BYTES", 1)  # each batch a chunk of its own
+    chunks: list[int] = []
+    prepare = shard_mod._prepare
+    monkeypatch.setattr(shard_mod, "_prepare", lambda df, *a: (chunks.append(df.height), prepare(df, *a))[1])
+    chunked = build_corpus_shard(pack, cfg, ArtifactStore(tmp_path / "chunked"))
+    assert len(chunks) > 20 and whole.id == chunked.id and not chunked.reused
+    a, b = read_manifest(Path(whole.path)), read_manifest(Path(chunked.path))
+    assert a["accounting"] == b["accounting"] and a["metrics"] == b["metrics"]
+    assert a["accounting"]["deduplicated"]["exact"] > 0 and a["accounting"]["filtered"]["empty"] > 0
+    assert set(a["accounting"]["quarantined"]) == {"invalid_utf8", "expect_column_value_lengths_to_be_between"}
+    for table in ("data", "quarantine", "dropped"):
+        assert (Path(whole.path) / f"{table}.parquet").read_bytes() == (Path(chunked.path) / f"{table}.parquet").read_bytes(), table
+
+
 def test_a_shard_of_one_file_keeps_its_id(tmp_path):
     write(tmp_path / "d" / "a.txt", "one\ntwo\n")
     cfg = corpus_config_from_dict({"sources": [str(tmp_path / "d")], "validate": {"enabled": False}})

@@ -287,3 +287,21 @@ def test_merge_near_dedup_across_many_shards_matches_the_whole_corpus_at_once(tm
             ids[row["doc_id"]] = f"{row['source']}:{row['locator']}"
     got = {f"{r['source']}:{r['locator']}": ids[r["detail"].split("=")[1].split()[0]] for r in dropped.iter_rows(named=True)}
     assert got == expected
+
+
+def test_words_split_on_single_spaces_equal_the_regex_words():
+    """shingle_tokens' words: on text with one space between words (cleaned text) a split on " ", else the
+    regex ``\\S+``; both give the same words and counts, checked on random strings of every kind of space."""
+    from corpusforge.tasks.corpus.near_dedup import _words
+
+    rng = random.Random(3)
+    pieces = ["a", "bb", "é", "x1", " ", " ", " ", "  ", "\t", "\n", "\u00a0", "\u2003", "\x1c", "\x85"]
+    regular = [" ".join("".join(rng.choice("abcé") for _ in range(rng.randint(1, 4)))
+                        for _ in range(rng.randint(1, 9))) for _ in range(300)] + [""] * 5
+    mixed = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 12))) for _ in range(300)]
+    for texts in (regular, mixed, regular + mixed):
+        series = pl.Series(texts, dtype=pl.Utf8)
+        flat, lens = _words(series)
+        expected = series.str.extract_all(r"\S+")
+        assert lens.tolist() == expected.list.len().to_list()
+        assert flat.to_list() == expected.explode().drop_nulls().to_list()
