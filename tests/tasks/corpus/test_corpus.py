@@ -551,8 +551,8 @@ def test_a_shard_read_in_chunks_gives_the_bytes_of_one_read_whole(tmp_path, monk
     """A shard is read, cleaned, filtered and hashed a chunk at a time (shard.CHUNK_BYTES of text): with chunks
     of one record batch each (and batches of a few lines), duplicates, filtered and undecodable lines on both
     sides of every chunk boundary, the shard's tables, accounting and metrics are the bytes of one chunk."""
-    from corpusforge.storage import line_blocks
     import corpusforge.tasks.corpus.shard as shard_mod
+    from corpusforge.storage import line_blocks
 
     rng = random.Random(7)
     words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
