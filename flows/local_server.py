@@ -58,17 +58,26 @@ SERVER_MODULE = "corpusforge.server_main"  # the server process's entry point (p
 READY_TIMEOUT_S = 180
 KILL_GRACE_S = 10.0  # after SIGTERM to a command whose client went away, then SIGKILL
 PREFERRED_PREFECT_PORT = 4200
-# Imported once by the server so that commands do not pay for them: everything a stage may need.
+# Imported once by the server so that commands do not pay for them: everything a stage may need. First what
+# every pipeline runs (orchestration, tracking, the corpus stage, n-grams): the server is ready after these.
 WARM_MODULES = (
     "prefect", "prefect.flow_engine", "prefect.task_engine", "prefect.task_runners", "prefect.artifacts",
     "prefect.client.orchestration", "prefect.events.clients", "prefect.logging.handlers",
     "mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store",
     "mlflow.store.model_registry.sqlalchemy_store", "mlflow.pyfunc", "alembic", "alembic.migration",
     "great_expectations", "great_expectations.render.renderer", "pandas", "polars", "pyarrow", "pyarrow.parquet",
-    "duckdb", "numpy", "scipy.sparse", "matplotlib", "matplotlib.pyplot", "rich", "typer", "yaml", "httpx",
-    "tokenizers", "gensim.models", "torch", "safetensors.torch", "rensa", "fontTools.subset",
-    "corpusforge.pipeline", "corpusforge.plan", "corpusforge.tasks.corpus.shard", "corpusforge.tasks.corpus.merge", "corpusforge.tasks.tokenizer.train", "corpusforge.tasks.tokenizer.encode",
-    "corpusforge.tasks.embeddings.build", "corpusforge.tasks.ngram.build", "corpusforge.tasks.lm.train", "corpusforge.tasks.track", "corpusforge.storage.tracking", "corpusforge.storage.db_templates", "corpusforge.models.training",
+    "duckdb", "numpy", "matplotlib", "matplotlib.pyplot", "rich", "typer", "yaml", "httpx", "rensa",
+    "fontTools.subset", "corpusforge.pipeline", "corpusforge.plan", "corpusforge.tasks.corpus.shard",
+    "corpusforge.tasks.corpus.merge", "corpusforge.tasks.ngram.build", "corpusforge.tasks.track",
+    "corpusforge.storage.tracking", "corpusforge.storage.db_templates",
+)
+# Then, after the server is ready and only while no command runs, one module at a time: what the tokenizer,
+# embedding and neural stages add (torch alone is ~2 CPU-s). The first command on a new store does not wait
+# for them; a command that needs one before it is warm imports it itself, as it would without a server.
+LATER_MODULES = (
+    "tokenizers", "corpusforge.tasks.tokenizer.train", "corpusforge.tasks.tokenizer.encode", "scipy.sparse",
+    "gensim.models", "corpusforge.tasks.embeddings.build", "torch", "safetensors.torch",
+    "corpusforge.models.training", "corpusforge.tasks.lm.train",
 )
 
 
@@ -133,6 +142,9 @@ class LocalServer:
         self.reload = False
         self.last_active = time.monotonic()
         self.selector = selectors.DefaultSelector()
+        self.socket_path = ""
+        self.later = list(LATER_MODULES)  # imported after the server is ready, while no command runs
+        self.later_cpu = 0.0
 
     # --- state ----------------------------------------------------------------------------------------
     def write_state(self, status: str) -> None:
@@ -140,6 +152,7 @@ class LocalServer:
                  "prefect_pid": self.prefect.pid if self.prefect else getattr(self, "_adopted_pid", None),
                  "socket": self.socket_path,
                  "env": self.env_fp, "code": self.code_fp, "idle_seconds": self.idle_seconds,
+                 "warm": status == "ready" and not self.later,  # every module imported (LATER_MODULES too)
                  "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         path = state_path(self.store_root)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -253,28 +266,39 @@ class LocalServer:
 
     # --- warm-up ------------------------------------------------------------------------------------------
     def warm_up(self) -> None:
-        import importlib
-        import threading
-
         started = time.process_time()
         for name in WARM_MODULES:
-            try:
-                importlib.import_module(name)
-            except Exception as exc:  # noqa: BLE001 - an optional library missing only costs its import later
-                _log(f"warm-up: could not import {name}: {exc}")
+            _import_quietly(name)
         with contextlib.suppress(Exception):
             import matplotlib
 
             matplotlib.use("Agg")
-        for warm in (share_prefect_tls_contexts, warm_tracking, skip_torch_library_cleanup_at_exit):
+        for warm in (share_prefect_tls_contexts, warm_tracking):
             try:
                 warm()
             except Exception as exc:  # noqa: BLE001 - a warm-up that fails only costs the commands its time
                 _log(f"warm-up: {warm.__name__} failed: {exc}")
-        threads = [t.name for t in threading.enumerate()]
-        if len(threads) > 1:  # forking a multi-threaded process can deadlock a child: serve cold instead
-            raise RuntimeError(f"warm-up left threads running ({', '.join(threads)}); not forking from this process")
+        _check_single_threaded()
         _log(f"warm-up: {len(WARM_MODULES)} modules in {time.process_time() - started:.1f} CPU-s")
+
+    def warm_up_later(self) -> None:
+        """Import the next of LATER_MODULES (called by the serving loop while no command runs); after the last,
+        the warm-ups that need them, and the state says ``warm``. Imports and forks both happen on this one
+        thread, so a command is never forked in the middle of an import."""
+        if not self.later:
+            return
+        started = time.process_time()
+        name = self.later.pop(0)
+        _import_quietly(name)
+        self.later_cpu += time.process_time() - started
+        if not self.later:
+            try:
+                skip_torch_library_cleanup_at_exit()
+            except Exception as exc:  # noqa: BLE001 - costs the commands ~0.05 CPU-s each, nothing more
+                _log(f"warm-up: skip_torch_library_cleanup_at_exit failed: {exc}")
+            _check_single_threaded()
+            _log(f"warm-up, after ready: {len(LATER_MODULES)} more modules in {self.later_cpu:.1f} CPU-s")
+            self.write_state("ready")
 
     # --- serving ------------------------------------------------------------------------------------------
     def listen(self) -> None:
@@ -296,7 +320,8 @@ class LocalServer:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         self.selector.register(wake_r, selectors.EVENT_READ, "wake")
         while True:
-            for key, _ in self.selector.select(timeout=1.0):
+            idle_warm_up = bool(self.later) and not self.children and not self.stopping
+            for key, _ in self.selector.select(timeout=0 if idle_warm_up else 1.0):
                 if key.data == "accept":
                     self.accept()
                 elif key.data == "wake":
@@ -306,7 +331,7 @@ class LocalServer:
                     self.client_gone(key.data, key.fileobj)
             self.reap()
             self.escalate()
-            if self.children or self.keepalive:
+            if self.children or self.keepalive or self.later:  # warming up is not idle
                 self.last_active = time.monotonic()
             elif self.stopping or self.reload:
                 return
@@ -317,6 +342,8 @@ class LocalServer:
             if not self.prefect_alive():
                 _log("the Prefect API server exited: stopping")
                 self.stopping = True
+            if idle_warm_up and not self.children and not self.stopping:
+                self.warm_up_later()
 
     def _on_stop_signal(self, signum, _frame) -> None:
         self.stopping = True
@@ -638,6 +665,23 @@ def skip_torch_library_cleanup_at_exit() -> None:
             ref.atexit = False
 
 
+def _import_quietly(name: str) -> None:
+    import importlib
+
+    try:
+        importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - an optional library missing only costs its import later
+        _log(f"warm-up: could not import {name}: {exc}")
+
+
+def _check_single_threaded() -> None:
+    import threading
+
+    threads = [t.name for t in threading.enumerate()]
+    if len(threads) > 1:  # forking a multi-threaded process can deadlock a child: serve cold instead
+        raise RuntimeError(f"warm-up left threads running ({', '.join(threads)}); not forking from this process")
+
+
 def prefect_items(environ) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k.startswith("PREFECT_")}
 
@@ -671,12 +715,14 @@ def start_in_background(store_root: Path, idle_seconds: float | None = None) -> 
 
 
 def wait_for(store_root: Path, statuses: tuple[str, ...], proc: subprocess.Popen | None,
-             timeout: float = READY_TIMEOUT_S) -> dict | None:
-    """The server's state once its status is one of ``statuses`` (None if it died or timed out)."""
+             timeout: float = READY_TIMEOUT_S, warm: bool = False) -> dict | None:
+    """The server's state once its status is one of ``statuses`` (and, with ``warm``, once it has imported
+    LATER_MODULES too); None if it died or timed out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = read_state(store_root)
-        if state and state.get("status") in statuses and pid_alive(int(state.get("pid", 0))):
+        if (state and state.get("status") in statuses and pid_alive(int(state.get("pid", 0)))
+                and (state.get("warm") or not warm)):
             return state
         if proc is not None and proc.poll() is not None:
             state = read_state(store_root)  # lost the start race to another server: use that one

@@ -26,7 +26,8 @@ def start(
                                                                   "command (default 1200, or "
                                                                   "$CORPUSFORGE_LOCAL_SERVER_IDLE).")] = None,
 ) -> None:
-    """Start the local server for a store in the background and wait until it is warm."""
+    """Start the local server for a store in the background and wait until it is warm (every library a stage
+    may need imported; a command that starts the server itself waits only for the ones every pipeline uses)."""
     from corpusforge.door import pid_alive, read_state
     from corpusforge.local_server import start_in_background, wait_for
     from corpusforge.settings import configure_environment
@@ -34,13 +35,13 @@ def start(
     root = _store(store)
     configure_environment(root)
     state = read_state(root)
-    if state and pid_alive(int(state.get("pid", 0))) and state.get("status") == "ready":
+    if state and pid_alive(int(state.get("pid", 0))) and state.get("status") == "ready" and state.get("warm"):
         out.print(f"already running: Prefect API {state['prefect_url']} (pid {state['pid']})", highlight=False)
         return
     started = time.monotonic()
     proc = None if state and pid_alive(int(state.get("pid", 0))) else start_in_background(root, idle)
     err.print(f"starting the local server for {root} ...", highlight=False)
-    state = wait_for(root, ("ready",), proc)
+    state = wait_for(root, ("ready",), proc, warm=True)
     if state is None:
         _fail(f"the local server did not start; see {root / 'logs' / 'local-server.log'}", 1)
     out.print(f"ready in {time.monotonic() - started:.1f} s: Prefect API {state['prefect_url']} (pid {state['pid']}, "
@@ -73,6 +74,7 @@ def status(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
               "pid": state.get("pid") if running else None,
               "prefect_url": state.get("prefect_url") if running else None,
               "idle_seconds": state.get("idle_seconds") if running else None,
+              "warm": bool(state.get("warm")) if running else None,
               "same_environment": usable}
     if as_json:
         print(json.dumps(report))
@@ -82,7 +84,9 @@ def status(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
                   + ("" if report["enabled"] else " (CORPUSFORGE_LOCAL_SERVER=off: commands start none)"),
                   highlight=False)
         return
-    out.print(f"local server for {root}: {report['status']}, pid {report['pid']}, Prefect API "
+    status_word = report["status"] + ("" if report["warm"] or report["status"] != "ready" else ", still importing "
+                                      "the tokenizer/embedding/neural libraries")
+    out.print(f"local server for {root}: {status_word}, pid {report['pid']}, Prefect API "
               f"{report['prefect_url']}, stops after {report['idle_seconds']:.0f} s idle", highlight=False)
     if not usable:
         err.print("this shell's environment differs in import-time settings (PREFECT_*, MLFLOW_*, OMP_* ...): its "

@@ -107,6 +107,7 @@ def test_status_reports_the_server(served):
     res = run(["server", "status", "--store", str(store), "--json"], env)
     report = json.loads(res.stdout)
     assert report["running"] and report["status"] == "ready" and report["same_environment"]
+    assert report["warm"] is True  # `server start` waits for the modules imported after ready, too
     import httpx
 
     assert httpx.get(report["prefect_url"] + "/api/health", timeout=5).status_code == 200
@@ -168,6 +169,28 @@ def test_new_code_makes_the_server_reload(served):
     res = run(["artifacts", "find", "--json"], {**env, "CORPUSFORGE_STORE": str(store),
                                                 "CORPUSFORGE_SERVER_RUSAGE": str(usage)})
     assert res.returncode == 0 and isinstance(json.loads(res.stdout), list) and usage.exists()
+
+
+def test_a_command_on_a_new_store_does_not_wait_for_the_neural_libraries(tmp_path):
+    """A command that starts the store's server runs there as soon as the server has imported what every
+    pipeline uses; the tokenizer, embedding and neural libraries (LATER_MODULES) come after, while no command
+    runs, and then the state says warm."""
+    from corpusforge.local_server import LATER_MODULES
+
+    store = tmp_path / "store"
+    env = server_env()
+    write(tmp_path / "docs" / "a.txt", "alpha beta\ngamma delta\n")
+    try:
+        res = run(["corpus", str(tmp_path / "docs"), "--name", "first", "--store", str(store), "--json"], env)
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert json.loads(res.stdout.strip().splitlines()[-1])["accounting"]["kept"] == 2
+        assert children_in_log(store)  # it ran in the server
+        wait_until(lambda: state(store).get("warm"), 180, "the server imported the later modules")
+        log = (store / "logs" / "local-server.log").read_text()
+        assert f"after ready: {len(LATER_MODULES)} more modules" in log
+        assert log.index("serving commands") < log.index("-> child") < log.index("warm-up, after ready")
+    finally:
+        run(["server", "stop", "--store", str(store)], env)
 
 
 def test_idle_server_stops_and_a_killed_server_takes_its_prefect_api_along(tmp_path):

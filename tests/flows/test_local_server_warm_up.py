@@ -93,3 +93,45 @@ def test_torch_libraries_are_not_deregistered_at_exit():
     finally:
         for ref, flag in zip(refs, saved):
             ref.atexit = flag
+
+
+def test_later_modules_are_imported_one_at_a_time_then_the_state_says_warm(tmp_path, monkeypatch):
+    """The serving loop calls warm_up_later while no command runs: one module per call, in order; after the
+    last the server checks it is still single-threaded (it forks) and rewrites its state with ``warm``."""
+    import json
+    import sys
+
+    mods = tmp_path / "mods"
+    for name in ("cf_later_a", "cf_later_b"):
+        (mods / f"{name}.py").parent.mkdir(exist_ok=True)
+        (mods / f"{name}.py").write_text("LOADED = True\n")
+    monkeypatch.syspath_prepend(str(mods))
+    checks = []
+    monkeypatch.setattr(local_server, "_check_single_threaded", lambda: checks.append(1))
+    server = local_server.LocalServer(tmp_path / "store", 60.0, run_command=lambda: None)
+    (tmp_path / "store" / "prefect").mkdir(parents=True)
+    server.later = ["cf_later_a", "cf_later_b"]
+    server.write_state("ready")
+
+    def warm():
+        return json.loads((tmp_path / "store" / "prefect" / "local-server.json").read_text())["warm"]
+
+    assert warm() is False
+    server.warm_up_later()
+    assert "cf_later_a" in sys.modules and "cf_later_b" not in sys.modules and warm() is False and not checks
+    server.warm_up_later()
+    assert "cf_later_b" in sys.modules and warm() is True and checks == [1]
+    server.warm_up_later()  # nothing left: no-op
+    assert checks == [1]
+    for name in ("cf_later_a", "cf_later_b"):
+        sys.modules.pop(name, None)
+
+
+def test_what_is_warmed_before_and_after_ready():
+    """Every pipeline runs orchestration, tracking and the corpus stage: warmed before ready. torch and the
+    tokenizer/embedding libraries only some stages need: after."""
+    assert not set(local_server.WARM_MODULES) & set(local_server.LATER_MODULES)
+    for name in ("prefect", "mlflow", "great_expectations", "polars", "duckdb", "corpusforge.tasks.corpus.shard"):
+        assert name in local_server.WARM_MODULES
+    for name in ("torch", "gensim.models", "tokenizers", "corpusforge.tasks.lm.train"):
+        assert name in local_server.LATER_MODULES
