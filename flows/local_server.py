@@ -331,10 +331,12 @@ class LocalServer:
                     self.client_gone(key.data, key.fileobj)
             self.reap()
             self.escalate()
-            if self.children or self.keepalive or self.later:  # warming up is not idle
+            if self.children or self.keepalive:
                 self.last_active = time.monotonic()
             elif self.stopping or self.reload:
                 return
+            elif self.later:  # warming up is not idle
+                self.last_active = time.monotonic()
             elif time.monotonic() - self.last_active > self.idle_seconds:
                 _log(f"idle for {self.idle_seconds:.0f} s: stopping")
                 self.stopping = True

@@ -193,6 +193,22 @@ def test_a_command_on_a_new_store_does_not_wait_for_the_neural_libraries(tmp_pat
         run(["server", "stop", "--store", str(store)], env)
 
 
+def test_a_server_still_warming_up_stops_when_asked(tmp_path):
+    """`server stop` right after the first command on a new store, while the server may still be importing
+    LATER_MODULES: it stops (its state file and Prefect API gone), it does not finish warming first."""
+    store = tmp_path / "store"
+    env = server_env()
+    write(tmp_path / "docs" / "a.txt", "alpha beta\n")
+    res = run(["corpus", str(tmp_path / "docs"), "--name", "first", "--store", str(store), "--json"], env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    first = state(store)
+    started = time.monotonic()
+    assert run(["server", "stop", "--store", str(store)], env).returncode == 0
+    assert time.monotonic() - started < 30
+    wait_until(lambda: not alive(first["pid"]) and not alive(first["prefect_pid"]), 30, "the server stopped")
+    assert not (store / "prefect" / "local-server.json").exists()
+
+
 def test_idle_server_stops_and_a_killed_server_takes_its_prefect_api_along(tmp_path):
     store = tmp_path / "store"
     env = server_env()
