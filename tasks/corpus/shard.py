@@ -8,8 +8,10 @@ that shard is recomputed. Which files share a shard depends on each file's own n
 neighbours (content-defined boundaries), so adding or removing a file changes only the shard around it.
 
 Within a shard, in order: read (corpusforge.storage.readers, strict UTF-8) -> clean (polars expressions) ->
-filter empty documents -> exact dedup (first occurrence wins) -> split -> GX validation (row failures
-to quarantine). Every record read ends in exactly one of kept / quarantined / filtered / deduplicated.
+filter -> doc ids, content hashes and splits, a chunk of ~``CHUNK_BYTES`` of text at a time (so their
+intermediate columns never hold a large shard at once) -> exact dedup (first occurrence wins) -> GX
+validation (row failures to quarantine) on the whole shard. Every record read ends in exactly one of kept /
+quarantined / filtered / deduplicated.
 """
 
 from __future__ import annotations
