@@ -32,13 +32,13 @@ from corpusforge.storage.records import BATCH_COLUMNS, RawRecord, RecordBatch, m
 
 WS = r"[ \t]*"
 KEY = r'"[^"\\\x00-\x1f]*"'
-STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+# a \u escape of a surrogate (D800-DFFF) is outside the grammar: it could encode a lone surrogate, not text
+STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))*"'
 NUMBER = r"-?(?:0|[1-9][0-9]{0,99})(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"  # Python refuses ints over 4300 digits
 VALUE = rf"(?:{STRING}|{NUMBER}|true|false|null)"
 PAIR = rf"{KEY}{WS}:{WS}{VALUE}"
 FLAT_OBJECT = rf"^{WS}\{{{WS}(?:{PAIR}{WS}(?:,{WS}{PAIR}{WS})*)?\}}{WS}$"
 BLANK = r"^[ \t\r\x0b\x0c]*$"  # bytes.strip()'s whitespace: such a line is an empty record
-SURROGATE_ESCAPE = r"\\u[dD][89a-fA-F]"
 PLAIN_INT = r"^-?(?:0|[1-9][0-9]*)$"
 # json.dumps(ensure_ascii=False) escapes exactly these characters, and only these
 JSON_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -71,7 +71,7 @@ def _jsonl_block(text: str, lineno: int, text_field: str, limit: int, slow) -> I
     lines = lines.with_columns(
         (line.str.len_bytes() > limit).alias("big"),
         line.str.contains(BLANK).alias("blank"),
-        (line.str.contains(FLAT_OBJECT) & ~line.str.contains(SURROGATE_ESCAPE)).alias("flat"),
+        line.str.contains(FLAT_OBJECT).alias("flat"),
     )
     objects = lines.filter(pl.col("flat") & ~pl.col("big") & ~pl.col("blank"))
     pairs = (objects.select("i", pl.col("raw").str.extract_all(PAIR).alias("pair")).explode("pair")
@@ -128,7 +128,13 @@ def _metas(pairs):
         tokens = value.gather(rewrite)
         mapping = {tok: json.dumps(json.loads(tok)) for tok in tokens.unique().to_list()}
         canonical = canonical.scatter(rewrite, tokens.replace_strict(mapping, return_dtype=pl.String))
-    return (pairs.with_columns(canonical.alias("value")).sort("i", "key")
-            .group_by("i", maintain_order=True)
-            .agg(pl.format('"{}": {}', "key", "value").str.join(", ").alias("meta"))
-            .select("i", ("{" + pl.col("meta") + "}").alias("meta")))
+    pairs = pairs.with_columns(canonical.alias("value"))
+    # a line with one pair besides the text (the common case) needs no sort and no group
+    single = pl.len().over("i") == 1
+    one = pairs.filter(single).select("i", pl.concat_str(pl.lit('{"'), "key", pl.lit('": '), "value", pl.lit("}"))
+                                      .alias("meta"))
+    several = (pairs.filter(~single).sort("i", "key")
+               .group_by("i", maintain_order=True)
+               .agg(pl.format('"{}": {}', "key", "value").str.join(", ").alias("meta"))
+               .select("i", ("{" + pl.col("meta") + "}").alias("meta")))
+    return pl.concat([one, several])

@@ -135,3 +135,40 @@ def test_what_is_warmed_before_and_after_ready():
         assert name in local_server.WARM_MODULES
     for name in ("torch", "gensim.models", "tokenizers", "corpusforge.tasks.lm.train"):
         assert name in local_server.LATER_MODULES
+
+
+def test_warm_corpus_compiles_the_data_docs_page_once_and_leaves_no_thread_or_folder(monkeypatch):
+    """The server validates a three-row frame before it forks: afterwards the process holds the Data Docs
+    page view its commands share (its templates compiled), no new thread (GX's first validation starts
+    tqdm's monitor thread unless it is off: a forked server must be single-threaded), no scratch folder."""
+    import tqdm
+
+    from corpusforge.tasks.corpus import validate
+
+    monkeypatch.setattr(validate, "_PAGE_VIEW", None)
+    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", tqdm.tqdm.monitor_interval)  # restored after the test
+    if tqdm.tqdm.monitor is not None:  # an earlier test's progress bar started it: stop it first
+        tqdm.tqdm.monitor.exit()
+        tqdm.tqdm.monitor = None
+    before = set(os.listdir(tempfile.gettempdir()))
+    threads = set(threading.enumerate())
+    local_server.warm_corpus()
+    assert set(threading.enumerate()) <= threads
+    assert not [n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("corpusforge-warm-")]
+    view = validate._PAGE_VIEW
+    assert view is not None and view.env.cache  # compiled templates, kept for the commands
+    compiled = len(view.env.cache)
+    local_server.warm_corpus()
+    assert validate._PAGE_VIEW is view and len(view.env.cache) == compiled  # nothing compiled twice
+
+
+def test_freeze_heap_puts_the_inherited_objects_out_of_the_collectors_reach():
+    import gc
+
+    try:
+        local_server.freeze_heap()
+        frozen = gc.get_freeze_count()
+        assert frozen > 10_000  # this process's modules; a forked command's collections skip them
+        assert gc.get_count()[2] == 0  # no full collection left due for the forked commands
+    finally:
+        gc.unfreeze()

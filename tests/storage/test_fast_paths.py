@@ -67,6 +67,8 @@ JSONL_LINES = [
     b'{"text": "lone \\ud800 surrogate"}',
     b'{"text": "paired \\ud83d\\ude00 surrogates"}',
     b'{"text": "escaped backslash then u: \\\\ud800"}',
+    b'{"text": "lone surrogate in meta", "m": "\\uDFFF"}',
+    b'{"text": "around the surrogates: \\ud7ff \\uE000 \\uffff", "m": "\\uD7FF"}',
     b'{"te\\u0078t": "escaped key", "id": 3}',
     '{"text": "bom line"}'.encode("utf-8-sig"),
     b'{"text": "x", "long int": ' + b"9" * 5000 + b"}",

@@ -101,6 +101,29 @@ def test_word_counts_equal_the_regex_count_on_every_kind_of_text():
     assert word_counts(series).null_count() == 1 and expected.null_count() == 1
 
 
+def test_whitespace_runs_only_where_a_document_can_change_and_gives_the_whole_chain():
+    """normalize_whitespace rewrites only the documents WHITESPACE_TO_FIX matches; on every kind of
+    whitespace (CR, CRLF, tabs, NBSP, em space, U+001C, NEL, runs, ends, empty and null documents) the
+    result equals the full chain of replacements run on every document."""
+    import random
+
+    from corpusforge.tasks.corpus.clean import _whitespace_batch, _whitespace_chain
+
+    rng = random.Random(11)
+    alphabet = [" ", "  ", "\t", "\n", "\r", "\r\n", "\u00a0", "\u2003", "\x0b", "\x0c", "\x1c", "\x85", "a", "b",
+                "é", "\n\n\n", "\u2028"]
+    texts = ["", " ", "a b", "a  b", "a\nb", "a \nb", "a\n\nb", "a\n\n\nb", "x ", " x", None]
+    texts += ["".join(rng.choices(alphabet, k=rng.randrange(0, 14))) for _ in range(20000)]
+    series = pl.Series("t", texts, dtype=pl.Utf8)
+    for part in (series, series.filter(series.str.contains(r"^[ab]*$").fill_null(False)), series[:0]):
+        want = pl.DataFrame({"t": part}).select(_whitespace_chain(pl.col("t")))["t"]
+        got = _whitespace_batch(part)
+        assert got.name == "t" and got.to_list() == want.to_list()
+    # most documents of a cleaned corpus need nothing: those are not touched, and the rest are fixed
+    assert _whitespace_batch(pl.Series("t", ["a b", "c  d", None])).to_list() == ["a b", "c d", None]
+    assert _whitespace_batch(pl.Series("t", [" a", "b\r\n"])).to_list() == ["a", "b"]
+
+
 def test_raw_preset_leaves_text_byte_identical():
     raw = f"  caf{COMBINING_E}\r\n\tTwo  spaces \n\n\n\nend  "
     assert clean([raw], CleanConfig(preset="raw")) == [raw]

@@ -56,3 +56,32 @@ def test_without_held_out_splits_every_document_is_train(small, monkeypatch):
     assert out["doc_id"].to_list() == [doc_id_for("a.txt", "cd" * 32, f"line:{i}") for i in range(40)]
     assert out["content_hash"].to_list() == [content_hash_for(t) for t in texts]
     assert out.schema["split"] == pl.Utf8
+
+
+def test_threads_hashing_at_once_share_one_database_and_get_their_own_rows(monkeypatch):
+    """One DuckDB database per process, a cursor per thread: eight threads hashing different frames at the
+    same time (each registers its frame under the same name) get exactly the rows of their own frame."""
+    import threading
+
+    monkeypatch.setattr(identity, "SMALL_FRAME", 0)
+    cfg = SplitConfig(valid=0.1, test=0.1, seed=1)
+    frames = [pl.DataFrame({"locator": [f"line:{i}" for i in range(3000)], "text": [f"doc {k} {i}" for i in range(3000)]})
+              for k in range(8)]
+    got: dict[int, list[pl.DataFrame]] = {k: [] for k in range(8)}
+
+    def work(k: int) -> None:
+        for _ in range(4):
+            got[k].append(add_identity(frames[k], f"s{k}.txt", "ef" * 32, cfg))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k, frame in enumerate(frames):
+        assert len(got[k]) == 4
+        want = [doc_id_for(f"s{k}.txt", "ef" * 32, loc) for loc in frame["locator"]]
+        for out in got[k]:
+            assert out["doc_id"].to_list() == want
+            assert out["content_hash"].to_list() == [content_hash_for(t) for t in frame["text"]]
+    assert len(identity._DATABASE) == 1
