@@ -107,17 +107,23 @@ def fast_lines(stream: io.BufferedReader, text_records) -> Iterator[RecordBatch 
 
 def _text_block(text: str, lineno: int, limit: int, slow) -> Iterator[RecordBatch | RawRecord]:
     """Lines of a decoded block (numbered from ``lineno + 1``) as batches; oversize lines go through the
-    per-line path, between the batches of the lines around them so that record order is kept."""
-    lines = text.split("\n")
+    per-line path, between the batches of the lines around them so that record order is kept. The lines
+    are split, CR-stripped and numbered by polars: no Python object per line."""
+    import polars as pl
+
+    lines = pl.Series("text", [text], dtype=pl.String).str.split("\n").explode()
     if "\r" in text:
-        lines = [line.rstrip("\r") for line in lines]  # as the per-line path: CRs before LF are EOL
+        lines = lines.str.strip_chars_end("\r")  # as the per-line path: CRs before LF are EOL
     big: list[int] = []
-    if len(text) * 4 > limit and max(map(len, lines)) * 4 > limit:  # maybe oversize: check bytes exactly
-        big = [i for i, line in enumerate(lines) if len(line) * 4 > limit and len(line.encode()) > limit]
+    if len(text) * 4 > limit:  # maybe oversize: check bytes exactly
+        big = (lines.str.len_bytes() > limit).arg_true().to_list()
     start = 0
-    for i in [*big, len(lines)]:
+    for i in [*big, lines.len()]:
         if i > start:
-            yield RecordBatch([f"line:{n}" for n in range(lineno + start + 1, lineno + i + 1)], lines[start:i])
-        if i < len(lines):
+            numbers = pl.int_range(lineno + start + 1, lineno + i + 1, dtype=pl.Int64, eager=True)
+            yield RecordBatch(frame=pl.DataFrame({
+                "locator": "line:" + numbers.cast(pl.String), "text": lines.slice(start, i - start),
+                "meta": pl.repeat(None, i - start, dtype=pl.String, eager=True)}))
+        if i < lines.len():
             yield from per_record(slow, lines[i].encode() + b"\n", lineno + i)
         start = i + 1
