@@ -190,3 +190,26 @@ def test_text_oversize_split_keeps_record_order(tmp_path):
     path = write(tmp_path / "split.txt", data)
     good, _ = assert_same(path, max_document_bytes=1024, oversize="split")
     assert [loc for loc, _, _ in good][:3] == ["line:1", "line:2#1", "line:2#2"]
+
+
+TEXT_LINES = [
+    b"plain line", b"", b"   ", b"crlf line\r", b"two crs\r\r", b"a lone \r inside", b"\r",
+    b"bad \xff utf8", b"caf\xe9 latin-1", "non-ASCII \u00e9\u4e2d\U0001F600 \u2028 \x7f".encode(),
+    b"tab\tseparated", b"\x01soh and \x07bell", b"w " * 700, b"again plain line", b"plain line",
+]
+
+
+@pytest.mark.parametrize("small_chunks", [False, True])
+@pytest.mark.parametrize("oversize", ["quarantine", "split"])
+def test_text_lines_fast_path_matches_per_record_reader(tmp_path, monkeypatch, small_chunks, oversize):
+    """Line mode: CRs, blank lines, undecodable lines, control characters, an oversize line (1,400 bytes
+    > 1,024) and a last line without a newline give the per-line reader's records, locators and reasons,
+    also when lines straddle the read chunks."""
+    if small_chunks:
+        monkeypatch.setattr(line_blocks, "FAST_CHUNK", 48)
+    path = write(tmp_path / "hostile.txt", b"\n".join(TEXT_LINES * 3) + b"\nno final newline")
+    good, bad = assert_same(path, txt_mode="line", max_document_bytes=1024, oversize=oversize)
+    assert {reason for _, reason, _, _ in bad} == ({"invalid_utf8", "too_large"} if oversize == "quarantine"
+                                                   else {"invalid_utf8"})
+    assert good[0] == ("line:1", "plain line", None) and good[-1][1] == "no final newline"
+    assert ("line:5", "two crs", None) in good
