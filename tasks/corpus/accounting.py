@@ -65,6 +65,19 @@ def accounting_from_tables(records_read: Mapping[str, int], kept, quarantine, dr
                   counts(dropped, ["source", "stage", "reason"]))
 
 
+def accounting_from_counts(records_read: Mapping[str, int], kept: Mapping[str, int], quarantine, dropped
+                           ) -> dict[str, Any]:
+    """:func:`accounting_from_tables` with the kept rows already counted per source (``{source: n}``): the corpus
+    merge counts them while it writes the split files, without holding them."""
+    import polars as pl
+
+    def counts(frame, keys: list[str]) -> list[tuple]:
+        return frame.group_by(keys).agg(pl.len().alias("n")).sort(keys).rows() if frame.height else []
+
+    return _tally(records_read, sorted(kept.items()), counts(quarantine, ["source", "reason"]),
+                  counts(dropped, ["source", "stage", "reason"]))
+
+
 def _tally(records_read: Mapping[str, int], kept: Iterable[tuple[str, int]],
            quarantined: Iterable[tuple[str, str, int]], dropped: Iterable[tuple[str, str, str, int]]) -> dict[str, Any]:
     per_source: dict[str, dict[str, Any]] = {s: empty_counts() for s in records_read}

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.readers import discover_sources
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.tasks.config import ConfigError, identity
-from corpusforge.tasks.corpus.accounting import accounting_from_tables
+from corpusforge.tasks.corpus.accounting import accounting_from_counts
 from corpusforge.tasks.corpus.config import CorpusConfig, DedupConfig, corpus_config_from_dict  # noqa: F401
 from corpusforge.tasks.corpus.near_dedup import NearDedupConfig, near_duplicates_streamed
 from corpusforge.tasks.corpus.shard import SourceRef, digest_source, drop_examples, pack_sources, shard_sources
@@ -131,14 +132,12 @@ def _refuse_empty(shards: list[StepResult], cfg: CorpusConfig) -> None:
                       f"corpus.allow_empty: true to publish an empty corpus anyway")
 
 
-# The merge decides what to keep from these columns; the texts are read again shard by shard when written.
-KEY_COLUMNS = ("doc_id", "source", "locator", "split", "n_chars", "n_words", "content_hash")
-
-
 def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: ArtifactStore) -> dict[str, Any]:
-    """Bounded memory: the texts of the whole corpus are never in memory at once. The dedup decisions use
-    the small key columns of every shard (plus MinHash signatures, computed shard by shard); then each
-    shard's kept rows are appended to the split files, one shard at a time."""
+    """Bounded memory: the texts and ids of the whole corpus are never in memory at once. What to keep is
+    decided on 16 bytes per document (each content hash as two 64-bit integers) plus, with near-dedup, the
+    MinHash band keys (computed shard by shard); then one pass over the shards, one at a time, appends each
+    shard's kept rows to the split files, counts them, and picks the locators and doc ids that the drop rows
+    name."""
     import polars as pl
 
     manifests = [read_manifest(Path(s.path)) for s in shards]
@@ -150,47 +149,44 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
 
     paths = [Path(s.path) for s in shards]
 
-    def load(file: str, columns=None) -> pl.DataFrame:
-        return pl.concat([pl.read_parquet(p / file, columns=columns) for p in paths], how="vertical")
+    def load(file: str) -> pl.DataFrame:
+        return pl.concat([pl.read_parquet(p / file) for p in paths], how="vertical")
 
-    docs, quarantine, dropped = load("data.parquet", list(KEY_COLUMNS)), load("quarantine.parquet"), load("dropped.parquet")
-    keep = pl.Series("keep", [True] * docs.height, dtype=pl.Boolean)
-    if cfg.dedup.exact and docs.height:
-        from corpusforge.tasks.corpus.dedup import exact_duplicates
-
-        first, dups = exact_duplicates(docs)
-        cross = dups.select(
-            "source", "locator", pl.lit("dedup").alias("stage"), pl.lit("exact").alias("reason"),
-            ("duplicate_of=" + pl.col("duplicate_of") + " (across files)").alias("detail"),
-        )
-        dropped = pl.concat([dropped, cross], how="vertical")
-        keep = first
-
+    quarantine, dropped = load("quarantine.parquet"), load("dropped.parquet")
+    n_docs = sum(_rows(p) for p in paths)
+    keep = pl.Series("keep", [True] * n_docs, dtype=pl.Boolean)
+    empty = pl.Series([], dtype=pl.UInt32)
+    exact_rows = exact_of = near_rows = near_of = empty
+    if cfg.dedup.exact and n_docs:
+        keep, exact_rows, exact_of = _exact_across_shards(paths)
     if cfg.dedup.near.enabled and keep.sum() > 1:
         near_rows, near_of = _near_duplicates(paths, keep, cfg.dedup.near)
-        if near_rows.len():
-            near = docs[near_rows].with_columns(docs["doc_id"].gather(near_of).alias("duplicate_of"))
-            dropped = pl.concat([dropped, near.select(
-                "source", "locator", pl.lit("dedup").alias("stage"), pl.lit("near").alias("reason"),
-                ("duplicate_of=" + pl.col("duplicate_of") + " (MinHash)").alias("detail"),
-            )], how="vertical")
-            keep = keep.scatter(near_rows, False)
+        keep = keep.scatter(near_rows, False)
 
-    _write_splits(out, paths, keep)
-    docs = docs.filter(keep)
+    kept = _write_splits(out, paths, keep, pl.concat([exact_rows, near_rows]), pl.concat([exact_of, near_of]))
+
+    def drop_rows(rows, of, reason: str, note: str):
+        return (pl.DataFrame({"row": rows, "of": of})
+                .join(kept.picked, on="row", how="left", maintain_order="left")
+                .join(kept.doc_ids.rename({"row": "of"}), on="of", how="left", maintain_order="left")
+                .select("source", "locator", pl.lit("dedup").alias("stage"), pl.lit(reason).alias("reason"),
+                        ("duplicate_of=" + pl.col("doc_id") + note).alias("detail")))
+
+    dropped = pl.concat([dropped, drop_rows(exact_rows, exact_of, "exact", " (across files)"),
+                         drop_rows(near_rows, near_of, "near", " (MinHash)")], how="vertical")
     _write_table(quarantine, out / "quarantine.parquet")
     _write_table(dropped, out / "dropped.parquet")
 
-    accounting = accounting_from_tables(records_read, docs, quarantine, dropped)
+    accounting = accounting_from_counts(records_read, kept.per_source, quarantine, dropped)
     from corpusforge.tasks.report import plot_doc_lengths, plot_reasons, write_corpus_report, write_data_docs_index
 
-    plot_doc_lengths(docs, out / "doc_lengths.png", title=f"{cfg.name}: document length")
+    plot_doc_lengths(kept.lengths, out / "doc_lengths.png", title=f"{cfg.name}: document length")
     plot_reasons(accounting, out / "reasons.png", title=f"{cfg.name}: records not kept, by reason")
     write_data_docs_index(out, shards, manifests)
-    metrics: dict[str, Any] = {"docs": docs.height, "chars": int(docs["n_chars"].sum() or 0),
-                               "words": int(docs["n_words"].sum() or 0), "sources": len(records_read)}
+    metrics: dict[str, Any] = {"docs": kept.docs, "chars": kept.chars, "words": kept.words,
+                               "sources": len(records_read)}
     for split in SPLITS:
-        metrics[f"docs_{split}"] = int((docs["split"] == split).sum())
+        metrics[f"docs_{split}"] = kept.per_split.get(split, 0)
     examples = drop_examples(quarantine, dropped)
     write_corpus_report(out, cfg.name, accounting, metrics, examples)
     return {
@@ -211,15 +207,39 @@ def _shard_entry(shard: StepResult, manifest: dict[str, Any]) -> dict[str, Any]:
     return {"id": shard.id, "source": names[0], **({"sources": names} if len(names) > 1 else {}), "path": shard.path}
 
 
-def _shard_slices(paths: list[Path], keep):
-    """(shard path, this shard's slice of the corpus-wide ``keep`` mask), in corpus order."""
+def _rows(path: Path) -> int:
     import pyarrow.parquet as pq
 
+    return pq.ParquetFile(path / "data.parquet").metadata.num_rows
+
+
+def _shard_slices(paths: list[Path], keep):
+    """(shard path, corpus row number of its first row, this shard's slice of the corpus-wide ``keep`` mask),
+    in corpus order."""
     at = 0
     for path in paths:
-        n = pq.ParquetFile(path / "data.parquet").metadata.num_rows
-        yield path, keep.slice(at, n)
+        n = _rows(path)
+        yield path, at, keep.slice(at, n)
         at += n
+
+
+def _exact_across_shards(paths: list[Path]):
+    """(keep: True at the first occurrence of each content hash in corpus order; the corpus rows of the other
+    ones; for each, the row of its first occurrence). Read shard by shard, each md5 content hash held as two
+    64-bit integers: 16 bytes per document (its hex string and its doc id were ~90 in memory)."""
+    import polars as pl
+
+    def halves(path: Path) -> pl.DataFrame:
+        h = pl.read_parquet(path / "data.parquet", columns=["content_hash"])["content_hash"]
+        return pl.DataFrame({"hi": h.str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64),
+                             "lo": h.str.slice(16, 16).str.to_integer(base=16, dtype=pl.UInt64)})
+
+    keys = pl.concat([halves(p) for p in paths], how="vertical").with_row_index("row")
+    first = keys.select(pl.struct("hi", "lo").is_first_distinct())[:, 0].alias("keep")
+    dups = keys.filter(~first)
+    originals = keys.filter(first & pl.col("hi").is_in(dups["hi"].implode())).rename({"row": "of"})
+    dups = dups.join(originals, on=["hi", "lo"], how="left", maintain_order="left")
+    return first, dups["row"], dups["of"]
 
 
 def _near_duplicates(paths: list[Path], keep, cfg: NearDedupConfig):
@@ -229,7 +249,7 @@ def _near_duplicates(paths: list[Path], keep, cfg: NearDedupConfig):
     import polars as pl
 
     def texts():
-        for path, mask in _shard_slices(paths, keep):
+        for path, _, mask in _shard_slices(paths, keep):
             yield pl.read_parquet(path / "data.parquet", columns=["text"]).filter(mask)["text"]
 
     kept_rows = keep.arg_true()
@@ -238,24 +258,70 @@ def _near_duplicates(paths: list[Path], keep, cfg: NearDedupConfig):
     return kept_rows.filter(hit), kept_rows.gather(pl.Series(target[target >= 0]))
 
 
-def _write_splits(out: Path, paths: list[Path], keep) -> None:
-    """``train/valid/test.parquet``: each shard's kept rows appended in corpus order, one shard in memory."""
+@dataclass
+class _Kept:
+    """What the merge needs to know about the rows it wrote (counted while writing, not held)."""
+
+    docs: int = 0
+    chars: int = 0
+    words: int = 0
+    per_source: dict[str, int] = field(default_factory=dict)
+    per_split: dict[str, int] = field(default_factory=dict)
+    lengths: Any = None  # n_chars and split of every kept row, for the length histogram (9 bytes a row)
+    picked: Any = None  # row, source, locator of the rows the drop table names
+    doc_ids: Any = None  # row, doc_id of the rows they duplicate
+
+
+def _write_splits(out: Path, paths: list[Path], keep, drop_rows, of_rows) -> _Kept:
+    """``train/valid/test.parquet``: each shard's kept rows appended in corpus order, one shard in memory.
+    Counts the kept rows, and picks the source and locator of ``drop_rows`` and the doc_id of ``of_rows``
+    (corpus row numbers) on the way."""
     import polars as pl
     import pyarrow.parquet as pq
 
+    kept = _Kept()
+    lengths, picked, doc_ids = [], [], []
+    drop_rows, of_rows = drop_rows.sort(), of_rows.unique().sort()
     writers: dict[str, pq.ParquetWriter] = {}
     try:
-        for path, mask in _shard_slices(paths, keep):
-            rows = pl.read_parquet(path / "data.parquet").filter(mask)
+        for path, at, mask in _shard_slices(paths, keep):
+            data = pl.read_parquet(path / "data.parquet")
+            for wanted, columns, into in ((drop_rows, ["source", "locator"], picked), (of_rows, ["doc_id"], doc_ids)):
+                local = _local(wanted, at, data.height)
+                if local.len():
+                    into.append(data[columns].gather(local).with_columns((local + at).alias("row")))
+            rows = data.filter(mask)
+            del data
+            kept.docs += rows.height
+            kept.chars += int(rows["n_chars"].sum() or 0)
+            kept.words += int(rows["n_words"].sum() or 0)
+            for source, n in rows.group_by("source").len().iter_rows():
+                kept.per_source[source] = kept.per_source.get(source, 0) + n
+            lengths.append(rows.select(pl.col("n_chars").cast(pl.Int64), pl.col("split").cast(pl.Enum(SPLITS))))
             for split in SPLITS:
                 part = rows.filter(pl.col("split") == split).to_arrow()
                 if split not in writers:
                     writers[split] = pq.ParquetWriter(out / f"{split}.parquet", part.schema, compression="zstd")
                 if part.num_rows:
+                    kept.per_split[split] = kept.per_split.get(split, 0) + part.num_rows
                     writers[split].write_table(part)
     finally:
         for writer in writers.values():
             writer.close()
+    kept.lengths = (pl.concat(lengths, how="vertical") if lengths
+                    else pl.DataFrame(schema={"n_chars": pl.Int64, "split": pl.Enum(SPLITS)}))
+    picked_schema = {"source": pl.Utf8, "locator": pl.Utf8, "row": pl.UInt32}
+    kept.picked = pl.concat(picked, how="vertical") if picked else pl.DataFrame(schema=picked_schema)
+    kept.doc_ids = pl.concat(doc_ids, how="vertical") if doc_ids else pl.DataFrame(schema={"doc_id": pl.Utf8, "row": pl.UInt32})
+    return kept
+
+
+def _local(rows, at: int, n: int):
+    """The entries of sorted corpus row numbers ``rows`` that fall in ``[at, at + n)``, as row numbers from ``at``."""
+    import polars as pl
+
+    lo, hi = rows.search_sorted(at), rows.search_sorted(at + n)
+    return (rows.slice(lo, hi - lo) - at).cast(pl.UInt32)
 
 
 def _write_table(frame, path: Path) -> None:

@@ -73,7 +73,11 @@ def digest_source(sf: SourceFile) -> SourceRef:
 # Packing (see pack_sources): a shard holds files of about SHARD_MB on average (corpus.shard_mb), or about
 # PACK_FILES files when they are tiny; a file of shard_mb or more is a shard of its own.
 PACK_FILES = 2048
-MAX_PACK_FACTOR = 4  # a pack never grows past 4x shard_mb nor 8x PACK_FILES files (then it is cut before a file)
+# A pack never grows past 2x shard_mb nor MAX_PACK_FILES files (then it is cut before a file). A shard's peak
+# memory is ~7-11x its text (the kept frame, GX's pandas copy, the Parquet writer), and two shards run at once:
+# at 4x shard_mb (32 MB), one pack of 13 files of 2.5 MB took 370 MB.
+MAX_PACK_FACTOR = 2
+MAX_PACK_FILES = 8 * PACK_FILES
 CHUNK_BYTES = 4 << 20  # a shard is read, cleaned, filtered and hashed ~4 MiB of text at a time
 
 
@@ -92,7 +96,7 @@ def pack_sources(refs: Sequence[SourceRef], shard_mb: float) -> list[list[Source
     if shard_mb <= 0:
         return [[r] for r in refs]
     target = shard_mb * 2**20
-    max_bytes, max_files = MAX_PACK_FACTOR * target, 2 * MAX_PACK_FACTOR * PACK_FILES
+    max_bytes, max_files = MAX_PACK_FACTOR * target, MAX_PACK_FILES
     packs: list[list[SourceRef]] = []
     pack: list[SourceRef] = []
     size_of_pack = 0

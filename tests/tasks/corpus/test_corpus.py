@@ -643,7 +643,7 @@ def _sizes_refs(sizes: list[int], prefix: str = "f") -> list[SourceRef]:
 
 
 def test_pack_sources_sizes_and_caps():
-    from corpusforge.tasks.corpus.shard import MAX_PACK_FACTOR, PACK_FILES
+    from corpusforge.tasks.corpus.shard import MAX_PACK_FACTOR, MAX_PACK_FILES
 
     mb = 2**20
     refs = _sizes_refs([int(2.5 * mb)] * 40 + [20 * mb] + [1000] * 5000 + [9 * mb])
@@ -653,7 +653,7 @@ def test_pack_sources_sizes_and_caps():
         big = [r for r in p if r.size >= 8 * mb]
         assert not big or p == big  # a file of shard_mb or more is a shard of its own
         assert sum(r.size for r in p) <= MAX_PACK_FACTOR * 8 * mb or len(p) == 1
-        assert len(p) <= 2 * MAX_PACK_FACTOR * PACK_FILES
+        assert len(p) <= MAX_PACK_FILES
     mid = [p for p in packs if p[0].size == int(2.5 * mb) and len(p) > 0]
     assert 1 < len(mid) < 40  # 2.5 MB files share shards of ~8 MB
     tiny = [p for p in packs if p[0].size == 1000]
