@@ -66,30 +66,37 @@ def _jsonl_block(text: str, lineno: int, text_field: str, limit: int, slow) -> I
     order, then one batch with every good one in line order."""
     import polars as pl
 
-    lines = pl.DataFrame({"raw": text.split("\n")}, schema={"raw": pl.String}).with_row_index("i")
-    line = pl.col("raw").str.strip_chars_end("\r")
+    lines = pl.Series("raw", [text], dtype=pl.String).str.split("\n").explode().to_frame().with_row_index("i")
+    if "\r" in text:
+        lines = lines.with_columns(pl.col("raw").str.strip_chars_end("\r").alias("line"))
+    else:
+        lines = lines.with_columns(pl.col("raw").alias("line"))
+    line = pl.col("line")
     lines = lines.with_columns(
         (line.str.len_bytes() > limit).alias("big"),
         line.str.contains(BLANK).alias("blank"),
         line.str.contains(FLAT_OBJECT).alias("flat"),
     )
     objects = lines.filter(pl.col("flat") & ~pl.col("big") & ~pl.col("blank"))
-    pairs = (objects.select("i", pl.col("raw").str.extract_all(PAIR).alias("pair")).explode("pair")
-             # a key holds no quote, so the first two quotes delimit it; then ':' and blanks, then the value
-             .select("i", pl.col("pair").str.splitn('"', 3).alias("pair")).unnest("pair")
-             .select("i", pl.col("field_1").alias("key"), pl.col("field_2").str.strip_chars_start(" \t:").alias("value")))
-    is_text = pl.col("key") == text_field
-    # One text field holding a string, and no key twice (json.loads keeps the last): else per record.
-    ok = (pairs.group_by("i")
-          .agg(((is_text.sum() == 1) & (is_text & pl.col("value").str.starts_with('"')).any()
-                & (pl.col("key").n_unique() == pl.len())).alias("ok"))
-          .filter("ok").select("i"))
-    pairs = pairs.join(ok, on="i", how="semi")
-    texts = pairs.filter(is_text).select("i", pl.col("value").str.json_decode(pl.String).alias("text"))
-    metas = _metas(pairs.filter(~is_text))
-
-    fast = (lines.filter(pl.col("blank") & ~pl.col("big")).select("i", pl.lit("").alias("text"))
-            .vstack(texts.select("i", "text")).join(metas, on="i", how="left"))
+    simple_texts, simple_pairs = _escape_free(objects, text_field)
+    if simple_texts.height:
+        objects = objects.join(simple_texts.select("i"), on="i", how="anti")
+    texts, pairs = [simple_texts], [simple_pairs]
+    if objects.height:  # the general path: every pair cut out by the regex, string values decoded
+        general = _pairs(objects.select("i", "raw"))
+        is_text = pl.col("key") == text_field
+        # One text field holding a string, and no key twice (json.loads keeps the last): else per record.
+        ok = (general.group_by("i")
+              .agg(((is_text.sum() == 1) & (is_text & pl.col("value").str.starts_with('"')).any()
+                    & (pl.col("key").n_unique() == pl.len())).alias("ok"))
+              .filter("ok").select("i"))
+        general = general.join(ok, on="i", how="semi")
+        texts.append(general.filter(is_text).select("i", pl.col("value").str.json_decode(pl.String).alias("text")))
+        pairs.append(general.filter(~is_text))
+    blanks = lines.filter(pl.col("blank") & ~pl.col("big"))
+    if blanks.height:
+        texts.append(blanks.select("i", pl.lit("").alias("text")))
+    fast = pl.concat(texts).join(_metas(pl.concat(pairs)), on="i", how="left")
     slow_rows = lines.join(fast.select("i"), on="i", how="anti").select("i", "raw")
     good_slow: list[tuple[int, int, str, str, str | None]] = []
     for i, raw in slow_rows.sort("i").iter_rows():
@@ -107,6 +114,48 @@ def _jsonl_block(text: str, lineno: int, text_field: str, limit: int, slow) -> I
     frame = frame.sort("i", "k").select(BATCH_COLUMNS)
     if frame.height:
         yield RecordBatch(frame=frame)
+
+
+def _pairs(frame):
+    """``i, key, value``: the ``"key": value`` pairs of each ``raw`` (flat JSON objects, or what is left of one)."""
+    import polars as pl
+
+    return (frame.select("i", pl.col("raw").str.extract_all(PAIR).alias("pair")).explode("pair")
+            # a key holds no quote, so the first two quotes delimit it; then ':' and blanks, then the value
+            .select("i", pl.col("pair").str.splitn('"', 3).alias("pair")).unnest("pair")
+            .select("i", pl.col("field_1").alias("key"), pl.col("field_2").str.strip_chars_start(" \t:").alias("value")))
+
+
+def _escape_free(objects, text_field: str):
+    """The flat objects with no backslash in the line, whose text field holds a string: ``(i, text)`` and the
+    ``i, key, value`` pairs of their other fields, without a regex pass over the text.
+
+    With no backslash, no string has an escape, so every quote opens or closes a string and a string's
+    characters are its value. The first ``"<field>"`` of such a line opens a string (a closing quote is followed
+    by blanks and ``,:}``, never by the field's first character): it is the key when blanks, ``:`` and blanks
+    follow; its value, when a string, ends at the next quote. What is left of the line, before the key and after
+    the value, holds the other pairs (short: the pair regex runs on it, not on the text). A line whose text field
+    comes twice, or any key twice, or whose first ``"<field>"`` is a value, is left to the general path."""
+    import polars as pl
+
+    schema_texts = {"i": pl.UInt32, "text": pl.String}
+    schema_pairs = {"i": pl.UInt32, "key": pl.String, "value": pl.String}
+    if not text_field or any(c in text_field for c in '"\\') or any(ord(c) < 0x20 for c in text_field):
+        return pl.DataFrame(schema=schema_texts), pl.DataFrame(schema=schema_pairs)
+    cut = (objects.filter(~pl.col("line").str.contains("\\", literal=True))
+           .select("i", pl.col("line").str.splitn(f'"{text_field}"', 2).alias("p")).unnest("p")
+           .select("i", pl.col("field_0").alias("before"), pl.col("field_1").str.strip_chars_start(" \t").alias("after"))
+           .filter(pl.col("after").str.starts_with(":"))
+           .with_columns(pl.col("after").str.strip_prefix(":").str.strip_chars_start(" \t"))
+           .filter(pl.col("after").str.starts_with('"'))
+           .select("i", "before", pl.col("after").str.strip_prefix('"').str.splitn('"', 2).alias("p")).unnest("p")
+           .filter(pl.col("field_1").is_not_null())
+           .select("i", pl.col("field_0").alias("text"), (pl.col("before") + pl.col("field_1")).alias("raw")))
+    pairs = _pairs(cut.select("i", "raw")).filter(pl.col("key").is_not_null())
+    bad = (pairs.group_by("i").agg(((pl.col("key") == text_field).any() | (pl.col("key").n_unique() < pl.len()))
+                                   .alias("bad")).filter("bad").select("i"))
+    return (cut.join(bad, on="i", how="anti").select("i", "text"),
+            pairs.join(bad, on="i", how="anti"))
 
 
 def _metas(pairs):
