@@ -272,8 +272,8 @@ def apply_filters(df, cfg: FilterConfig, text_col: str = "text"):
     import polars as pl
 
     locator = df["locator"].cast(pl.Utf8) if "locator" in df.columns else pl.Series("locator", range(df.height)).cast(pl.Utf8)
-    reason = pl.Series("reason", [None] * df.height, dtype=pl.Utf8)
-    detail = pl.Series("detail", [None] * df.height, dtype=pl.Utf8)
+    reason = pl.repeat(None, df.height, dtype=pl.Utf8, eager=True).alias("reason")  # not a Python list of Nones
+    detail = reason.alias("detail")
     for repetition in (False, True):
         checks = [(code, out) for code, check in FILTERS
                   if code.startswith(REPETITION_PREFIXES) == repetition and (out := check(cfg)) is not None]

@@ -194,9 +194,11 @@ def _prepare(df, refs: list[SourceRef], cfg) -> tuple[Any, Any, int]:
     several = len(refs) > 1
     # NUL and other C0/C1 control characters (but tab, LF, CR) never reach the cleaned text; counted.
     controls = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
-    control_chars = int(df["text"].str.count_matches(controls).sum() or 0)
-    if control_chars:
-        df = df.with_columns(pl.col("text").str.replace_all(controls, ""))
+    per_doc = df["text"].str.count_matches(controls)
+    control_chars = int(per_doc.sum() or 0)
+    if control_chars:  # rewrite only the documents that hold one, not the whole column
+        rows = (per_doc > 0).arg_true()
+        df = df.with_columns(df["text"].scatter(rows, df["text"].gather(rows).str.replace_all(controls, "")))
     df = df.with_columns(clean_expr("text", cfg.clean).alias("text"))
     df = df.with_columns(pl.lit(None, dtype=pl.Utf8).alias("lang"))  # filled by the language-id filter
     df, filtered = apply_filters(df, cfg.filters)
