@@ -471,6 +471,21 @@ def main() -> int:
                                         f"<= {TARGET_MINHASH_MEM:g} (growth over the sizes)",
                                         growth <= TARGET_MINHASH_MEM,
                                         "peak RSS added per MB of corpus between the smallest and largest size"))
+                        if len(m["mb"]) > 2:
+                            # Between the two largest sizes: what one more MB costs once the shards in flight
+                            # (two workers, packs of at most 2x shard_mb) are as large as they get, i.e. the
+                            # growth that goes on with the corpus (the merge's per-document state).
+                            span = m["mb"][-1] - m["mb"][-2]
+                            scale = (m[f"{side} rss"][-1] - m[f"{side} rss"][-2]) / span
+                            dt_scale = ((m["datatrove rss"][-1] - m["datatrove rss"][-2]) / span
+                                        if "datatrove rss" in m else None)
+                            print(f"== {variant} {mode}{label}: peak RSS growth at scale {scale:.2f} MB per MB "
+                                  f"({m['mb'][-2]:.0f} -> {m['mb'][-1]:.0f} MB of corpus: {m[f'{side} rss'][-2]:.0f} -> "
+                                  f"{m[f'{side} rss'][-1]:.0f} MB)")
+                            rows.append(row("corpus", f"{variant} peak RSS growth at scale{label}", "MB/MB", scale,
+                                            dt_scale, f"<= {TARGET_MINHASH_MEM:g} (the two largest sizes)",
+                                            scale <= TARGET_MINHASH_MEM,
+                                            "peak RSS added per MB of corpus between the two largest sizes"))
                     noise = cf_marg == float("inf")  # CPU did not grow with the size: noise larger than the work
                     rows.append(row("corpus", f"{variant} marginal {mode}{label}", "MB/s/core", cf_marg, dt_marg,
                                     f">= {target:g}" if mode == "whole" else "",
