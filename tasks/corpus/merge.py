@@ -154,8 +154,8 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
 
     quarantine, dropped = load("quarantine.parquet"), load("dropped.parquet")
     n_docs = sum(_rows(p) for p in paths)
-    keep = pl.Series("keep", [True] * n_docs, dtype=pl.Boolean)
-    empty = pl.Series([], dtype=pl.UInt32)
+    keep = pl.repeat(True, n_docs, dtype=pl.Boolean, eager=True).alias("keep")
+    empty = pl.Series([], dtype=pl.Int64)  # corpus row numbers are Int64 throughout (whatever polars' index type)
     exact_rows = exact_of = near_rows = near_of = empty
     if cfg.dedup.exact and n_docs:
         keep, exact_rows, exact_of = _exact_across_shards(paths)
@@ -239,7 +239,7 @@ def _exact_across_shards(paths: list[Path]):
     dups = keys.filter(~first)
     originals = keys.filter(first & pl.col("hi").is_in(dups["hi"].implode())).rename({"row": "of"})
     dups = dups.join(originals, on=["hi", "lo"], how="left", maintain_order="left")
-    return first, dups["row"], dups["of"]
+    return first, dups["row"].cast(pl.Int64), dups["of"].cast(pl.Int64)
 
 
 def _near_duplicates(paths: list[Path], keep, cfg: NearDedupConfig):
@@ -255,7 +255,7 @@ def _near_duplicates(paths: list[Path], keep, cfg: NearDedupConfig):
     kept_rows = keep.arg_true()
     target = near_duplicates_streamed(texts, kept_rows.len(), cfg)
     hit = pl.Series(target >= 0)
-    return kept_rows.filter(hit), kept_rows.gather(pl.Series(target[target >= 0]))
+    return kept_rows.filter(hit).cast(pl.Int64), kept_rows.gather(pl.Series(target[target >= 0])).cast(pl.Int64)
 
 
 @dataclass
@@ -289,7 +289,7 @@ def _write_splits(out: Path, paths: list[Path], keep, drop_rows, of_rows) -> _Ke
             for wanted, columns, into in ((drop_rows, ["source", "locator"], picked), (of_rows, ["doc_id"], doc_ids)):
                 local = _local(wanted, at, data.height)
                 if local.len():
-                    into.append(data[columns].gather(local).with_columns((local + at).alias("row")))
+                    into.append(data[columns].gather(local).with_columns((local.cast(pl.Int64) + at).alias("row")))
             rows = data.filter(mask)
             del data
             kept.docs += rows.height
@@ -310,9 +310,9 @@ def _write_splits(out: Path, paths: list[Path], keep, drop_rows, of_rows) -> _Ke
             writer.close()
     kept.lengths = (pl.concat(lengths, how="vertical") if lengths
                     else pl.DataFrame(schema={"n_chars": pl.Int64, "split": pl.Enum(SPLITS)}))
-    picked_schema = {"source": pl.Utf8, "locator": pl.Utf8, "row": pl.UInt32}
+    picked_schema = {"source": pl.Utf8, "locator": pl.Utf8, "row": pl.Int64}
     kept.picked = pl.concat(picked, how="vertical") if picked else pl.DataFrame(schema=picked_schema)
-    kept.doc_ids = pl.concat(doc_ids, how="vertical") if doc_ids else pl.DataFrame(schema={"doc_id": pl.Utf8, "row": pl.UInt32})
+    kept.doc_ids = pl.concat(doc_ids, how="vertical") if doc_ids else pl.DataFrame(schema={"doc_id": pl.Utf8, "row": pl.Int64})
     return kept
 
 

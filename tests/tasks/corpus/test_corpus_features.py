@@ -305,3 +305,58 @@ def test_words_split_on_single_spaces_equal_the_regex_words():
         expected = series.str.extract_all(r"\S+")
         assert lens.tolist() == expected.list.len().to_list()
         assert flat.to_list() == expected.explode().drop_nulls().to_list()
+
+
+@pytest.mark.parametrize("near", [False, True])
+def test_merge_equals_its_definition_on_the_shards_rows(tmp_path, near):
+    """The merge (dedup on 16 bytes a document, splits written shard by shard while the kept rows are counted and
+    the drop rows' locators and doc ids picked) against its definition computed on every shard row at once: the
+    first occurrence of each content hash in corpus order is kept, every later one is dropped naming the first
+    one's doc id; near-duplicates are those near_duplicate_of finds among the rows left; metrics and per-source
+    counts are sums over the kept rows."""
+    rng = random.Random(5)
+    pool = [sentence(12) for _ in range(60)]
+    for f in range(5):
+        lines = []
+        for _ in range(rng.randrange(20, 60)):
+            line = rng.choice(pool)
+            if rng.random() < 0.2:  # a near-duplicate: one word changed
+                words = line.split()
+                words[rng.randrange(len(words))] = "edited"
+                line = " ".join(words)
+            lines.append(line)
+        write(tmp_path / "d" / f"{f}.txt", "\n".join(lines) + "\n")
+    cfg = {"sources": [str(tmp_path / "d")], "shard_mb": 0, "split": {"valid": 0.2, "test": 0.1, "seed": 3},
+           "dedup": {"near": {"enabled": near, "threshold": 0.7}}}
+    merged, manifest, _ = build(tmp_path, cfg)
+    shard_paths = [Path(s["path"]) for s in manifest["shards"]]
+    rows = pl.concat([pl.read_parquet(p / "data.parquet") for p in shard_paths])
+    assert len(shard_paths) == 5
+    first_of: dict[str, str] = {}
+    keep, want_drops = [], []
+    for r in rows.iter_rows(named=True):
+        if r["content_hash"] in first_of:
+            keep.append(False)
+            want_drops.append((r["source"], r["locator"], f"duplicate_of={first_of[r['content_hash']]} (across files)"))
+        else:
+            keep.append(True)
+            first_of[r["content_hash"]] = r["doc_id"]
+    left = rows.filter(pl.Series(keep))
+    if near:
+        target = near_duplicate_of(left["text"].to_list(), NearDedupConfig(enabled=True, threshold=0.7))
+        assert (target >= 0).sum() > 0
+        want_drops += [(left["source"][i], left["locator"][i], f"duplicate_of={left['doc_id'][int(t)]} (MinHash)")
+                       for i, t in enumerate(target) if t >= 0]
+        left = left.filter(pl.Series(target < 0))
+    dropped = pl.read_parquet(Path(merged.path) / "dropped.parquet").filter(
+        pl.col("stage") == "dedup", pl.col("detail").str.ends_with(")"))
+    assert list(dropped.select("source", "locator", "detail").iter_rows()) == want_drops
+    got = kept(merged.path)
+    for split in ("train", "valid", "test"):
+        assert (got.filter(pl.col("split") == split)["doc_id"].to_list()
+                == left.filter(pl.col("split") == split)["doc_id"].to_list())
+        assert manifest["metrics"][f"docs_{split}"] == left.filter(pl.col("split") == split).height
+    assert manifest["metrics"]["docs"] == left.height and len(want_drops) > 0
+    assert manifest["metrics"]["chars"] == left["n_chars"].sum() and manifest["metrics"]["words"] == left["n_words"].sum()
+    for source, n in left.group_by("source").len().iter_rows():
+        assert manifest["accounting"]["per_source"][source]["kept"] == n
