@@ -447,7 +447,8 @@ class LocalServer:
             code = os.waitstatus_to_exitcode(status)
             code = 128 - code if code < 0 else code  # killed by a signal: the shell's convention
             # the command's own cost (it and every process it waited for), for the client to report if asked
-            cost = {"cpu": round(usage.ru_utime + usage.ru_stime, 4), "maxrss_kb": usage.ru_maxrss} if usage else {}
+            cost = {"cpu": round(usage.ru_utime + usage.ru_stime, 4), "sys": round(usage.ru_stime, 4),
+                    "maxrss_kb": usage.ru_maxrss, "minflt": usage.ru_minflt} if usage else {}
             if conn is not None:
                 with contextlib.suppress(OSError):
                     send_message(conn, {"exit": code, **cost})
