@@ -54,7 +54,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, SHARED, ProcessRun, emit, header, interleave, loadavg, proc_cpu,  # noqa: E402
+from common import (REPO, SHARED, ProcessRun, emit, header, loadavg, proc_cpu,  # noqa: E402
                     quiet_env, row, run_process, server_state, venv_bin)
 
 FILE_MB = 2.5  # one input file (= one datatrove task; corpusforge packs ~3 into a shard of ~8 MB) per 2.5 MB of text
@@ -321,6 +321,25 @@ class Bench:
         return go
 
 
+def interleave_cases(cases: dict, kept_by_size: dict, bench: Bench, repeats: int, warmup: int) -> dict:
+    """``{size: {side: {measure: Series}}}``: every (size, side) callable run once per round, ``repeats`` rounds
+    after ``warmup`` untimed ones; sizes and sides in reverse order every other round."""
+    from common import Series
+
+    sizes = list(cases)
+    out = {size: {name: {} for name in cases[size]} for size in sizes}
+    for r in range(warmup + repeats):
+        for size in (sizes if r % 2 == 0 else sizes[::-1]):
+            bench.kept = kept_by_size[size]
+            names = list(cases[size])
+            for name in (names if r % 2 == 0 else names[::-1]):
+                values = cases[size][name]()
+                if r >= warmup:
+                    for key, value in values.items():
+                        out[size][name].setdefault(key, Series()).add(value)
+    return out
+
+
 def marginal(mb: list[float], cpu: list[float]) -> float | None:
     """MB/s per core from the least-squares slope of CPU seconds over MB (two sizes: the plain difference)."""
     if len(mb) < 2:
@@ -381,13 +400,14 @@ def main() -> int:
         for fmt, minhash, sizes in plan:
             variant = f"{fmt}{' +minhash' if minhash else ''}"
             per_size: dict[str, dict[str, list[float]]] = {m: {"mb": []} for m in modes}
+            corpora = {}
             for size in sizes:
                 src = args.workdir / f"src-{fmt}-{size:g}"
-                mb = build_corpus(src, fmt, size, base)
-                n_files = len(list(src.iterdir()))
-                for mode in modes:
-                    inner = mode == "inner"
-                    bench.kept = {}
+                corpora[size] = (src, build_corpus(src, fmt, size, base), len(list(src.iterdir())))
+            for mode in modes:
+                inner = mode == "inner"
+                cases: dict[float, dict] = {}
+                for size, (src, mb, n_files) in corpora.items():
                     funcs = {}
                     for side in sides:
                         if side == "cold" or (side == "warm" and inner and "cold" not in sides):
@@ -397,7 +417,16 @@ def main() -> int:
                             funcs[names[side]] = bench.corpusforge_warm(src, minhash)
                         elif side == "datatrove":
                             funcs[names[side]] = bench.datatrove(src, minhash, inner)
-                    res = interleave(funcs, args.repeats, args.warmup)
+                    cases[size] = funcs
+                # Sizes are interleaved as well as sides: each round runs every size and side once (the order
+                # reversed every other round), so a machine that slows down over minutes (seen here: the same
+                # code 25% slower half an hour apart) shifts every size alike instead of bending the slope.
+                kept_by_size: dict[float, dict] = {size: {} for size in sizes}
+                measured = interleave_cases(cases, kept_by_size, bench, args.repeats, args.warmup)
+                for size in sizes:
+                    src, mb, n_files = corpora[size]
+                    res = measured[size]
+                    bench.kept = kept_by_size[size]
                     per_size[mode]["mb"].append(mb)
                     for name, series in res.items():
                         per_size[mode].setdefault(name, []).append(series["cpu"].median)
