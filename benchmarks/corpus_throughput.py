@@ -31,6 +31,9 @@ near-dedup with 5-word shingles, 128 permutations in 9 bands x 13 rows (threshol
   the pipeline packs them (``resolve_packs``, ``corpus.shard_mb``), + ``build_corpus``, no Prefect),
   datatrove's executor (``--inner``).
 
+Every round runs each size and each side once (sizes and sides in reverse order every other round), so a
+machine whose speed drifts over minutes moves all sizes alike and the marginals stay comparable.
+
 CPU seconds are user + system of the whole process tree (getrusage), so threads and worker processes
 get no free ride (warm: plus the server's share, see above). MB = bytes of text in the corpus (1e6). Marginal MB/s per core between two sizes A < B
 is (B - A) / (CPU_B - CPU_A), which removes the fixed start-up cost. Peak memory is the largest resident
