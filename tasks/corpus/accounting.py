@@ -56,19 +56,15 @@ def accounting_from_tables(records_read: Mapping[str, int], kept, quarantine, dr
     ``source``; quarantine with source/reason; dropped with source/stage/reason)."""
     import polars as pl
 
-    def counts(frame, keys: list[str]) -> list[tuple]:
-        if frame.height == 0:
-            return []
-        return frame.group_by(keys).agg(pl.len().alias("n")).sort(keys).rows()
-
-    return _tally(records_read, counts(kept, ["source"]), counts(quarantine, ["source", "reason"]),
-                  counts(dropped, ["source", "stage", "reason"]))
+    per_source = dict(kept.group_by("source").agg(pl.len()).rows()) if kept.height else {}
+    return accounting_from_counts(records_read, per_source, quarantine, dropped)
 
 
 def accounting_from_counts(records_read: Mapping[str, int], kept: Mapping[str, int], quarantine, dropped
                            ) -> dict[str, Any]:
-    """:func:`accounting_from_tables` with the kept rows already counted per source (``{source: n}``): the corpus
-    merge counts them while it writes the split files, without holding them."""
+    """The accounting from the kept rows counted per source (``{source: n}``; the corpus merge counts them while
+    it writes the split files, without holding them) and group-bys over the quarantine (source, reason) and
+    dropped (source, stage, reason) tables."""
     import polars as pl
 
     def counts(frame, keys: list[str]) -> list[tuple]:

@@ -153,17 +153,18 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
         return pl.concat([pl.read_parquet(p / file) for p in paths], how="vertical")
 
     quarantine, dropped = load("quarantine.parquet"), load("dropped.parquet")
-    n_docs = sum(_rows(p) for p in paths)
+    sizes = [_rows(p) for p in paths]
+    n_docs = sum(sizes)
     keep = pl.repeat(True, n_docs, dtype=pl.Boolean, eager=True).alias("keep")
     empty = pl.Series([], dtype=pl.Int64)  # corpus row numbers are Int64 throughout (whatever polars' index type)
     exact_rows = exact_of = near_rows = near_of = empty
     if cfg.dedup.exact and n_docs:
         keep, exact_rows, exact_of = _exact_across_shards(paths)
     if cfg.dedup.near.enabled and keep.sum() > 1:
-        near_rows, near_of = _near_duplicates(paths, keep, cfg.dedup.near)
+        near_rows, near_of = _near_duplicates(paths, sizes, keep, cfg.dedup.near)
         keep = keep.scatter(near_rows, False)
 
-    kept = _write_splits(out, paths, keep, pl.concat([exact_rows, near_rows]), pl.concat([exact_of, near_of]))
+    kept = _write_splits(out, paths, sizes, keep, pl.concat([exact_rows, near_rows]), pl.concat([exact_of, near_of]))
 
     def drop_rows(rows, of, reason: str, note: str):
         return (pl.DataFrame({"row": rows, "of": of})
@@ -213,12 +214,11 @@ def _rows(path: Path) -> int:
     return pq.ParquetFile(path / "data.parquet").metadata.num_rows
 
 
-def _shard_slices(paths: list[Path], keep):
+def _shard_slices(paths: list[Path], sizes: list[int], keep):
     """(shard path, corpus row number of its first row, this shard's slice of the corpus-wide ``keep`` mask),
-    in corpus order."""
+    in corpus order (``sizes``: each shard's row count)."""
     at = 0
-    for path in paths:
-        n = _rows(path)
+    for path, n in zip(paths, sizes):
         yield path, at, keep.slice(at, n)
         at += n
 
@@ -242,14 +242,14 @@ def _exact_across_shards(paths: list[Path]):
     return first, dups["row"].cast(pl.Int64), dups["of"].cast(pl.Int64)
 
 
-def _near_duplicates(paths: list[Path], keep, cfg: NearDedupConfig):
+def _near_duplicates(paths: list[Path], sizes: list[int], keep, cfg: NearDedupConfig):
     """(rows that near-duplicate an earlier kept row, the row each duplicates), as corpus-wide row numbers.
     Signatures are computed shard by shard from the kept rows' texts and only their LSH band keys stay in
     memory; a second pass recomputes the signatures of the rows that have a candidate."""
     import polars as pl
 
     def texts():
-        for path, _, mask in _shard_slices(paths, keep):
+        for path, _, mask in _shard_slices(paths, sizes, keep):
             yield pl.read_parquet(path / "data.parquet", columns=["text"]).filter(mask)["text"]
 
     kept_rows = keep.arg_true()
@@ -272,7 +272,7 @@ class _Kept:
     doc_ids: Any = None  # row, doc_id of the rows they duplicate
 
 
-def _write_splits(out: Path, paths: list[Path], keep, drop_rows, of_rows) -> _Kept:
+def _write_splits(out: Path, paths: list[Path], sizes: list[int], keep, drop_rows, of_rows) -> _Kept:
     """``train/valid/test.parquet``: each shard's kept rows appended in corpus order, one shard in memory.
     Counts the kept rows, and picks the source and locator of ``drop_rows`` and the doc_id of ``of_rows``
     (corpus row numbers) on the way."""
@@ -284,7 +284,7 @@ def _write_splits(out: Path, paths: list[Path], keep, drop_rows, of_rows) -> _Ke
     drop_rows, of_rows = drop_rows.sort(), of_rows.unique().sort()
     writers: dict[str, pq.ParquetWriter] = {}
     try:
-        for path, at, mask in _shard_slices(paths, keep):
+        for path, at, mask in _shard_slices(paths, sizes, keep):
             data = pl.read_parquet(path / "data.parquet")
             for wanted, columns, into in ((drop_rows, ["source", "locator"], picked), (of_rows, ["doc_id"], doc_ids)):
                 local = _local(wanted, at, data.height)
