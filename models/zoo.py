@@ -38,11 +38,15 @@ def model_config_dict(model: nn.Module) -> dict[str, Any]:
 
 
 def unique_state_dict(model: nn.Module) -> dict[str, Any]:
-    """The state dict without the second name of a tied tensor (safetensors refuses shared storage)."""
-    seen: set[int] = set()
+    """The state dict without the second name of a tied tensor (safetensors refuses shared storage).
+
+    A tensor is the same as one seen before only if it is the same view of the same storage: cuDNN packs all of
+    a fused RNN's weights into one flat buffer on GPU, so sharing a storage alone does not make two weights one."""
+    seen: set[tuple] = set()
     out = {}
     for name, tensor in model.state_dict(keep_vars=False).items():
-        key = tensor.untyped_storage().data_ptr() if tensor.numel() else id(tensor)
+        key = ((tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride()))
+               if tensor.numel() else (id(tensor),))
         if key in seen:
             continue
         seen.add(key)

@@ -143,3 +143,33 @@ def test_ddp_under_torchrun_keeps_ranks_in_sync(tmp_path):
     fresh = GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=16))
     assert not torch.equal(fresh.state_dict()["wte.weight"], a["wte.weight"])  # it did train
     assert (tmp_path / "rank0.metrics").read_text() != "0" and (tmp_path / "rank1.metrics").read_text() == "0"
+
+
+def _flatten_like_cudnn(rnn: torch.nn.Module) -> None:
+    """What cuDNN's flatten_parameters does on GPU: every weight becomes a view into one flat buffer."""
+    flat = torch.cat([w.detach().flatten() for w in rnn._flat_weights])
+    at = 0
+    with torch.no_grad():
+        for name in rnn._flat_weights_names:
+            w = getattr(rnn, name)
+            w.data = flat[at:at + w.numel()].view_as(w)
+            at += w.numel()
+    assert len({getattr(rnn, n).untyped_storage().data_ptr() for n in rnn._flat_weights_names}) == 1
+
+
+def test_weights_that_share_one_buffer_are_all_kept_and_tied_ones_once(tmp_path):
+    """On an H100 the ptb-lstm-medium run trained 39 epochs and then failed to restore its best weights: the
+    state dict was deduplicated by storage, and cuDNN keeps a fused LSTM's weights in one buffer, so all but one
+    were dropped (keep_best, checkpoints, saved models alike). Tied weights (one tensor, two names) still go once."""
+    torch.manual_seed(0)
+    lstm = RNNLM(RNNConfig(cell="lstm", vocab_size=11, n_layer=2, n_embd=6, n_hidden=6, block_size=4))
+    _flatten_like_cudnn(lstm.rnn)
+    kept = unique_state_dict(lstm)
+    assert set(kept) == set(lstm.state_dict())
+    save_lm(lstm, tmp_path / "lstm")
+    again = load_lm(tmp_path / "lstm")
+    for name, tensor in lstm.state_dict().items():
+        assert torch.equal(again.state_dict()[name], tensor), name
+    gpt = GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=16, tie_weights=True))
+    assert gpt.lm_head.weight is gpt.wte.weight
+    assert len(unique_state_dict(gpt)) == len(gpt.state_dict()) - 1
