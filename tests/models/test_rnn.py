@@ -151,3 +151,32 @@ def test_config_validation():
         RNNConfig(n_embd=10, n_hidden=20, tie_weights=True)
     with pytest.raises(ValueError, match="gru_reset"):
         RNNConfig(cell="gru", gru_reset="before", impl="fused")
+
+
+@pytest.mark.parametrize("kind", ["rnn", "lstm", "gru"])
+def test_fused_recurrence_runs_in_float32_under_bf16_autocast(kind):
+    """cuDNN has no bf16 RNN: under bf16 autocast torch runs it in float16 (an H100, torch 2.11: the LSTM's output
+    came back float16), and bf16 training uses no loss scaler. Ours runs the recurrence in float32 instead: same
+    outputs as without autocast, float32 out, float32 gradients. CPU autocast takes the same path as CUDA's."""
+    torch.manual_seed(0)
+    rnn = fused_stack(kind, 5, 4, n_layer=2)
+    x = torch.randn(3, 7, 5)
+    h0 = torch.randn(2, 3, 4)
+    state = (h0, torch.randn_like(h0)) if kind == "lstm" else h0
+    plain, _ = rnn(x, state)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, new_state = rnn(x.bfloat16(), tuple(s.bfloat16() for s in state) if kind == "lstm" else state.bfloat16())
+    assert out.dtype == torch.float32
+    assert all(s.dtype == torch.float32 for s in (new_state if kind == "lstm" else (new_state,)))
+    # the input arrived in bf16 (as an autocast embedding would hand it over), so agree to bf16's rounding
+    torch.testing.assert_close(out, plain, atol=2e-2, rtol=2e-2)
+    out.sum().backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in rnn.parameters())
+
+
+def test_a_model_keeps_its_state_dict_names_with_the_bf16_safe_fused_modules():
+    """The float32-under-bf16 modules extend torch's: artifacts saved before load into them unchanged."""
+    m = RNNLM(RNNConfig(cell="lstm", vocab_size=20, n_layer=2, n_embd=8, n_hidden=8, block_size=4))
+    assert isinstance(m.rnn, torch.nn.LSTM)
+    ref = torch.nn.LSTM(8, 8, num_layers=2, batch_first=True)
+    assert [k for k in m.rnn.state_dict()] == [k for k in ref.state_dict()]
