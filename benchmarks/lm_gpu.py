@@ -23,7 +23,25 @@ import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+
+
+def _map_checkout() -> None:
+    """On a bare GPU image corpusforge is not installed: map its packages onto this checkout's folders
+    (pyproject's package-dir: corpusforge = flows/, corpusforge.models = models/) without running any install."""
+    try:
+        import corpusforge.models  # noqa: F401
+        return
+    except ImportError:
+        pass
+    import types
+
+    for name, folder in (("corpusforge", "flows"), ("corpusforge.models", "models")):
+        module = types.ModuleType(name)
+        module.__path__ = [str(REPO / folder)]
+        sys.modules[name] = module
+
+
+_map_checkout()
 
 from corpusforge.models.gpt import GPT, GPTConfig  # noqa: E402
 from corpusforge.models.rnn import RNNConfig, RNNLM  # noqa: E402
@@ -73,7 +91,12 @@ def mfu(smoke: bool) -> dict:
     cfg = TrainConfig(max_iters=iters, batch_size=batch, grad_accum=accum, lr=6e-4, min_lr=6e-5, warmup_iters=10,
                       eval_interval=10 ** 6, eval_iters=1, log_interval=10 if not smoke else 2, compile=not smoke,
                       dtype="bfloat16", keep_best=False)
-    train(model, data, data[:100_000], cfg, on_metrics=lambda s, m: seen.append(m))
+    def on_metrics(step, m):
+        seen.append(m)
+        if "tokens_per_s" in m:
+            print(f"  step {step}: {m['tokens_per_s']:,.0f} tokens/s" + (f", MFU {m['mfu']:.3f}" if "mfu" in m else ""), flush=True)
+
+    train(model, data, data[:100_000], cfg, on_metrics=on_metrics)
     steady = [m for m in seen if "tokens_per_s" in m][2:] or [m for m in seen if "tokens_per_s" in m]
     tps = float(np.median([m["tokens_per_s"] for m in steady]))
     mfu_values = [m["mfu"] for m in steady if "mfu" in m]
@@ -83,7 +106,13 @@ def mfu(smoke: bool) -> dict:
             "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
 
 
-def ptb(smoke: bool, ptb_dir: Path) -> dict:
+class _OutOfTime(Exception):
+    """Raised from the metrics callback after an evaluation once the wall-clock budget is spent."""
+
+
+def ptb(smoke: bool, ptb_dir: Path, max_seconds: float = 0.0, dtype: str = "auto") -> dict:
+    """Zaremba medium, 39 epochs. With ``max_seconds`` the run stops at the first epoch end past that budget
+    and the test perplexity is of the weights just evaluated (``epochs`` and ``truncated`` say so)."""
     def words(split):
         return [w for line in (ptb_dir / f"ptb.{split}.txt").read_text().splitlines() for w in (*line.split(), "<eos>")]
 
@@ -107,27 +136,45 @@ def ptb(smoke: bool, ptb_dir: Path) -> dict:
     cfg = TrainConfig(optimizer="sgd", lr=float(T), min_lr=0.0, lr_schedule="step", warmup_iters=0,
                       step_decay_start=decay_after * per_epoch, step_decay_every=per_epoch, step_decay_factor=0.8,
                       max_iters=epochs * per_epoch, batch_size=20, grad_clip=5.0 / T, eval_interval=per_epoch, eval_iters=0,
-                      log_interval=200, keep_best=True)
+                      log_interval=200, keep_best=True, dtype=dtype)
     t0 = time.perf_counter()
-    result = train(model, data["train"], data["valid"], cfg,
-                   on_metrics=lambda s, m: "val_ppl" in m and print(f"  step {s}: val ppl {m['val_ppl']:.2f}", flush=True))
+    vals: list[float] = []
+
+    def on_metrics(step, m):
+        if "val_ppl" in m:
+            vals.append(m["val_ppl"])
+            print(f"  {time.perf_counter() - t0:6.1f}s epoch {step // per_epoch}: val ppl {m['val_ppl']:.2f}", flush=True)
+            if max_seconds and time.perf_counter() - t0 > max_seconds and step < cfg.max_iters:
+                raise _OutOfTime
+
+    truncated = False
+    try:
+        train(model, data["train"], data["valid"], cfg, on_metrics=on_metrics)
+    except _OutOfTime:
+        truncated = True  # the weights are those of the last (just evaluated) epoch end
+    seconds = time.perf_counter() - t0
     device = next(model.parameters()).device
     test_loss = evaluate(model, data["test"], shape["block_size"], 20, 0, device)
     return {"target": "ptb-lstm-medium test perplexity <= 82.7", "test_ppl": math.exp(test_loss),
-            "val_ppl": math.exp(result.best_val_loss), "seconds": time.perf_counter() - t0,
-            "met": math.exp(test_loss) <= 82.7, "vocab": len(vocab)}
+            "val_ppl": min(vals) if vals else None, "seconds": seconds, "epochs": len(vals), "of_epochs": epochs,
+            "truncated": truncated, "dtype": dtype, "met": math.exp(test_loss) <= 82.7 and not truncated, "vocab": len(vocab),
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("target", choices=["shakespeare", "mfu", "ptb"])
     ap.add_argument("--smoke", action="store_true", help="tiny CPU run of the same code path")
+    ap.add_argument("--max-seconds", type=float, default=0.0,
+                    help="ptb only: stop at the first epoch end past this many seconds (0: the whole 39 epochs)")
+    ap.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                    help="ptb only: autocast dtype on CUDA (auto: bf16, as the preset runs)")
     ap.add_argument("--ptb-dir", type=Path, default=Path(os.environ.get("PTB_DIR", REPO.parent / "shared/corpora/ptb")))
     args = ap.parse_args()
     print(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}"
           + (f" ({torch.cuda.get_device_name()})" if torch.cuda.is_available() else ""), flush=True)
     result = {"shakespeare": lambda: shakespeare(args.smoke), "mfu": lambda: mfu(args.smoke),
-              "ptb": lambda: ptb(args.smoke, args.ptb_dir)}[args.target]()
+              "ptb": lambda: ptb(args.smoke, args.ptb_dir, args.max_seconds, args.dtype)}[args.target]()
     print(json.dumps({"benchmark": args.target, **result}))
 
 

@@ -1,0 +1,47 @@
+"""benchmarks/lm_gpu.py, the GPU targets' script (benchmarks/gpu.sh), on CPU with --smoke: the same code path as on
+the GPU machine, where corpusforge is not installed (the script maps the checkout's folders itself)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# a bare image: no installed corpusforge (the editable install's finder is taken off the import machinery)
+BARE = """
+import runpy, sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in getattr(f, "__module__", "")]
+sys.path[:] = [p for p in sys.path if "__editable__" not in p]
+assert "corpusforge" not in sys.modules
+sys.argv = sys.argv[1:]  # python -c CODE SCRIPT ARGS: the script sees itself as argv[0]
+runpy.run_path(sys.argv[0], run_name="__main__")
+assert getattr(sys.modules["corpusforge"], "__file__", None) is None, "the installed package was used, not the mapping"
+"""
+
+
+def run_bench(*args: str) -> dict:
+    res = subprocess.run([sys.executable, "-c", BARE, str(REPO / "benchmarks" / "lm_gpu.py"), *args],
+                         capture_output=True, text=True, timeout=300, cwd=REPO.parent)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("target", ["shakespeare", "mfu", "ptb"])
+def test_each_gpu_target_runs_its_code_path_on_cpu(target):
+    out = run_bench(target, "--smoke")
+    assert out["benchmark"] == target and isinstance(out["met"], bool)
+    assert out["tokens_per_s" if target != "ptb" else "test_ppl"] > 0
+    if target == "ptb":
+        assert out["epochs"] == out["of_epochs"] == 2 and not out["truncated"]
+        assert math.isfinite(out["test_ppl"]) and out["test_ppl"] < 51 * 1.5  # 51 words drawn uniformly
+
+
+def test_ptb_stops_at_the_first_epoch_past_its_time_budget_and_says_so():
+    out = run_bench("ptb", "--smoke", "--max-seconds", "0.001", "--dtype", "float32")
+    assert out["truncated"] and out["epochs"] == 1 < out["of_epochs"] and out["met"] is False
+    assert out["dtype"] == "float32" and math.isfinite(out["test_ppl"])
