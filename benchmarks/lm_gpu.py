@@ -1,9 +1,12 @@
 """GPU targets of the lm stage (issue 7), run by benchmarks/gpu.sh. Needs only torch and numpy, so it runs
-on a bare GPU image: no Prefect, no MLflow, no tokenizers (the data preparation is done here, nanoGPT-style).
+on a bare GPU image (torch, numpy, safetensors): no Prefect, no MLflow, no tokenizers (the data preparation is
+done here, nanoGPT-style).
 
     python benchmarks/lm_gpu.py shakespeare   # shakespeare-char: val loss <= 1.47 within 3 minutes on one H100
     python benchmarks/lm_gpu.py mfu           # GPT-2 124M shape, bf16: MFU >= 50%
     python benchmarks/lm_gpu.py ptb           # ptb-lstm-medium (Zaremba medium): test perplexity <= 82.7
+    python benchmarks/lm_gpu.py check         # every family's GPU path in ~30 s: train (bf16 autocast, compile for
+                                              # GPT), checkpoint + resume, keep_best, save + load, generate
     add --smoke to any of them for a seconds-long CPU run of the same code path (what the tests run).
 
 Each prints a last line of JSON with its figures.
@@ -106,6 +109,78 @@ def mfu(smoke: bool) -> dict:
             "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
 
 
+def check(smoke: bool) -> dict:
+    """Correctness on the device, every family, in seconds: what only a GPU shows (cuDNN's packed RNN weights,
+    autocast dtypes, compiled modules' state names) breaks here first. Per model: train with bf16 autocast where
+    supported (compile for the GPT), stop at a checkpoint and resume, keep the best weights, save and load them
+    (safetensors, as the store does), and the loaded model must give the trained one's logits and greedy text."""
+    import tempfile
+
+    from corpusforge.models.configs import EncoderConfig, NPLMConfig
+    from corpusforge.models.encoder import TransformerEncoder
+    from corpusforge.models.nplm import NPLM
+    from corpusforge.models.sampling import generate
+    from corpusforge.models.zoo import load_lm, save_lm
+
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    vocab = 50
+    gpt_shape = dict(vocab_size=vocab, block_size=32, n_layer=2, n_head=2, n_embd=32, dropout=0.1)
+    makers = {
+        "gpt": lambda: GPT(GPTConfig(**gpt_shape)),
+        "gpt-tied-rope": lambda: GPT(GPTConfig(**gpt_shape, tie_weights=True, positional="rope")),
+        "encoder": lambda: TransformerEncoder(EncoderConfig(**gpt_shape)),
+        **{f"{cell}-{impl}": (lambda cell=cell, impl=impl: RNNLM(RNNConfig(
+            cell=cell, impl=impl, vocab_size=vocab, block_size=12, n_embd=16, n_hidden=16, n_layer=2, dropout=0.1)))
+           for cell in ("lstm", "gru", "rnn") for impl in ("fused", "ours")},
+        "nplm": lambda: NPLM(NPLMConfig(vocab_size=vocab, context=4, n_embd=8, n_hidden=16, block_size=16)),
+    }
+    rng = np.random.default_rng(0)
+    data = np.tile(np.arange(vocab), 200).astype(np.uint16)  # a learnable pattern with 5% noise
+    noise = rng.random(len(data)) < 0.05
+    data[noise] = rng.integers(0, vocab, int(noise.sum()))
+    val = data[:2000].copy()
+    steps = 12 if smoke else 40
+    results = {}
+    for name, make in makers.items():
+        t0 = time.perf_counter()
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                tmp = Path(tmp)
+                torch.manual_seed(0)
+                model = make()
+                cfg = TrainConfig(max_iters=steps, batch_size=8, lr=3e-3, min_lr=3e-4, warmup_iters=2,
+                                  eval_interval=steps // 4, eval_iters=2, log_interval=steps // 4, keep_best=True,
+                                  compile=cuda and name.startswith("gpt"), device=device)
+                ckpt = tmp / "ckpt.safetensors"
+                train(model, data, val, cfg, checkpoint_path=ckpt, stop_after=steps // 2 + 1)
+                result = train(model, data, val, cfg, checkpoint_path=ckpt, resume_from=ckpt)
+                if result.step != steps or not math.isfinite(result.best_val_loss):
+                    raise AssertionError(f"ended at step {result.step}, best val {result.best_val_loss}")
+                save_lm(model, tmp / "lm")
+                loaded = load_lm(tmp / "lm", device=device)
+                x = torch.from_numpy(val[:24].astype(np.int64))[None].to(device)
+                model.eval()
+                with torch.no_grad():
+                    a, b = model(x)[0].float(), loaded(x)[0].float()
+                if not torch.allclose(a, b, atol=1e-5, rtol=1e-5):
+                    raise AssertionError(f"the loaded model's logits differ by {float((a - b).abs().max()):.3g}")
+                text = None
+                if getattr(model, "objective", "causal") == "causal":
+                    text = generate(model, [1, 2, 3], 8, greedy=True)
+                    if generate(loaded, [1, 2, 3], 8, greedy=True) != text:
+                        raise AssertionError("the loaded model generates other text")
+                results[name] = {"ok": True, "best_val_loss": round(result.best_val_loss, 4), "greedy": text,
+                                 "seconds": round(time.perf_counter() - t0, 1)}
+        except Exception as e:  # noqa: BLE001 - every family is checked and reported, not the first failure alone
+            results[name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:500],
+                             "seconds": round(time.perf_counter() - t0, 1)}
+        print(f"  {name:14s} {'ok' if results[name]['ok'] else 'FAILED ' + results[name]['error']}", flush=True)
+    failed = sorted(n for n, r in results.items() if not r["ok"])
+    return {"target": "every family trains, checkpoints, resumes, saves and loads on the device", "families": results,
+            "failed": failed, "met": not failed, "device": torch.cuda.get_device_name() if cuda else "cpu"}
+
+
 class _OutOfTime(Exception):
     """Raised from the metrics callback after an evaluation once the wall-clock budget is spent."""
 
@@ -163,7 +238,7 @@ def ptb(smoke: bool, ptb_dir: Path, max_seconds: float = 0.0, dtype: str = "auto
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("target", choices=["shakespeare", "mfu", "ptb"])
+    ap.add_argument("target", choices=["shakespeare", "mfu", "ptb", "check"])
     ap.add_argument("--smoke", action="store_true", help="tiny CPU run of the same code path")
     ap.add_argument("--max-seconds", type=float, default=0.0,
                     help="ptb only: stop at the first epoch end past this many seconds (0: the whole 39 epochs)")
@@ -174,8 +249,11 @@ def main() -> None:
     print(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}"
           + (f" ({torch.cuda.get_device_name()})" if torch.cuda.is_available() else ""), flush=True)
     result = {"shakespeare": lambda: shakespeare(args.smoke), "mfu": lambda: mfu(args.smoke),
-              "ptb": lambda: ptb(args.smoke, args.ptb_dir, args.max_seconds, args.dtype)}[args.target]()
+              "ptb": lambda: ptb(args.smoke, args.ptb_dir, args.max_seconds, args.dtype),
+              "check": lambda: check(args.smoke)}[args.target]()
     print(json.dumps({"benchmark": args.target, **result}))
+    if args.target == "check" and not result["met"]:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

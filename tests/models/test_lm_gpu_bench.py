@@ -41,6 +41,14 @@ def test_each_gpu_target_runs_its_code_path_on_cpu(target):
         assert math.isfinite(out["test_ppl"]) and out["test_ppl"] < 51 * 1.5  # 51 words drawn uniformly
 
 
+def test_the_device_check_covers_every_family_and_passes_on_cpu():
+    out = run_bench("check", "--smoke")
+    assert out["met"] and out["failed"] == []
+    assert set(out["families"]) == {"gpt", "gpt-tied-rope", "encoder", "nplm",
+                                    *(f"{c}-{i}" for c in ("lstm", "gru", "rnn") for i in ("fused", "ours"))}
+    assert all(r["ok"] and math.isfinite(r["best_val_loss"]) for r in out["families"].values())
+
+
 def test_ptb_stops_at_the_first_epoch_past_its_time_budget_and_says_so():
     out = run_bench("ptb", "--smoke", "--max-seconds", "0.001", "--dtype", "float32")
     assert out["truncated"] and out["epochs"] == 1 < out["of_epochs"] and out["met"] is False
