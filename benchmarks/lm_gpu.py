@@ -1,5 +1,5 @@
-"""GPU targets of the lm stage (issue 7), run by benchmarks/gpu.sh. Needs only torch and numpy, so it runs
-on a bare GPU image (torch, numpy, safetensors): no Prefect, no MLflow, no tokenizers (the data preparation is
+"""GPU targets of the lm stage (issue 7), run by benchmarks/gpu.sh. Needs only torch, numpy and safetensors, so it
+runs on a bare GPU image: no Prefect, no MLflow, no tokenizers (the data preparation is
 done here, nanoGPT-style).
 
     python benchmarks/lm_gpu.py shakespeare   # shakespeare-char: val loss <= 1.47 within 3 minutes on one H100
