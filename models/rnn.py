@@ -136,6 +136,13 @@ class OurRecurrentStack(nn.Module):
         return x, ((h, torch.stack(finals_c)) if self.kind == "lstm" else h)
 
 
+def _bf16_autocast(device: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.bfloat16
+    except (TypeError, AttributeError):  # torch < 2.4: the CUDA-only forms
+        return device == "cuda" and torch.is_autocast_enabled() and torch.get_autocast_gpu_dtype() == torch.bfloat16
+
+
 class _Float32UnderBF16:
     """Runs the fused recurrence in float32 when bf16 autocast is on. cuDNN has no bf16 RNN: autocast casts its
     weights and inputs to float16 instead (seen on an H100, torch 2.11), and bf16 training has no loss scaler,
@@ -145,7 +152,7 @@ class _Float32UnderBF16:
 
     def forward(self, x, hx=None):
         device = x.device.type
-        if not (torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.bfloat16):
+        if not _bf16_autocast(device):
             return super().forward(x, hx)  # type: ignore[misc]
         with torch.autocast(device, enabled=False):
             if hx is not None:
