@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks and the three GPU targets of issue 7 (neural LMs), on one GPU machine:
-#   0. check: every family's GPU path (bf16 autocast, compile, checkpoint/resume, keep_best, save/load) in ~30 s;
+#   0. check: every family's GPU path (bf16 autocast, compile, checkpoint/resume, keep_best, save/load) in 1-2 min (four torch.compile runs);
 #   1. shakespeare-char (6 layers, 6 heads, 384 dim, block 256, dropout 0.2): val loss <= 1.47 within 3 minutes;
 #   2. a GPT-2-124M-shaped model in bf16 (torch.compile, SDPA/flash attention): MFU >= 50%;
 #   3. ptb-lstm-medium (Zaremba et al. 2014 medium): test perplexity <= 82.7 (needs the PTB files: PTB_DIR).

@@ -5,7 +5,7 @@ done here, nanoGPT-style).
     python benchmarks/lm_gpu.py shakespeare   # shakespeare-char: val loss <= 1.47 within 3 minutes on one H100
     python benchmarks/lm_gpu.py mfu           # GPT-2 124M shape, bf16: MFU >= 50%
     python benchmarks/lm_gpu.py ptb           # ptb-lstm-medium (Zaremba medium): test perplexity <= 82.7
-    python benchmarks/lm_gpu.py check         # every family's GPU path in ~30 s: train (bf16 autocast, compile for
+    python benchmarks/lm_gpu.py check         # every family's GPU path in 1-2 min: train (bf16 autocast, compile for
                                               # GPT), checkpoint + resume, keep_best, save + load, generate
     add --smoke to any of them for a seconds-long CPU run of the same code path (what the tests run).
 
