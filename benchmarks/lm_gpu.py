@@ -46,6 +46,10 @@ def _map_checkout() -> None:
 
 _map_checkout()
 
+
+def _device_name() -> str:
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+
 from corpusforge.models.gpt import GPT, GPTConfig  # noqa: E402
 from corpusforge.models.rnn import RNNConfig, RNNLM  # noqa: E402
 from corpusforge.models.training import TrainConfig, evaluate, train  # noqa: E402
@@ -106,7 +110,7 @@ def mfu(smoke: bool) -> dict:
     value = float(np.median(mfu_values)) if mfu_values else None
     return {"target": "GPT-2 124M shape bf16 MFU >= 0.50", "tokens_per_s": tps, "mfu": value,
             "flops_per_token": model.flops_per_token(), "met": value is not None and value >= 0.5,
-            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
+            "device": _device_name()}
 
 
 def check(smoke: bool) -> dict:
@@ -178,7 +182,7 @@ def check(smoke: bool) -> dict:
         print(f"  {name:14s} {'ok' if results[name]['ok'] else 'FAILED ' + results[name]['error']}", flush=True)
     failed = sorted(n for n, r in results.items() if not r["ok"])
     return {"target": "every family trains, checkpoints, resumes, saves and loads on the device", "families": results,
-            "failed": failed, "met": not failed, "device": torch.cuda.get_device_name() if cuda else "cpu"}
+            "failed": failed, "met": not failed, "device": _device_name()}
 
 
 class _OutOfTime(Exception):
@@ -233,7 +237,7 @@ def ptb(smoke: bool, ptb_dir: Path, max_seconds: float = 0.0, dtype: str = "auto
     return {"target": "ptb-lstm-medium test perplexity <= 82.7", "test_ppl": math.exp(test_loss),
             "val_ppl": min(vals) if vals else None, "seconds": seconds, "epochs": len(vals), "of_epochs": epochs,
             "truncated": truncated, "dtype": dtype, "met": math.exp(test_loss) <= 82.7 and not truncated, "vocab": len(vocab),
-            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
+            "device": _device_name()}
 
 
 def main() -> None:
@@ -246,6 +250,8 @@ def main() -> None:
                     help="ptb only: autocast dtype on CUDA (auto: bf16, as the preset runs)")
     ap.add_argument("--ptb-dir", type=Path, default=Path(os.environ.get("PTB_DIR", REPO.parent / "shared/corpora/ptb")))
     args = ap.parse_args()
+    if args.target != "ptb" and (args.max_seconds or args.dtype != "auto"):
+        ap.error("--max-seconds and --dtype apply to the ptb target only")
     print(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}"
           + (f" ({torch.cuda.get_device_name()})" if torch.cuda.is_available() else ""), flush=True)
     result = {"shakespeare": lambda: shakespeare(args.smoke), "mfu": lambda: mfu(args.smoke),

@@ -53,3 +53,9 @@ def test_ptb_stops_at_the_first_epoch_past_its_time_budget_and_says_so():
     out = run_bench("ptb", "--smoke", "--max-seconds", "0.001", "--dtype", "float32")
     assert out["truncated"] and out["epochs"] == 1 < out["of_epochs"] and out["met"] is False
     assert out["dtype"] == "float32" and math.isfinite(out["test_ppl"])
+
+
+def test_the_ptb_only_options_are_refused_elsewhere():
+    res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "lm_gpu.py"), "mfu", "--smoke", "--max-seconds", "5"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "apply to the ptb target only" in res.stderr
