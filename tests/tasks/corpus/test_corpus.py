@@ -507,8 +507,49 @@ def test_the_corpus_steps_take_their_ids_from_the_fields_that_declare_them():
     assert shard_config(base, "s") == shard_config(near, "s") and identity(base, "corpus") != identity(near, "corpus")
     assert shard_config(base, "s") != shard_config(raw, "s") and identity(base, "corpus") == identity(raw, "corpus")
     assert set(identity(base, "corpus")) == {"name", "dedup", "split"}
-    assert set(shard_config(base, "s")) == {"source", "reader", "clean", "filters", "dedup", "split", "validate"}
+    assert set(shard_config(base, "s")) == {"source", "reader", "clean", "filters", "dedup", "split", "validate",
+                                            "shard_compression"}
     assert shard_config(base, "s")["dedup"] == {"exact": True}
+    # zstd shards (the only kind before shard_compression existed) keep their ids: the key is left out for zstd
+    zstd = corpus_config_from_dict({"sources": ["a"], "shard_compression": "zstd"})
+    assert "shard_compression" not in shard_config(zstd, "s") and shard_config(zstd, "s") != shard_config(base, "s")
+    assert identity(zstd, "corpus") == identity(base, "corpus")
+
+
+def test_shard_compression_changes_only_the_shards_intermediate_file(tmp_path):
+    """corpus.shard_compression: a shard's kept rows (data.parquet, read only by the merge) uncompressed by default
+    or zstd; the quarantine and drop tables and the corpus's own files are zstd either way, and the corpus's
+    files are the same bytes whichever the shards used."""
+    import pyarrow.parquet as pq
+
+    rng = random.Random(7)
+    for i in range(3):
+        write(tmp_path / "d" / f"{i}.txt", "".join(" ".join(rng.choice("ab cd ef gh ij kl".split()) for _ in range(12))
+                                                 + "\n" for _ in range(300)) + "dup\n" + "\x00\n")
+    with open(tmp_path / "d" / "0.txt", "ab") as fh:
+        fh.write(b"caf\xe9\n")  # not UTF-8: quarantined, so the quarantine tables have rows too
+
+    def codecs(path: Path) -> set[str]:
+        meta = pq.ParquetFile(path).metadata
+        return {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups)
+                for c in range(meta.num_columns)}
+
+    runs = {}
+    for kind in ("none", "zstd"):
+        cfg = corpus_config_from_dict({"sources": [str(tmp_path / "d")], "shard_mb": 0, "shard_compression": kind,
+                                       "split": {"valid": 0.2, "test": 0.1}})
+        runs[kind] = run = run_pipeline(cfg, ArtifactStore(tmp_path / f"store-{kind}"))
+        for shard in run.shards:
+            assert codecs(Path(shard.path) / "data.parquet") == ({"UNCOMPRESSED"} if kind == "none" else {"ZSTD"})
+            assert codecs(Path(shard.path) / "dropped.parquet") == {"ZSTD"}
+        for file in ("train.parquet", "valid.parquet", "test.parquet", "dropped.parquet", "quarantine.parquet"):
+            assert codecs(Path(run.corpus.path) / file) == {"ZSTD"}
+    assert {s.id for s in runs["none"].shards}.isdisjoint(s.id for s in runs["zstd"].shards)
+    for file in ("train.parquet", "valid.parquet", "test.parquet", "dropped.parquet", "quarantine.parquet"):
+        assert (Path(runs["none"].corpus.path) / file).read_bytes() == (Path(runs["zstd"].corpus.path) / file).read_bytes()
+    assert read_kept(runs["none"].corpus.path).height == 3 * 300 + 1  # "dup" kept once; the NUL lines clean to empty
+    with pytest.raises(ConfigError, match="shard_compression"):
+        corpus_config_from_dict({"sources": ["a"], "shard_compression": "lz4"})
 
 
 # --- shards that pack several small files --------------------------------------------------------------
