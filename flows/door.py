@@ -23,7 +23,9 @@ from pathlib import Path
 # the child before the command runs.
 IMPORT_TIME_PREFIXES = ("PREFECT_", "MLFLOW_", "GX_", "OMP_", "MKL_", "OPENBLAS_", "POLARS_", "RAYON_",
                         "TOKENIZERS_", "CUDA_", "PYTORCH_", "TORCH", "HF_", "PYTHON", "DO_NOT_TRACK", "LD_",
-                        "MPLBACKEND", "MPLCONFIGDIR")
+                        "MPLBACKEND", "MPLCONFIGDIR",
+                        # allocators, configured when a process starts: polars' jemalloc, glibc, pyarrow's mimalloc
+                        "_RJEM_MALLOC_CONF", "MALLOC_", "MIMALLOC_", "JE_ARROW_MALLOC_CONF")
 NOT_DELEGATED = ("server", "ui", "schedule")
 # What configure_environment() adds (flows/settings.py): offline and quiet, Prefect's state in the store.
 QUIET_DEFAULTS = {

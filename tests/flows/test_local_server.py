@@ -122,6 +122,10 @@ def test_another_environment_runs_in_its_own_process(served):
     assert not usage.exists()  # OMP_* is read when torch is imported: the warm server's value would be wrong
     status = run(["server", "status", "--store", str(store)], {**env, "OMP_NUM_THREADS": "1"})
     assert "environment differs" in status.stderr
+    # an allocator setting is read when a process starts (polars' jemalloc): the forked command would ignore it
+    res = run(["artifacts", "find", "--json", "--store", str(store)],
+              {**env, "_RJEM_MALLOC_CONF": "dirty_decay_ms:-1", "CORPUSFORGE_SERVER_RUSAGE": str(usage)})
+    assert res.returncode == 0 and not usage.exists()
 
 
 def test_killed_client_stops_its_command_and_ctrl_c_is_forwarded(served):
