@@ -143,6 +143,7 @@ import json, os, resource, sys, time
 from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.getcwd())
 src, store, near = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+overrides = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}  # corpus config keys (benchmarks/corpus_variants.py)
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
 from corpusforge.tasks.corpus.shard import build_corpus_shard
@@ -156,8 +157,9 @@ def cpu():
     return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
 cfg = corpus_config_from_dict({"name": "bench", "sources": [src], "reader": {"txt_mode": "line"},
     "validate": {"min_chars": 1, "max_chars": 100000}, "split": {"valid": 0.0, "test": 0.0},
-    "dedup": {"exact": True, "near": {"enabled": near}}})
+    "dedup": {"exact": True, "near": {"enabled": near}}, **overrides})
 st = ArtifactStore(store)
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 c0, w0 = cpu(), time.perf_counter()
 packs = resolve_packs(cfg)
 with ThreadPoolExecutor(2) as pool:
@@ -165,7 +167,8 @@ with ThreadPoolExecutor(2) as pool:
 res = build_corpus(shards, cfg, st)
 cpu_s, wall = cpu() - c0, time.perf_counter() - w0
 acc = json.load(open(os.path.join(res.path, "manifest.json")))["accounting"]
-print("INNER_JSON " + json.dumps({"cpu": cpu_s, "wall": wall, "kept": acc["kept"]}), flush=True)
+print("INNER_JSON " + json.dumps({"cpu": cpu_s, "wall": wall, "kept": acc["kept"],
+                                  "minflt": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0}), flush=True)
 """
 
 

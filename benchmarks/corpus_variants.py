@@ -12,7 +12,7 @@ exact dedup, 2 workers, tracking off, no held-out splits.
 - whole process (default): the warm side of corpus_throughput, one local server per variant (its environment
   is the variant's, so allocator settings reach the forked command); CPU = client + forked command + the
   server's and its Prefect API's growth, each call on new artifact keys (checked).
-- ``--inner``: the Python path in a fresh process per call (imports first, then shards + merge timed), with
+- ``--inner``: corpus_throughput's inner loop (a fresh process per call, imports first, then shards + merge timed), with
   the variant's environment; also reports the page faults (minflt) of the timed part.
 
 Every round runs every (size, variant) once, in reverse order every other round; medians and minimums of the
@@ -25,37 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus_throughput as ct  # noqa: E402
 from common import SHARED, Series, header, loadavg, run_process  # noqa: E402
-
-INNER = r"""
-import json, os, resource, sys, time
-from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_packs
-from corpusforge.tasks.corpus.shard import build_corpus_shard
-from concurrent.futures import ThreadPoolExecutor
-import great_expectations, polars, pyarrow.parquet, duckdb, matplotlib.pyplot  # noqa: F401 - outside the timing
-src, store, overrides = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-cfg = corpus_config_from_dict({"name": "bench", "sources": [src], "reader": {"txt_mode": "line"},
-    "validate": {"min_chars": 1, "max_chars": 100000}, "split": {"valid": 0.0, "test": 0.0},
-    "dedup": {"exact": True, "near": {"enabled": False}}, **overrides})
-st = ArtifactStore(store)
-def usage():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime, r.ru_minflt
-(c0, f0), w0 = usage(), time.perf_counter()
-with ThreadPoolExecutor(2) as pool:
-    shards = list(pool.map(lambda p: build_corpus_shard(p, cfg, st), resolve_packs(cfg)))
-build_corpus(shards, cfg, st)
-(c1, f1) = usage()
-print("INNER_JSON " + json.dumps({"cpu": c1 - c0, "wall": time.perf_counter() - w0, "minflt": f1 - f0,
-                                  "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-"""
-
 
 def parse_variant(text: str) -> tuple[str, dict[str, str], dict[str, str]]:
     """``name:key=value,env.VAR=value`` -> (name, config overrides, environment)."""
@@ -74,10 +50,6 @@ def parse_variant(text: str) -> tuple[str, dict[str, str], dict[str, str]]:
     sets = {k: v for k, v in pairs if not k.startswith("env.")}
     env = {k.removeprefix("env."): v for k, v in pairs if k.startswith("env.")}
     return name, sets, env
-
-
-def slope_mb_per_s(mb: list[float], cpu: list[float]) -> float | None:
-    return ct.marginal(mb, cpu)
 
 
 def main() -> int:
@@ -106,10 +78,11 @@ def main() -> int:
         corpora[size] = (src, ct.build_corpus(src, "txt", size, base))
 
     benches: dict[str, ct.Bench] = {}
-    current: dict[str, dict[str, str]] = {}
+    current: dict[str, str] = {}  # the variant whose warm call runs next: its --set overrides
     plain_args = ct.cf_args
     ct.cf_args = lambda *a, **k: plain_args(*a, **k) + [x for key, value in current.items() for x in ("--set", f"{key}={value}")]
     calls = 0
+    inner_env = ct.quiet_env(PYTHONHASHSEED="0")
 
     def call(size: float, name: str, sets: dict[str, str], env: dict[str, str]) -> dict[str, float]:
         nonlocal calls
@@ -118,17 +91,15 @@ def main() -> int:
             calls += 1
             store = args.workdir / f"inner-store-{calls}"
             overrides = {k: (float(v) if k == "shard_mb" else v) for k, v in sets.items()}
-            run = run_process([sys.executable, "-c", INNER, str(src), str(store), json.dumps(overrides)],
-                              env={**benches_env, **env}, cwd=str(ct.REPO))
-            import shutil
-
+            run = run_process([sys.executable, "-c", ct.INNER_CF, str(src), str(store), "0", json.dumps(overrides)],
+                              env={**inner_env, **env}, cwd=str(ct.REPO))
             shutil.rmtree(store, ignore_errors=True)
-            return json.loads(run.stdout.split("INNER_JSON ", 1)[1])
+            res = json.loads(run.stdout.split("INNER_JSON ", 1)[1])
+            return {"cpu": res["cpu"], "wall": res["wall"], "minflt": res["minflt"], "rss": run.peak_rss_mb}
         current.clear()
         current.update(sets)
         return benches[name].corpusforge_warm(src, False)()
 
-    benches_env = ct.quiet_env(PYTHONHASHSEED="0")
     results: dict[tuple[float, str], dict[str, Series]] = {}
     try:
         if not args.inner:
@@ -158,8 +129,8 @@ def main() -> int:
             print(f"   {name:12s} {corpora[size][1]:5.1f} MB  cpu {s['cpu']}  wall {s['wall']}  peak RSS "
                   f"{s['rss'].median:.0f} MB{extra}")
         mb = [corpora[size][1] for size in sizes]
-        med = slope_mb_per_s(mb, [results[(size, name)]["cpu"].median for size in sizes])
-        low = slope_mb_per_s(mb, [results[(size, name)]["cpu"].min for size in sizes])
+        med = ct.marginal(mb, [results[(size, name)]["cpu"].median for size in sizes])
+        low = ct.marginal(mb, [results[(size, name)]["cpu"].min for size in sizes])
         grew = med is not None and low is not None and math.isfinite(med) and math.isfinite(low)
         print(f"   {name:12s} marginal {med:.1f} MB/s/core (medians), {low:.1f} (minimums)" if grew else
               f"   {name:12s} marginal: CPU did not grow with size (noise larger than the work)")
