@@ -44,6 +44,9 @@ from corpusforge.models.zoo import load_state, unique_state_dict
 LN2 = math.log(2.0)
 # dense bf16 peak FLOP/s by device name (no sparsity); MFU is reported only where we know the peak
 PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12, "L4": 121e12}
+# torch.compile the model and its loss as one graph (False: the model alone, the loss eager, as before
+# 2026-11-27; kept so that benchmarks/lm_gpu.py can measure the difference in one run)
+COMPILE_WITH_LOSS = True
 
 
 @dataclass
@@ -53,6 +56,22 @@ class TrainResult:
     metrics: dict[str, float]
     history: list[dict[str, Any]]
     stopped_early: bool = False
+
+
+class WithLoss(nn.Module):
+    """A model and its mean next-token cross-entropy as one module: ``(x, state, y) -> (loss, state)``.
+
+    Compiled as one graph, the cross-entropy is fused into the head's output: the float32 copy of the
+    (batch, block, vocab) logits and its log-softmax are never written out (nanoGPT computes its loss
+    inside the compiled forward for the same reason). Targets of -100 are ignored (masked models)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor, state: Any, y: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        logits, new_state = self.model(x, state)
+        return F.cross_entropy(logits.float().flatten(0, 1), y.flatten()), new_state
 
 
 # --- small pure helpers ---------------------------------------------------------------------------
@@ -254,9 +273,9 @@ def train(
         if "cuda" in rng and device.type == "cuda":
             torch.cuda.set_rng_state(rng["cuda"], device)
 
-    run_model: nn.Module = raw_model
-    if cfg.compile:
-        run_model = torch.compile(raw_model)
+    run_model: nn.Module = WithLoss(torch.compile(raw_model) if cfg.compile and not COMPILE_WITH_LOSS else raw_model)
+    if cfg.compile and COMPILE_WITH_LOSS:
+        run_model = torch.compile(run_model)
     if ddp:
         from torch.nn.parallel import DistributedDataParallel
 
@@ -316,8 +335,8 @@ def train(
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             sync = contextlib.nullcontext() if (not ddp or micro == cfg.grad_accum - 1) else run_model.no_sync()
             with sync, autocast():
-                logits, new_state = run_model(x, carried)
-                loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten()) / cfg.grad_accum
+                loss, new_state = run_model(x, carried, y)
+                loss = loss / cfg.grad_accum
             scaler.scale(loss).backward()
             carried = detach_state(new_state) if stateful else None  # truncated BPTT
         if cfg.grad_clip:

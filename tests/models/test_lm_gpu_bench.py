@@ -39,6 +39,19 @@ def test_each_gpu_target_runs_its_code_path_on_cpu(target):
     if target == "ptb":
         assert out["epochs"] == out["of_epochs"] == 2 and not out["truncated"]
         assert math.isfinite(out["test_ppl"]) and out["test_ppl"] < 51 * 1.5  # 51 words drawn uniformly
+        # one stream (Zaremba's way, what 82.7 means) and 20 streams score the same words: close, not equal
+        assert out["test_ppl_one_stream"] != out["test_ppl"]
+        assert out["test_ppl_one_stream"] == pytest.approx(out["test_ppl"], rel=0.05)
+    if target == "mfu":
+        assert out["loss"] == "compiled with the model"
+
+
+def test_mfu_measures_the_older_eager_loss_on_request_and_only_for_mfu():
+    out = run_bench("mfu", "--smoke", "--loss-outside")
+    assert out["loss"] == "eager, outside the compiled model" and out["tokens_per_s"] > 0
+    res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "lm_gpu.py"), "ptb", "--smoke", "--loss-outside"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "--loss-outside applies to the mfu target only" in res.stderr
 
 
 def test_the_device_check_covers_every_family_and_passes_on_cpu():

@@ -173,3 +173,22 @@ def test_weights_that_share_one_buffer_are_all_kept_and_tied_ones_once(tmp_path)
     gpt = GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=16, tie_weights=True))
     assert gpt.lm_head.weight is gpt.wte.weight
     assert len(unique_state_dict(gpt)) == len(gpt.state_dict()) - 1
+
+
+def test_compiled_model_and_loss_train_like_the_eager_ones(monkeypatch):
+    """compile=True compiles the model and its loss as one graph (WithLoss): the loss is fused into the head on
+    the GPU; on CPU without dropout the run must follow the eager one. Also the older path (model compiled
+    alone, loss eager) that benchmarks/lm_gpu.py --loss-outside measures against."""
+    import corpusforge.models.training as training
+
+    data = pattern_tokens(3000)
+    cfg = {**CFG, "grad_accum": 1, "max_iters": 6, "eval_interval": 6}
+    results = {}
+    for name, compiled, with_loss in (("eager", False, True), ("with_loss", True, True), ("model_only", True, False)):
+        monkeypatch.setattr(training, "COMPILE_WITH_LOSS", with_loss)
+        torch.manual_seed(0)
+        model = GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=16, dropout=0.0))
+        results[name] = train(model, data, data[:400], TrainConfig(**cfg, compile=compiled)).best_val_loss
+    assert results["eager"] < math.log(7)
+    assert results["with_loss"] == pytest.approx(results["eager"], rel=1e-4)
+    assert results["model_only"] == pytest.approx(results["eager"], rel=1e-4)
