@@ -86,9 +86,9 @@ def shakespeare(smoke: bool) -> dict:
             "met": first_below is not None and first_below <= 180}
 
 
-def mfu(smoke: bool) -> dict:
+def mfu(smoke: bool, batch: int = 16, accum: int = 4) -> dict:
     shape = dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=50304, bias=False)
-    batch, accum, iters = 16, 4, 60
+    iters = 60
     if smoke:
         shape, batch, accum, iters = dict(n_layer=1, n_head=2, n_embd=32, block_size=32, vocab_size=97), 2, 1, 6
     torch.manual_seed(0)
@@ -109,6 +109,7 @@ def mfu(smoke: bool) -> dict:
     mfu_values = [m["mfu"] for m in steady if "mfu" in m]
     value = float(np.median(mfu_values)) if mfu_values else None
     return {"target": "GPT-2 124M shape bf16 MFU >= 0.50", "tokens_per_s": tps, "mfu": value,
+            "batch": batch if not smoke else 2, "grad_accum": accum if not smoke else 1,
             "flops_per_token": model.flops_per_token(), "met": value is not None and value >= 0.5,
             "device": _device_name()}
 
@@ -257,19 +258,21 @@ def main() -> None:
     ap.add_argument("--loss-outside", action="store_true",
                     help="mfu only: compile the model alone and compute the loss eagerly (the trainer before "
                          "2026-11-27), to measure what compiling the loss with the model gives")
+    ap.add_argument("--batch", type=int, default=16, help="mfu only: sequences of 1024 tokens per micro-step")
+    ap.add_argument("--accum", type=int, default=4, help="mfu only: micro-steps per optimizer step")
     ap.add_argument("--ptb-dir", type=Path, default=Path(os.environ.get("PTB_DIR", REPO.parent / "shared/corpora/ptb")))
     args = ap.parse_args()
     if args.target != "ptb" and (args.max_seconds or args.dtype != "auto"):
         ap.error("--max-seconds and --dtype apply to the ptb target only")
-    if args.loss_outside and args.target != "mfu":
-        ap.error("--loss-outside applies to the mfu target only")
+    if (args.loss_outside or (args.batch, args.accum) != (16, 4)) and args.target != "mfu":
+        ap.error("--loss-outside, --batch and --accum apply to the mfu target only")
     if args.loss_outside:
         import corpusforge.models.training as training
 
         training.COMPILE_WITH_LOSS = False
     print(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}"
           + (f" ({torch.cuda.get_device_name()})" if torch.cuda.is_available() else ""), flush=True)
-    result = {"shakespeare": lambda: shakespeare(args.smoke), "mfu": lambda: mfu(args.smoke),
+    result = {"shakespeare": lambda: shakespeare(args.smoke), "mfu": lambda: mfu(args.smoke, args.batch, args.accum),
               "ptb": lambda: ptb(args.smoke, args.ptb_dir, args.max_seconds, args.dtype),
               "check": lambda: check(args.smoke)}[args.target]()
     if args.target == "mfu":

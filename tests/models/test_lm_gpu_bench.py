@@ -51,7 +51,7 @@ def test_mfu_measures_the_older_eager_loss_on_request_and_only_for_mfu():
     assert out["loss"] == "eager, outside the compiled model" and out["tokens_per_s"] > 0
     res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "lm_gpu.py"), "ptb", "--smoke", "--loss-outside"],
                          capture_output=True, text=True, timeout=120)
-    assert res.returncode == 2 and "--loss-outside applies to the mfu target only" in res.stderr
+    assert res.returncode == 2 and "--loss-outside, --batch and --accum apply to the mfu target only" in res.stderr
 
 
 def test_the_device_check_covers_every_family_and_passes_on_cpu():
