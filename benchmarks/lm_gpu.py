@@ -109,7 +109,7 @@ def mfu(smoke: bool, batch: int = 16, accum: int = 4) -> dict:
     mfu_values = [m["mfu"] for m in steady if "mfu" in m]
     value = float(np.median(mfu_values)) if mfu_values else None
     return {"target": "GPT-2 124M shape bf16 MFU >= 0.50", "tokens_per_s": tps, "mfu": value,
-            "batch": batch if not smoke else 2, "grad_accum": accum if not smoke else 1,
+            "batch": batch, "grad_accum": accum,
             "flops_per_token": model.flops_per_token(), "met": value is not None and value >= 0.5,
             "device": _device_name()}
 
@@ -247,6 +247,13 @@ def ptb(smoke: bool, ptb_dir: Path, max_seconds: float = 0.0, dtype: str = "auto
             "device": _device_name()}
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text}")
+    return value
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("target", choices=["shakespeare", "mfu", "ptb", "check"])
@@ -258,13 +265,13 @@ def main() -> None:
     ap.add_argument("--loss-outside", action="store_true",
                     help="mfu only: compile the model alone and compute the loss eagerly (the trainer before "
                          "2026-11-27), to measure what compiling the loss with the model gives")
-    ap.add_argument("--batch", type=int, default=16, help="mfu only: sequences of 1024 tokens per micro-step")
-    ap.add_argument("--accum", type=int, default=4, help="mfu only: micro-steps per optimizer step")
+    ap.add_argument("--batch", type=_positive, help="mfu only: sequences of 1024 tokens per micro-step (default 16)")
+    ap.add_argument("--accum", type=_positive, help="mfu only: micro-steps per optimizer step (default 4)")
     ap.add_argument("--ptb-dir", type=Path, default=Path(os.environ.get("PTB_DIR", REPO.parent / "shared/corpora/ptb")))
     args = ap.parse_args()
     if args.target != "ptb" and (args.max_seconds or args.dtype != "auto"):
         ap.error("--max-seconds and --dtype apply to the ptb target only")
-    if (args.loss_outside or (args.batch, args.accum) != (16, 4)) and args.target != "mfu":
+    if (args.loss_outside or args.batch or args.accum) and args.target != "mfu":
         ap.error("--loss-outside, --batch and --accum apply to the mfu target only")
     if args.loss_outside:
         import corpusforge.models.training as training
@@ -272,7 +279,7 @@ def main() -> None:
         training.COMPILE_WITH_LOSS = False
     print(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}"
           + (f" ({torch.cuda.get_device_name()})" if torch.cuda.is_available() else ""), flush=True)
-    result = {"shakespeare": lambda: shakespeare(args.smoke), "mfu": lambda: mfu(args.smoke, args.batch, args.accum),
+    result = {"shakespeare": lambda: shakespeare(args.smoke), "mfu": lambda: mfu(args.smoke, args.batch or 16, args.accum or 4),
               "ptb": lambda: ptb(args.smoke, args.ptb_dir, args.max_seconds, args.dtype),
               "check": lambda: check(args.smoke)}[args.target]()
     if args.target == "mfu":

@@ -52,6 +52,9 @@ def test_mfu_measures_the_older_eager_loss_on_request_and_only_for_mfu():
     res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "lm_gpu.py"), "ptb", "--smoke", "--loss-outside"],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "--loss-outside, --batch and --accum apply to the mfu target only" in res.stderr
+    res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "lm_gpu.py"), "mfu", "--smoke", "--batch", "0"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "--batch: must be a whole number >= 1, not 0" in res.stderr
 
 
 def test_the_device_check_covers_every_family_and_passes_on_cpu():
