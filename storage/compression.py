@@ -159,15 +159,32 @@ class ZstdReader(io.RawIOBase):
         super().close()
 
 
-class Transcoder(io.RawIOBase):
-    """UTF-16/32 bytes from ``stream`` as UTF-8, decoded in bounded chunks (``TRANSCODE_CHUNK``);
-    invalid input raises UnicodeDecodeError (a ValueError) naming the offset in the source bytes."""
+UNDECODABLE = "corpusforge-undecodable"
 
-    def __init__(self, stream: BinaryIO, encoding: str, skip: int):
+
+def _undecodable(exc: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: each byte of an invalid unit becomes a lone surrogate (U+DC00 + byte), which
+    ``surrogatepass`` writes as 3 bytes that are not UTF-8. Valid UTF-16/32 never decodes to a lone surrogate,
+    so these are the only undecodable bytes of a transcoded stream: the record holding them is quarantined
+    by the UTF-8 readers, and the text around it is kept (UTF-16/32 units are fixed size: decoding goes on
+    right after the bad unit)."""
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    return "".join(chr(0xDC00 + b) for b in exc.object[exc.start:exc.end]), exc.end
+
+
+codecs.register_error(UNDECODABLE, _undecodable)
+
+
+class Transcoder(io.RawIOBase):
+    """UTF-16/32 bytes from ``stream`` as UTF-8, decoded in bounded chunks (``TRANSCODE_CHUNK``). An invalid
+    unit (a lone surrogate, a cut last unit, a code point over U+10FFFF) becomes bytes that are not UTF-8
+    (:func:`_undecodable`), so only the record that holds it is lost."""
+
+    def __init__(self, stream: BinaryIO, encoding: str):
         self._stream, self._encoding = stream, encoding
-        self._decoder = codecs.getincrementaldecoder(encoding)("strict")
+        self._decoder = codecs.getincrementaldecoder(encoding)(UNDECODABLE)
         self._pending = b""
-        self._offset = skip  # source bytes consumed so far (the BOM is skipped)
         self._done = False
 
     def readable(self) -> bool:
@@ -177,12 +194,7 @@ class Transcoder(io.RawIOBase):
         while not self._pending and not self._done:
             data = self._stream.read(TRANSCODE_CHUNK)
             self._done = not data
-            try:
-                text = self._decoder.decode(data, final=self._done)
-            except UnicodeDecodeError as exc:
-                raise ValueError(f"invalid {self._encoding} near byte {self._offset + max(exc.start, 0)}") from None
-            self._offset += len(data)
-            self._pending = text.encode("utf-8")
+            self._pending = self._decoder.decode(data, final=self._done).encode("utf-8", "surrogatepass")
         n = min(len(buffer), len(self._pending))
         buffer[:n] = self._pending[:n]
         self._pending = self._pending[n:]
@@ -288,18 +300,56 @@ class Opened:
     empty: bool = False
 
 
+class _Resume:
+    """A stream whose first ``read1``/``read`` raises ``error`` (the break met while the head was read), so that
+    the records in the head are read first and the break is reported after them, where it is."""
+
+    def __init__(self, stream: BinaryIO, error: BaseException):
+        self._stream, self._error = stream, error
+
+    def read1(self, size: int = -1) -> bytes:
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+        return self._stream.read1(size)
+
+    read = read1
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+def _read_head(raw: BinaryIO, size: int) -> tuple[bytes, BaseException | None]:
+    """Up to ``size`` bytes in single decompressor reads (``read1``): a break after some bytes keeps them and
+    returns the error, where ``read(size)`` would lose them with it (a small truncated .jsonl.gz lost every
+    record, "broken at the start")."""
+    parts: list[bytes] = []
+    got = 0
+    while got < size:
+        try:
+            data = raw.read1(size - got)
+        except DECOMPRESSION_ERRORS as exc:
+            return b"".join(parts), exc
+        if not data:
+            break
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts), None
+
+
 def open_source(path: Path) -> Opened:
     """Open ``path`` for record reading. Raises CorruptSource on a broken compressed head, OSError on I/O."""
     kind = compression_of(path)
     label = kind or "file"
     raw = _open_raw(path)
-    try:
-        head = raw.read(SNIFF_BYTES)
-    except DECOMPRESSION_ERRORS as exc:
-        raw.close()
-        if kind is None and isinstance(exc, OSError):
-            raise
-        raise CorruptSource(f"{label} stream broken at the start: {exc}") from exc
+    head, error = _read_head(raw, SNIFF_BYTES)
+    if error is not None:
+        if not head or (kind is None and isinstance(error, OSError)):
+            raw.close()
+            if kind is None and isinstance(error, OSError):
+                raise error
+            raise CorruptSource(f"{label} stream broken at the start: {error}") from error
+        raw = _Resume(raw, error)  # type: ignore[assignment]
     if not head:
         raw.close()
         return Opened(None, "utf-8", kind, b"", empty=True)
@@ -318,11 +368,11 @@ def open_source(path: Path) -> Opened:
         return Opened(io.BufferedReader(reader, buffer_size=1 << 16), encoding, kind, head)
     # UTF-16/32: transcoded to UTF-8 chunk by chunk, so memory stays bounded whatever the file's size.
     bom = next(mark for mark, name in BOMS if name == encoding)
-    transcoder = Transcoder(CountingReader(head[len(bom):], raw, label), encoding, len(bom))
+    transcoder = Transcoder(CountingReader(head[len(bom):], raw, label), encoding)
     try:
         utf8_head = transcoder.read(SNIFF_BYTES)
-    except (CorruptSource, ValueError) as exc:
+    except CorruptSource as exc:  # the head holds only the BOM and part of a unit before the break
         transcoder.close()
-        raise CorruptSource(f"{label} stream broken at the start: {exc}") from exc
+        raise CorruptSource(f"{label} stream broken at the start: {exc.detail}") from exc
     reader = CountingReader(utf8_head, transcoder, label)
     return Opened(io.BufferedReader(reader, buffer_size=1 << 16), encoding, kind, utf8_head)

@@ -14,7 +14,7 @@ nothing undecodable becomes text unless the charset-normalizer fallback is switc
 detected encoding is kept in the record's meta.
 
 Reason codes (stable, used in manifests): ``empty_file``, ``no_records``, ``binary_file``,
-``invalid_utf8``, ``invalid_json``, ``not_an_object``, ``missing_text_field``, ``text_not_string``,
+``invalid_utf8``, ``invalid_utf16``, ``invalid_utf32``, ``invalid_json``, ``not_an_object``, ``missing_text_field``, ``text_not_string``,
 ``invalid_csv``, ``invalid_parquet``, ``corrupt_compressed``, ``too_large``, ``unreadable``,
 ``symlink_escape``, ``symlink_loop``, ``unsupported_format``, ``not_a_regular_file``.
 """
@@ -260,6 +260,20 @@ def read_batches(source: SourceFile, cfg: ReaderConfig | None = None) -> Iterato
     yield from flush()
 
 
+def _wide_reasons(records: Iterator[RawRecord | RecordBatch], encoding: str) -> Iterator[RawRecord | RecordBatch]:
+    """A UTF-16/32 file is transcoded to UTF-8 with each invalid unit as bytes that are not UTF-8
+    (corpusforge.storage.compression.Transcoder): the records the UTF-8 readers call ``invalid_utf8`` are
+    ``invalid_utf16`` / ``invalid_utf32`` in the file's own terms. (A JSON ``\\ud800`` escape is text that
+    decodes fine; its record keeps ``invalid_utf8``.)"""
+    reason = "invalid_" + encoding[:6].replace("-", "")
+    for rec in records:
+        if isinstance(rec, RawRecord) and rec.reason == "invalid_utf8" and not rec.detail.startswith("lone surrogate"):
+            rec = RawRecord(rec.locator, rec.text, rec.meta, reason,
+                            f"invalid {encoding}: a lone surrogate, a cut code unit or a code point over U+10FFFF "
+                            "(raw: the record as UTF-8, each bad byte b as U+DC00+b)", rec.raw)
+        yield rec
+
+
 def _read(source, cfg, txt_mode, text_field, batches: bool):
     cfg = cfg or ReaderConfig()
     mode = txt_mode or cfg.txt_mode
@@ -284,6 +298,9 @@ def _read(source, cfg, txt_mode, text_field, batches: bool):
                 return
             stream = opened.stream
             limit = cfg.max_document_bytes
+            wide = opened.encoding.startswith(("utf-16", "utf-32"))
+            # a guessed legacy encoding would turn a transcoded file's bad unit into text
+            fallback = "none" if wide else cfg.encoding_fallback
             delimiter = "," if source.format == "csv" else "\t"
             if source.format == "jsonl":
                 records = (fast_jsonl if batches else jsonl_records)(stream, field_name, limit)
@@ -293,11 +310,13 @@ def _read(source, cfg, txt_mode, text_field, batches: bool):
                 records = (fast_csv if batches else csv_records)(stream, field_name, delimiter, limit)
             elif mode == "line" and batches:
                 stream = normalize_line_ends(stream)  # CR, LF and CRLF all end a line
-                records = fast_lines(stream, TextRecords(mode, limit, cfg.oversize, cfg.encoding_fallback))
+                records = fast_lines(stream, TextRecords(mode, limit, cfg.oversize, fallback))
             else:
                 if mode != "file":
                     stream = normalize_line_ends(stream)
-                records = TextRecords(mode, limit, cfg.oversize, cfg.encoding_fallback)(stream)
+                records = TextRecords(mode, limit, cfg.oversize, fallback)(stream)
+            if wide:
+                records = _wide_reasons(records, opened.encoding)
         try:
             for rec in records:
                 count += len(rec) if isinstance(rec, RecordBatch) else 1

@@ -55,6 +55,90 @@ def test_truncated_gzip_keeps_what_was_read_and_quarantines_the_rest(tmp_path):
     assert reached >= sum(len(r.text) + 1 for r in good)
 
 
+def _both(path: Path, **cfg) -> list[tuple[str, str | None, str | None]]:
+    """(locator, text, reason) of every record, from the per-record reader; the batched reader must agree."""
+    from corpusforge.storage.readers import RawRecord, read_batches
+
+    sf = SourceFile(path.name, path)
+    slow = [(r.locator, r.text, r.reason) for r in read_records(sf, ReaderConfig(**cfg))]
+    fast: list[tuple[str, str | None, str | None]] = []
+    for item in read_batches(sf, ReaderConfig(**cfg)):
+        if isinstance(item, RawRecord):
+            fast.append((item.locator, item.text, item.reason))
+        else:
+            fast += [(loc, text, None) for loc, text in zip(item.locators, item.texts)]
+    assert sorted(fast, key=str) == sorted(slow, key=str)
+    return slow
+
+
+@pytest.mark.parametrize("suffix", [".jsonl.gz", ".txt.gz", ".csv.gz", ".jsonl.xz"])  # bz2 yields nothing before a whole block
+def test_small_truncated_compressed_file_keeps_the_records_before_the_break(tmp_path, suffix):
+    """A cut inside the first 8 KiB of decompressed text (the sniffed head) lost every record: a truncated
+    44-record .jsonl.gz was all "broken at the start". The complete records before the break are kept, and
+    the rest is one corrupt_compressed record."""
+    import zlib
+
+    n = 60
+    if suffix.startswith(".jsonl"):
+        lines = [json.dumps({"text": f"record {i} " + "pad " * 20}) for i in range(n)]
+    elif suffix == ".txt.gz":
+        lines = [f"record {i} " + "pad " * 20 for i in range(n)]
+    else:
+        lines = ["text,n"] + [f"record {i} {'pad ' * 20},{i}" for i in range(n)]
+    body = ("\n".join(lines) + "\n").encode()
+    assert len(body) < 8192
+    compress = {".gz": lambda b: gzip.compress(b, mtime=0), ".xz": lzma.compress}
+    blob = compress[Path(suffix).suffix](body)
+    cut = blob[: len(blob) * 2 // 3]
+    if suffix.endswith(".gz"):  # what a decompressor can get out of the cut file
+        reachable = zlib.decompressobj(31).decompress(cut)
+        complete = reachable.count(b"\n") - (1 if suffix == ".csv.gz" else 0)
+        assert complete > 10
+    path = write(tmp_path / f"cut{suffix}", cut)
+    recs = _both(path)
+    good = [r for r in recs if r[2] is None]
+    bad = [r for r in recs if r[2] is not None]
+    assert len(bad) == 1 and bad[0][2] == "corrupt_compressed" and bad[0][0] == f"after-record:{len(good)}", bad
+    assert "at the start" not in records(path)[-1].detail
+    expected = [f"record {i} " + "pad " * 20 for i in range(n)]
+    assert [r[1] for r in good] == expected[: len(good)]
+    if suffix.endswith(".gz"):
+        assert len(good) == complete
+    else:
+        assert len(good) > 0
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize("compressed", [False, True])
+def test_utf16_lone_surrogate_quarantines_only_its_line(tmp_path, codec, compressed):
+    """A lone surrogate in a UTF-16 file was reported as corrupt_compressed ("broken at the start") and the
+    good text around it was lost. Only the line holding the bad unit is quarantined, as an encoding problem."""
+    bom = codecs.BOM_UTF16_LE if codec == "utf-16-le" else codecs.BOM_UTF16_BE
+    before = [f"good line {i}" for i in range(3)]
+    after = [f"after line {i}" for i in range(3)]
+    text = "\n".join([*before, "bad \ud800 unit", *after]) + "\n"
+    data = bom + text.encode(codec, "surrogatepass")
+    path = write(tmp_path / ("wide.txt.gz" if compressed else "wide.txt"), gzip.compress(data) if compressed else data)
+    recs = _both(path)
+    assert [(loc, t) for loc, t, reason in recs if reason is None] == (
+        [(f"line:{i + 1}", t) for i, t in enumerate(before)] + [(f"line:{i + 5}", t) for i, t in enumerate(after)])
+    bad = [r for r in recs if r[2] is not None]
+    assert [(loc, reason) for loc, _, reason in bad] == [("line:4", "invalid_utf16")]
+    rec = next(r for r in records(path) if not r.ok)
+    assert "utf-16" in rec.detail and rec.raw  # says what went wrong, keeps the bytes
+
+
+def test_utf16_lone_surrogate_in_jsonl_and_a_cut_last_unit(tmp_path):
+    """The same for JSONL (the bad record quarantined, the others kept), and an odd byte at the end of a
+    UTF-16 file (a cut code unit) costs only the last line."""
+    lines = [json.dumps({"text": "one"}), '{"text": "two \ud800"}', json.dumps({"text": "three"})]
+    path = write(tmp_path / "w.jsonl", codecs.BOM_UTF16_LE + "\n".join(lines).encode("utf-16-le", "surrogatepass"))
+    recs = _both(path)
+    assert [(t, reason) for _, t, reason in recs] == [("one", None), (None, "invalid_utf16"), ("three", None)]
+    odd = write(tmp_path / "odd.txt", codecs.BOM_UTF16_LE + "first\nsecond".encode("utf-16-le") + b"x")
+    assert [(t, reason) for _, t, reason in _both(odd)] == [("first", None), (None, "invalid_utf16")]
+
+
 def test_fake_compressed_file_is_quarantined(tmp_path):
     path = write(tmp_path / "fake.jsonl.gz", b'{"text": "not gzip at all"}\n')
     (rec,) = records(path)
