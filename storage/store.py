@@ -317,18 +317,19 @@ class ArtifactStore:
 
     # --- reuse checks --------------------------------------------------------------------------------------
     # A published artifact is checked before every reuse. The cheap check: every listed file exists, is no
-    # symlink, has its recorded size, and has the (size, mtime, inode) it had when it was last hashed, which
-    # <root>/.verified/<id>.json records (written at publish). A file whose stat differs (edited, or the store
-    # was copied) is re-hashed against the manifest's sha256, and the record is renewed when it matches. With
-    # verify_inputs_fully() every file is re-hashed. A mismatch raises TamperedArtifact naming the file.
+    # symlink, has its recorded size, and has the (size, mtime, inode, ctime) it had when it was last hashed,
+    # which <root>/.verified/<id>.json records (written at publish). A file whose stat differs (edited, or the
+    # store was copied) is re-hashed against the manifest's sha256, and the record is renewed when it matches.
+    # The ctime is what `touch`/utime cannot set back: any write, chmod or rename moves it to "now", so an edit
+    # that restores the size and mtime is still re-hashed. With verify_inputs_fully() every file is re-hashed.
+    # A mismatch raises TamperedArtifact naming the file.
     def _stats_path(self, aid: str) -> Path:
         return self.root / ".verified" / f"{aid}.json"
 
     def _record_stats(self, final: Path, manifest: Mapping[str, Any]) -> None:
         stats = {}
         for rel in manifest.get("files", {}):
-            st = os.lstat(final / rel)
-            stats[rel] = [st.st_size, st.st_mtime_ns, st.st_ino]
+            stats[rel] = stat_key(os.lstat(final / rel))
         path = self._stats_path(str(manifest["id"]))
         try:
             path.parent.mkdir(exist_ok=True)
@@ -360,7 +361,7 @@ class ArtifactStore:
             if st.st_size != meta.get("size"):
                 raise TamperedArtifact(f"{where}: {rel} changed size ({meta.get('size')} -> {st.st_size} bytes)"
                                        f" since it was published{hint}")
-            if recorded.get(rel) == [st.st_size, st.st_mtime_ns, st.st_ino]:
+            if recorded.get(rel) == stat_key(st):
                 continue
             if sha256_file(path) != meta.get("sha256"):
                 raise TamperedArtifact(f"{where}: {rel} changed (sha256 differs from the manifest) since it was "
@@ -460,6 +461,12 @@ class ArtifactStore:
             elif path.is_file() and rel != MANIFEST and rel not in listed:
                 problems.append(f"unlisted file: {rel}")
         return problems, checked
+
+
+def stat_key(st: os.stat_result) -> list[int]:
+    """What the cheap reuse check compares: size, mtime, inode and ctime (a record of an older version, without
+    the ctime, never matches: the file is re-hashed once and the record renewed)."""
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
 
 
 def _pid_alive(pid_text: str) -> bool:

@@ -66,14 +66,18 @@ def test_a_size_change_a_missing_file_and_a_symlink_are_caught(store_root, tmp_p
         publish(store)
 
 
-def test_an_edit_that_keeps_size_and_mtime_needs_the_full_check(store_root, monkeypatch):
+def test_an_edit_that_restores_size_and_mtime_is_caught_by_the_ctime(store_root, monkeypatch):
+    """Issue 30, item 8: `touch` can restore a file's mtime but not its ctime, which the cheap check compares."""
     store = ArtifactStore(store_root)
     first = publish(store)
     target = first.path / "data.bin"
     st = target.stat()
     overwrite_same_size(target)
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # a deliberate cover-up; the inode is unchanged
-    assert publish(store).reused  # the cheap check cannot see it (documented)
+    assert (target.stat().st_size, target.stat().st_mtime_ns, target.stat().st_ino) == \
+        (st.st_size, st.st_mtime_ns, st.st_ino)
+    with pytest.raises(TamperedArtifact, match=r"data\.bin changed \(sha256"):
+        publish(store)
     monkeypatch.setenv("CORPUSFORGE_VERIFY_INPUTS", "1")
     with pytest.raises(TamperedArtifact, match=r"data\.bin"):
         publish(store)
