@@ -66,6 +66,15 @@ def check_name(kind: str, value: str) -> str:
 
 
 @dataclass(frozen=True)
+class UpstreamSnapshot:
+    """An upstream artifact's files as a building step found them: their stats right after they were hashed."""
+
+    directory: Path
+    where: str
+    stats: dict[str, list[int]]
+
+
+@dataclass(frozen=True)
 class PublishResult:
     path: Path
     manifest: dict[str, Any]
@@ -369,6 +378,55 @@ class ArtifactStore:
             rehashed = True
         if rehashed or (not recorded and not full):
             self._record_stats(final, manifest)
+
+    # --- what a step that builds reads ----------------------------------------------------------------------
+    # A step that builds re-hashes every file of each upstream artifact it reads (tasks/step.py), whatever the
+    # cheap check said when that artifact was reused: it is about to make a new artifact from those bytes, under
+    # an id that names the clean upstream. The files are hashed just before the build (then in the page cache,
+    # where the step's own read finds them) and their stats are compared again after it, so a file rewritten
+    # while the step read it fails the step too. A mismatch raises TamperedArtifact naming the file.
+    def hash_upstream(self, step: str, name: str, artifact_id: str, reader: str) -> UpstreamSnapshot | None:
+        """Re-hash the files of the published artifact (step, name, id) against its manifest for the step
+        ``reader``; the stats seen, for :meth:`check_upstream_unchanged`. None when no such artifact is here."""
+        directory = self.artifact_dir(step, name, artifact_id)
+        manifest = read_manifest(directory)
+        if manifest is None or manifest.get("id") != artifact_id:  # an object store's artifact not in the cache
+            manifest = self.lookup(step, name, artifact_id)
+            if manifest is None:
+                return None
+            self.check_intact(directory, manifest)
+        where = f"artifact {artifact_id[:12]} ({step} {name}, {directory})"
+        hint = f"; step {reader!r} reads it and was not built. `corpusforge artifacts verify {artifact_id[:12]}` " \
+               f"lists every difference, and removing {directory} makes the next run rebuild it"
+        stats: dict[str, list[int]] = {}
+        for rel, meta in manifest.get("files", {}).items():
+            path = directory / rel
+            try:
+                before = os.lstat(path)
+            except OSError:
+                raise TamperedArtifact(f"{where}: file {rel} is missing{hint}") from None
+            if path.is_symlink() or not path.is_file():
+                raise TamperedArtifact(f"{where}: {rel} is not a regular file (symlinks are refused){hint}")
+            digest = sha256_file(path)
+            after = os.lstat(path)
+            if digest != meta.get("sha256") or after.st_size != meta.get("size") or \
+                    stat_key(before) != stat_key(after):
+                raise TamperedArtifact(f"{where}: {rel} changed (sha256 differs from the manifest) since it was "
+                                       f"published{hint}")
+            stats[rel] = stat_key(after)
+        return UpstreamSnapshot(directory, where, stats)
+
+    @staticmethod
+    def check_upstream_unchanged(snapshot: UpstreamSnapshot, reader: str) -> None:
+        """After the build: every upstream file still has the stats it had when it was hashed."""
+        for rel, key in snapshot.stats.items():
+            try:
+                now = stat_key(os.lstat(snapshot.directory / rel))
+            except OSError:
+                now = None
+            if now != key:
+                raise TamperedArtifact(f"{snapshot.where}: {rel} changed while step {reader!r} read it; nothing "
+                                       "was published")
 
     def sweep_stale_temps(self) -> list[str]:
         """Remove the temp dirs of writers that died mid-publish (any id; a killed shard's ``.tmp-*`` would

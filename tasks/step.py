@@ -131,7 +131,7 @@ def run_step(
         version=version,
         config=config,
         inputs=list(inputs),
-        build=build,
+        build=_reading_checked(store, step, inputs, build),
         # computed only when the step builds (a reuse pays for neither the metadata scan nor `git`)
         extra=lambda: {"library_versions": library_versions(libraries), "git_commit": git_commit()},
     )
@@ -144,6 +144,27 @@ def run_step(
         reused=published.reused,
         seconds=seconds,
     )
+
+
+def _reading_checked(store: ArtifactStore, step: str, inputs: Sequence[Mapping[str, Any]],
+                     build: Callable[[Path], Mapping[str, Any] | None]) -> Callable[[Path], Mapping[str, Any] | None]:
+    """``build``, run only after every file of its upstream artifacts was re-hashed against their manifests,
+    and failed when one of them changed while it ran (ArtifactStore.hash_upstream: the step reads those files
+    anyway, and is about to publish what it makes of them under an id that names the clean ones). A reuse
+    never gets here, so it costs nothing there."""
+    upstream = [(str(i["step"]), str(i["name"]), str(i["id"])) for i in inputs
+                if i.get("kind") == "artifact" and i.get("step") and i.get("name")]
+    if not upstream:
+        return build
+
+    def checked(out: Path) -> Mapping[str, Any] | None:
+        snapshots = [s for s in (store.hash_upstream(*u, reader=step) for u in upstream) if s is not None]
+        fields = build(out)
+        for snapshot in snapshots:
+            store.check_upstream_unchanged(snapshot, step)
+        return fields
+
+    return checked
 
 
 def log_step_outcome(result: StepResult) -> None:
