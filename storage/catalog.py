@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corpusforge.storage.hashing import artifact_id as compute_artifact_id
-from corpusforge.storage.store import ArtifactStore
+from corpusforge.storage.store import DIGEST_FIELD, INFORMATIONAL_FIELDS, ArtifactStore, manifest_problems
 
 
 class ArtifactNotFound(LookupError):
@@ -47,6 +46,7 @@ class VerifyReport:
     path: Path
     problems: list[str] = field(default_factory=list)
     files_checked: int = 0
+    notes: list[str] = field(default_factory=list)  # what the check could not cover (not problems)
 
     @property
     def ok(self) -> bool:
@@ -128,18 +128,18 @@ class Catalog:
         return node
 
     def verify(self, id_or_prefix: str) -> VerifyReport:
-        """Re-hash every file and re-derive the id from the manifest's own step/version/config/inputs."""
+        """Re-hash every file, re-derive the id from the manifest's own step/version/config/inputs and check the
+        manifest's digest (every field but the informational ones: storage.store.INFORMATIONAL_FIELDS)."""
         found = self.get(id_or_prefix)
         m = found.manifest
         report = VerifyReport(id=m["id"], path=found.path)
-        try:
-            derived = compute_artifact_id(
-                m["step"], m["version"], m["config"], [str(i["id"]) for i in m.get("inputs", [])]
-            )
-            if derived != m["id"]:
-                report.problems.append(f"manifest id {m['id']} does not match its contents (derived {derived})")
-        except (KeyError, TypeError, ValueError) as exc:
-            report.problems.append(f"manifest is missing identity fields: {exc}")
+        report.problems += manifest_problems(m)
+        if DIGEST_FIELD in m:
+            report.notes.append(f"not covered by the manifest digest (informational): {', '.join(INFORMATIONAL_FIELDS)}")
+        else:
+            report.notes.append(f"the manifest has no digest (written before manifest schema 2): its id was "
+                                "re-derived and its files re-hashed, its other fields (metrics, accounting) cannot "
+                                "be checked")
         problems, report.files_checked = self.store.verify_files(found.path, m)
         report.problems += problems
         if m.get("step") == "lm":  # its MLflow copies are checked too: MLflow would load (and import) them

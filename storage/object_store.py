@@ -390,6 +390,7 @@ class ObjectArtifactStore(ArtifactStore):
         """The bucket's objects against the manifest (listing, ETags, re-hash of changed ones), then the local
         copy (downloaded if missing or stale; fetched again if it was changed locally)."""
         full = verify_inputs_fully() if full is None else full
+        self.check_manifest(final, manifest)
         step, dirname, aid = final.parent.name, final.name, str(manifest["id"])
         where = self._where(step, dirname)
         listing = self._list_data(step, dirname, str(manifest["object_prefix"]))

@@ -17,6 +17,7 @@ local cache directory keyed by the URL, and ``ArtifactStore`` on that directory 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import platform
@@ -37,7 +38,11 @@ from corpusforge.storage.hashing import sha256_file
 from corpusforge.storage.locks import HAVE_FLOCK, file_lock
 
 MANIFEST = "manifest.json"
-MANIFEST_SCHEMA = 1
+MANIFEST_SCHEMA = 2  # 2: the manifest records its own digest (manifest_sha256); artifact ids did not change
+# A manifest's digest covers every field except these, which describe one build of the id (when, where, with
+# which library versions) and are read by nothing that decides what an artifact is or what `run` reports.
+INFORMATIONAL_FIELDS = ("timings", "created_at", "environment", "library_versions", "git_commit")
+DIGEST_FIELD = "manifest_sha256"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TMP_PREFIX = ".tmp-"
 
@@ -84,7 +89,7 @@ class PublishResult:
 # Manifest fields written by the store itself; a step's build() may not return them (a step's own "files"
 # once replaced the sha256 table, so its artifacts could not be verified).
 RESERVED_FIELDS = frozenset({"schema", "id", "step", "name", "version", "config", "inputs", "files", "timings",
-                             "created_at", "environment", "object_prefix"})
+                             "created_at", "environment", "object_prefix", DIGEST_FIELD})
 
 
 def store_relative(path: str | os.PathLike[str], store_root: Path) -> str:
@@ -296,6 +301,7 @@ class ArtifactStore:
             **dict((extra() if callable(extra) else extra) or {}),
             **self._store_fields(),
         }
+        manifest[DIGEST_FIELD] = manifest_digest(manifest)
         manifest_tmp = tmp / (MANIFEST + ".partial")
         with open(manifest_tmp, "w", encoding="utf-8") as fh:
             json.dump(manifest, fh, indent=2, sort_keys=False, ensure_ascii=False)
@@ -348,8 +354,19 @@ class ArtifactStore:
         except OSError:
             pass  # a read-only store: the next reuse re-hashes instead
 
+    def check_manifest(self, final: Path, manifest: Mapping[str, Any]) -> None:
+        """Raise TamperedArtifact if the manifest was edited since it was published: its id re-derived from its
+        config, inputs and version, and its digest (manifest_problems). Reads no file but the manifest."""
+        problems = manifest_problems(manifest)
+        if problems:
+            aid = str(manifest.get("id", ""))
+            raise TamperedArtifact(f"artifact {aid[:12]} ({manifest.get('step')} {manifest.get('name')}, {final}): "
+                                   f"{problems[0]}; `corpusforge artifacts verify {aid[:12]}` lists every "
+                                   f"difference, and removing {final} makes the next run rebuild it")
+
     def check_intact(self, final: Path, manifest: Mapping[str, Any], full: bool | None = None) -> None:
         full = verify_inputs_fully() if full is None else full
+        self.check_manifest(final, manifest)
         aid = str(manifest["id"])
         try:
             recorded = {} if full else json.loads(self._stats_path(aid).read_text(encoding="utf-8"))
@@ -519,6 +536,39 @@ class ArtifactStore:
             elif path.is_file() and rel != MANIFEST and rel not in listed:
                 problems.append(f"unlisted file: {rel}")
         return problems, checked
+
+
+def manifest_digest(manifest: Mapping[str, Any]) -> str:
+    """sha256 of the manifest's canonical JSON (sorted keys, no whitespace, UTF-8), its informational fields and
+    the digest itself left out. Taken of the JSON it reads back as, so a tuple or an int key digests as the list
+    or string key a reader finds."""
+    covered = {k: v for k, v in manifest.items() if k not in INFORMATIONAL_FIELDS and k != DIGEST_FIELD}
+    canonical = json.dumps(json.loads(json.dumps(covered)), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
+    """Why a manifest is not the one its artifact was published with (empty when it is): its id must follow
+    from its step, version, config and inputs (an edited config, version or input), and its recorded digest must
+    match its fields (any other edit: metrics, accounting, the file table...). A manifest written before the
+    digest (schema 1) gets the first check only."""
+    problems = []
+    try:
+        derived = compute_artifact_id(manifest["step"], manifest["version"], manifest["config"],
+                                      [str(i["id"]) for i in manifest.get("inputs", [])])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        problems.append(f"manifest.json was edited: it lacks identity fields ({type(exc).__name__}: {exc})")
+    else:
+        if derived != manifest.get("id"):
+            problems.append(f"manifest.json was edited: its config, inputs or version do not give its id "
+                            f"{manifest.get('id')} (they give {derived})")
+    recorded = manifest.get(DIGEST_FIELD)
+    if recorded is None and isinstance(manifest.get("schema"), int) and manifest["schema"] >= 2:
+        problems.append(f"manifest.json was edited: its {DIGEST_FIELD} was removed")
+    elif recorded is not None and recorded != manifest_digest(manifest):
+        problems.append(f"manifest.json was edited since it was published (its fields, all but the informational "
+                        f"{', '.join(INFORMATIONAL_FIELDS)}, no longer give the {DIGEST_FIELD} it records)")
+    return problems
 
 
 def stat_key(st: os.stat_result) -> list[int]:

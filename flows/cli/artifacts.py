@@ -89,7 +89,8 @@ def artifacts_verify(
     artifact_id: Annotated[str, typer.Argument(metavar="ID", help="Artifact id or a unique prefix.")],
     store: StoreOpt = None,
 ) -> None:
-    """Re-hash every file of an artifact and re-derive its id. Exit code 1 if anything changed."""
+    """Re-hash every file of an artifact, re-derive its id and check its manifest's digest. Exit code 1 if anything
+    changed."""
     from corpusforge.storage.catalog import Catalog
     from corpusforge.storage.store import ArtifactStore
 
@@ -97,9 +98,13 @@ def artifacts_verify(
         report = Catalog(ArtifactStore(_store(store))).verify(artifact_id)
     except LookupError as exc:  # an unknown or ambiguous id is bad usage
         _fail(str(exc.args[0]), 2)
+    from rich.markup import escape
+
+    for note in report.notes:
+        err.print(f"note: {escape(note)}", highlight=False)
     if report.ok:
-        out.print(f"[green]OK[/] {report.id} ({report.files_checked} files verified)")
+        out.print(f"[green]OK[/] {report.id} ({report.files_checked} files and the manifest verified)")
         return
     for problem in report.problems:
-        err.print(f"[red]FAIL[/] {problem}")
+        err.print(f"[red]FAIL[/] {escape(problem)}", highlight=False)
     raise typer.Exit(1)

@@ -224,6 +224,7 @@ def test_verify_detects_edited_config(one_artifact):
     manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
     report = cat.verify(result.manifest["id"])
     assert not report.ok
-    assert len(report.problems) == 1
+    assert len(report.problems) == 2  # the id it does not give, and the manifest digest (issue 30, item 9)
+    assert "manifest.json was edited since it was published" in report.problems[1]
     assert result.manifest["id"] in report.problems[0]
     assert artifact_id("corpus", 1, {"min_chars": 6}, [SOURCE["id"]]) in report.problems[0]

@@ -109,3 +109,59 @@ def test_a_tampered_corpus_stops_the_next_run_with_the_file_named(prefect_harnes
                            timeout=600)
     assert again.returncode == 1
     assert "train.parquet changed" in " ".join(again.stderr.split()) and "Traceback" not in again.stderr
+
+
+def edit_manifest(directory: Path, change) -> None:
+    import json
+
+    path = directory / "manifest.json"
+    manifest = json.loads(path.read_text())
+    change(manifest)
+    path.write_text(json.dumps(manifest, indent=2))
+
+
+@pytest.mark.parametrize("field, change", [
+    ("metrics", lambda m: m["metrics"].update(n=999)),  # the drill printed a forged perplexity this way
+    ("accounting", lambda m: m.update(accounting={"records_read": 10, "kept": 10})),
+    ("config", lambda m: m["config"].update(k=2)),
+    ("files", lambda m: m["files"]["sub/note.txt"].update(sha256="0" * 64)),
+])
+def test_an_edited_manifest_is_not_reused_and_fails_verify(store_root, field, change):
+    """Issue 30, item 9: the manifest's fields (all but the informational ones) are digested; a reuse checks the
+    digest and re-derives the id from config, inputs and version; verify covers the whole manifest."""
+    store = ArtifactStore(store_root)
+    first = publish(store)
+    aid = first.manifest["id"]
+    assert Catalog(store).verify(aid).ok
+    edit_manifest(first.path, change)
+    with pytest.raises(TamperedArtifact, match=r"manifest\.json was edited"):
+        publish(store)
+    from corpusforge.tasks.step import lookup_only, run_step
+
+    with lookup_only(), pytest.raises(TamperedArtifact, match=r"manifest\.json was edited"):  # `run` answered
+        run_step(store, step="demo", version=1, name="d", config={"k": 1}, inputs=[], build=lambda out: None)
+    report = Catalog(store).verify(aid)
+    assert not report.ok and any("manifest.json was edited" in p for p in report.problems), report.problems
+
+
+def test_informational_fields_are_not_digested_and_verify_says_which(store_root):
+    store = ArtifactStore(store_root)
+    first = publish(store)
+    edit_manifest(first.path, lambda m: m["timings"].update(seconds=123.0))
+    assert publish(store).reused
+    report = Catalog(store).verify(first.manifest["id"])
+    assert report.ok and report.notes == ["not covered by the manifest digest (informational): timings, created_at, "
+                                          "environment, library_versions, git_commit"]
+
+
+def test_a_manifest_from_before_the_digest_is_still_reused_and_its_identity_checked(store_root):
+    store = ArtifactStore(store_root)
+    first = publish(store)
+    aid = first.manifest["id"]
+    edit_manifest(first.path, lambda m: (m.pop("manifest_sha256"), m.update(schema=1)))
+    assert publish(store).reused  # old manifests stay usable
+    report = Catalog(store).verify(aid)
+    assert report.ok and any("no digest" in n for n in report.notes), report.notes
+    edit_manifest(first.path, lambda m: m["config"].update(k=2))  # its identity is still re-derived on reuse
+    with pytest.raises(TamperedArtifact, match=r"manifest\.json was edited: its config, inputs or version"):
+        publish(store)

@@ -1,0 +1,38 @@
+"""`corpusforge artifacts find/verify/gc` on hand-made stores (issue 30, items 9, 15, 16, 17): a forged manifest
+fails verify; swapped folders are named by find and verify; gc sweeps what killed writers left."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from corpusforge.cli import app
+from corpusforge.storage.store import ArtifactStore
+
+
+def publish(store: ArtifactStore, name: str = "d", k: int = 1):
+    def build(out: Path):
+        (out / "data.txt").write_text(f"data {name} {k}\n")
+        return {"metrics": {"perplexity": 12.5}}
+
+    return store.publish(step="demo", name=name, version=1, config={"k": k}, inputs=[], build=build)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_verify_fails_on_a_forged_metric_and_says_what_the_digest_leaves_out(store_root):
+    first = publish(ArtifactStore(store_root))
+    aid = first.manifest["id"]
+    ok = invoke("artifacts", "verify", aid[:8], "--store", str(store_root))
+    assert ok.exit_code == 0 and "OK" in ok.output, ok.output
+    assert "informational): timings, created_at, environment, library_versions, git_commit" in ok.output
+    path = first.path / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["metrics"]["perplexity"] = 1.01
+    path.write_text(json.dumps(manifest))
+    forged = invoke("artifacts", "verify", aid[:8], "--store", str(store_root))
+    assert forged.exit_code == 1 and "FAIL manifest.json was edited since it was published" in forged.output
