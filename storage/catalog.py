@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corpusforge.storage.store import DIGEST_FIELD, INFORMATIONAL_FIELDS, ArtifactStore, manifest_problems
+from corpusforge.storage.store import (
+    DIGEST_FIELD,
+    INFORMATIONAL_FIELDS,
+    ArtifactStore,
+    manifest_problems,
+    misplaced,
+)
 
 
 class ArtifactNotFound(LookupError):
@@ -27,9 +33,14 @@ class Found:
     manifest: dict[str, Any]
     path: Path
 
+    @property
+    def problem(self) -> str | None:
+        """Why this folder is not this artifact's place (its name says another id, step or name), or None."""
+        return misplaced(self.path, self.manifest)
+
     def summary(self) -> dict[str, Any]:
         m = self.manifest
-        return {
+        summary = {
             "id": m["id"],
             "step": m.get("step"),
             "name": m.get("name"),
@@ -38,6 +49,8 @@ class Found:
             "path": str(self.path),
             "inputs": [i.get("id") for i in m.get("inputs", [])],
         }
+        problem = self.problem
+        return {**summary, "problem": problem} if problem else summary
 
 
 @dataclass
@@ -105,6 +118,8 @@ class Catalog:
         if len(prefix) < 4 or any(c not in "0123456789abcdef" for c in prefix):
             raise ArtifactNotFound(f"{id_or_prefix!r} is not an artifact id (give at least 4 hex characters)")
         candidates = [Found(manifest, directory) for directory, manifest in self.store.find_by_prefix(prefix)]
+        if not candidates:  # not where its name says: a folder renamed or swapped by hand (verify then says so)
+            candidates = [f for f in self.all() if str(f.manifest["id"]).startswith(prefix)]
         if not candidates:
             raise ArtifactNotFound(f"no artifact with id {id_or_prefix!r} in {self.store.uri_for_humans}")
         if len({c.manifest["id"] for c in candidates}) > 1:
@@ -133,6 +148,8 @@ class Catalog:
         found = self.get(id_or_prefix)
         m = found.manifest
         report = VerifyReport(id=m["id"], path=found.path)
+        if found.problem:
+            report.problems.append(found.problem)
         report.problems += manifest_problems(m)
         if DIGEST_FIELD in m:
             report.notes.append(f"not covered by the manifest digest (informational): {', '.join(INFORMATIONAL_FIELDS)}")

@@ -357,7 +357,7 @@ class ArtifactStore:
     def check_manifest(self, final: Path, manifest: Mapping[str, Any]) -> None:
         """Raise TamperedArtifact if the manifest was edited since it was published: its id re-derived from its
         config, inputs and version, and its digest (manifest_problems). Reads no file but the manifest."""
-        problems = manifest_problems(manifest)
+        problems = [p for p in (misplaced(final, manifest),) if p] + manifest_problems(manifest)
         if problems:
             aid = str(manifest.get("id", ""))
             raise TamperedArtifact(f"artifact {aid[:12]} ({manifest.get('step')} {manifest.get('name')}, {final}): "
@@ -412,6 +412,7 @@ class ArtifactStore:
             if manifest is None:
                 return None
             self.check_intact(directory, manifest)
+        self.check_manifest(directory, manifest)
         where = f"artifact {artifact_id[:12]} ({step} {name}, {directory})"
         hint = f"; step {reader!r} reads it and was not built. `corpusforge artifacts verify {artifact_id[:12]}` " \
                f"lists every difference, and removing {directory} makes the next run rebuild it"
@@ -536,6 +537,21 @@ class ArtifactStore:
             elif path.is_file() and rel != MANIFEST and rel not in listed:
                 problems.append(f"unlisted file: {rel}")
         return problems, checked
+
+
+def misplaced(directory: Path, manifest: Mapping[str, Any]) -> str | None:
+    """Why ``directory`` is not the place of the artifact its manifest describes (folders swapped or renamed by
+    hand: a run would refuse it), or None. An artifact's place is ``<root>/<step>/<name>-<id[:12]>``."""
+    try:
+        place = (check_name("step", str(manifest.get("step"))),
+                 f"{check_name('artifact', str(manifest.get('name')))}-{str(manifest['id'])[:12]}")
+    except (StoreError, KeyError):
+        return f"{directory} holds a manifest without a valid step, name or id"
+    if (directory.parent.name, directory.name) == place:
+        return None
+    return (f"{directory} holds artifact {str(manifest['id'])[:12]} ({place[0]} {manifest.get('name')}), but its name "
+            f"says {directory.parent.name}/{directory.name}: folders were swapped or renamed (its place is "
+            f"{directory.parent.parent / place[0] / place[1]}; a run refuses it there)")
 
 
 def manifest_digest(manifest: Mapping[str, Any]) -> str:

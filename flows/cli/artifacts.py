@@ -44,6 +44,11 @@ def artifacts_find(
         _fail(str(exc).replace("--set", "--config"), 2)
     hits = Catalog(ArtifactStore(_store(store))).find(step=step, name=name, config=wanted, input_id=input_id,
                                                       latest=latest)
+    from rich.markup import escape
+
+    for h in hits:  # a folder that does not hold the artifact its name says: listed, and said (JSON: "problem")
+        if h.problem:
+            err.print(f"[yellow]warning:[/] {escape(h.problem)}", highlight=False)
     if as_json:
         print(json.dumps([h.summary() for h in hits]))
         return

@@ -228,3 +228,29 @@ def test_verify_detects_edited_config(one_artifact):
     assert "manifest.json was edited since it was published" in report.problems[1]
     assert result.manifest["id"] in report.problems[0]
     assert artifact_id("corpus", 1, {"min_chars": 6}, [SOURCE["id"]]) in report.problems[0]
+
+
+def swap(a: Path, b: Path) -> None:
+    tmp = a.with_name(".swapping")
+    a.rename(tmp)
+    b.rename(a)
+    tmp.rename(b)
+
+
+def test_swapped_folders_are_named_by_verify_and_find(populated):
+    """Issue 30, item 17: two artifact folders swapped. Each folder's name says one id, its manifest another:
+    verify finds the artifact where it is and fails naming the folder, find flags both."""
+    store, a = populated
+    c1, c2 = a["c1"], a["c2"]
+    swap(c1.path, c2.path)
+    cat = Catalog(store)
+    for moved, now_at in ((c1, c2.path), (c2, c1.path)):
+        report = cat.verify(moved.manifest["id"][:8])  # not "no artifact"
+        assert not report.ok and report.path == now_at
+        assert any(f"{now_at} holds artifact {moved.manifest['id'][:12]}" in p and "its name says" in p
+                   for p in report.problems), report.problems
+    flagged = {f.manifest["id"]: f.summary().get("problem") for f in cat.find(step="corpus")}
+    assert all(flagged.values()) and len(flagged) == 2
+    assert all(f.summary().get("problem") is None for f in cat.find(step="tokenize"))
+    swap(c1.path, c2.path)
+    assert cat.verify(c1.manifest["id"]).ok and all(f.summary().get("problem") is None for f in cat.find())

@@ -165,3 +165,22 @@ def test_a_manifest_from_before_the_digest_is_still_reused_and_its_identity_chec
     edit_manifest(first.path, lambda m: m["config"].update(k=2))  # its identity is still re-derived on reuse
     with pytest.raises(TamperedArtifact, match=r"manifest\.json was edited: its config, inputs or version"):
         publish(store)
+
+
+def test_two_names_of_one_id_swapped_are_not_reused(store_root):
+    """The name is no part of the id: two artifacts of one id under two names, their folders swapped. The id check
+    alone passes; the folder's name against the manifest's does not (issue 30, item 17)."""
+    store = ArtifactStore(store_root)
+
+    def pub(name):
+        return store.publish(step="demo", name=name, version=1, config={"k": 1}, inputs=[],
+                             build=lambda out: (out / "x.txt").write_text("x") and None)
+
+    a, b = pub("a"), pub("b")
+    assert a.manifest["id"] == b.manifest["id"]
+    tmp = a.path.with_name(".swap")
+    a.path.rename(tmp)
+    b.path.rename(a.path)
+    tmp.rename(b.path)
+    with pytest.raises(TamperedArtifact, match="folders were swapped or renamed"):
+        pub("a")

@@ -36,3 +36,22 @@ def test_verify_fails_on_a_forged_metric_and_says_what_the_digest_leaves_out(sto
     path.write_text(json.dumps(manifest))
     forged = invoke("artifacts", "verify", aid[:8], "--store", str(store_root))
     assert forged.exit_code == 1 and "FAIL manifest.json was edited since it was published" in forged.output
+
+
+def test_find_and_verify_name_swapped_folders(store_root):
+    store = ArtifactStore(store_root)
+    a, b = publish(store, "a", k=1), publish(store, "b", k=2)
+    tmp = a.path.with_name(".swap")
+    a.path.rename(tmp)
+    b.path.rename(a.path)
+    tmp.rename(b.path)
+    found = invoke("artifacts", "find", "--store", str(store_root), "--json")
+    assert found.exit_code == 0
+    listed = json.loads(found.stdout.strip().splitlines()[-1])
+    assert {h["id"]: h["path"] for h in listed} == {a.manifest["id"]: str(b.path), b.manifest["id"]: str(a.path)}
+    assert all("folders were swapped or renamed" in h["problem"] for h in listed)
+    assert found.output.count("warning:") == 2
+    verified = invoke("artifacts", "verify", a.manifest["id"][:8], "--store", str(store_root))
+    assert verified.exit_code == 1, verified.output
+    assert f"FAIL {b.path} holds artifact {a.manifest['id'][:12]} (demo a), but its name says demo/{b.path.name}" \
+        in " ".join(verified.output.split())
