@@ -160,7 +160,9 @@ class Catalog:
         problems, report.files_checked = self.store.verify_files(found.path, m)
         report.problems += problems
         if m.get("step") == "lm":  # its MLflow copies are checked too: MLflow would load (and import) them
-            from corpusforge.storage.tracking import check_registered_copy
+            from corpusforge.storage.tracking import check_registered_copy, rebase_before_check
 
-            report.problems.extend(check_registered_copy(self.store.root, m))
+            # a moved or copied store: its MLflow paths rebased first, as its first tracked run would
+            not_rebased = rebase_before_check(self.store.root)
+            report.problems.extend(check_registered_copy(self.store.root, m, not_rebased))
         return report

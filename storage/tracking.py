@@ -117,12 +117,7 @@ def rebase_moved_store(store_root: Path) -> str | None:
         return None
     current = str(Path(store_root).resolve())
     with contextlib.closing(sqlite3.connect(db, timeout=30)) as con:
-        try:
-            rows = con.execute("SELECT artifact_location FROM experiments WHERE artifact_location LIKE "
-                               "'file://%/mlartifacts'").fetchall()
-        except sqlite3.DatabaseError:
-            return None  # not MLflow's schema (yet): nothing to rebase
-        olds = {r[0][len("file://"):-len("/mlartifacts")] for r in rows} - {current}
+        olds = _other_roots(con, current)
         if not olds:
             return None
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -141,6 +136,49 @@ def rebase_moved_store(store_root: Path) -> str | None:
     return ", ".join(sorted(olds))
 
 
+def _other_roots(con, current: str) -> set[str]:
+    """The store roots other than ``current`` that an embedded MLflow database's experiments name."""
+    import sqlite3
+
+    try:
+        rows = con.execute("SELECT artifact_location FROM experiments WHERE artifact_location LIKE "
+                           "'file://%/mlartifacts'").fetchall()
+    except sqlite3.DatabaseError:
+        return set()  # not MLflow's schema (yet): nothing to rebase
+    return {r[0][len("file://"):-len("/mlartifacts")] for r in rows} - {current}
+
+
+def moved_from(store_root: Path) -> set[str]:
+    """The roots this store's embedded MLflow database still names (read only): where it was moved or copied from,
+    until it is rebased."""
+    import sqlite3
+
+    db = Path(store_root) / "mlflow.db"
+    if not db.is_file():
+        return set()
+    try:
+        with contextlib.closing(sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True, timeout=30)) as con:
+            return _other_roots(con, str(Path(store_root).resolve()))
+    except sqlite3.Error:
+        return set()
+
+
+def rebase_before_check(store_root: Path) -> str | None:
+    """What a moved or copied store's first tracked run does (rebase_moved_store, under the lock the Tracker takes),
+    for a check that reads the registered copies (``artifacts verify``); None when done or nothing to do, else why
+    it could not be done (a read-only store)."""
+    import sqlite3
+
+    if not moved_from(store_root):
+        return None
+    try:
+        with file_lock(Path(store_root) / ".locks" / "mlflow-init.lock"):
+            rebase_moved_store(store_root)
+    except (OSError, sqlite3.Error) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def registered_copy_digests(location: str) -> dict[str, str]:
     """sha256 of every file of a registered model copy (a file:// location), recorded when it is registered."""
     from corpusforge.storage.hashing import sha256_file
@@ -149,11 +187,14 @@ def registered_copy_digests(location: str) -> dict[str, str]:
     return {p.relative_to(root).as_posix(): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def check_registered_copy(store_root: Path, manifest: Mapping[str, Any]) -> list[str]:
+def check_registered_copy(store_root: Path, manifest: Mapping[str, Any], not_rebased: str | None = None) -> list[str]:
     """Problems with the MLflow copies of a registered lm (empty when it has none or they are intact): every
     file as recorded at registration, no file added (a ``code/`` folder), MLmodel loading our loader only,
-    and the copied model files equal to the lm artifact's own."""
+    and the copied model files equal to the lm artifact's own. A copy outside this store is refused, never
+    followed; when it lies in the store this one was moved or copied from (its MLflow database not rebased yet:
+    ``not_rebased`` says why), the problem says what to run."""
     problems: list[str] = []
+    olds = moved_from(store_root)
     for tracking_uri, entries in RegistryLedger(store_root)._read().items():
         entry = entries.get(str(manifest["id"]))
         if not isinstance(entry, dict) or not str(entry.get("location", "")).startswith("file://"):
@@ -161,7 +202,15 @@ def check_registered_copy(store_root: Path, manifest: Mapping[str, Any]) -> list
         where = f"registered copy {entry.get('uri', entry.get('name'))} ({entry['location']})"
         root = Path(entry["location"][len("file://"):])
         if not root.resolve().is_relative_to(Path(store_root).resolve()):
-            problems.append(f"{where}: outside this store")
+            old = next((o for o in sorted(olds) if Path(entry["location"][len("file://"):]).is_relative_to(o)), None)
+            if old is None:
+                problems.append(f"{where}: outside this store")
+            else:
+                problems.append(f"{where}: outside this store; this store was moved or copied from {old} and its "
+                                f"MLflow database was not rebased to it ({not_rebased or 'not done yet'}): run "
+                                f"`corpusforge artifacts verify {str(manifest['id'])[:12]} --store "
+                                f"{Path(store_root).resolve()}` as a user who can write the store (it rebases), or "
+                                "any tracked command on the store")
             continue
         if not root.is_dir():
             problems.append(f"{where}: missing")

@@ -77,3 +77,55 @@ def test_curves_are_metrics_and_summaries_are_not_one_point_charts(tmp_path):
     tracker.finish_pipeline_run(parent, {"steps_computed": 2, "pipeline": "exp"})
     done = tracker.client.get_run(parent)
     assert done.data.metrics == {} and done.data.params["summary.steps_computed"] == "2"
+
+
+def registered_lm_store(root):
+    """A store with an lm artifact registered in its embedded MLflow as the lm stage registers it (a pyfunc whose
+    copy sits under <store>/mlartifacts, recorded in the store's registry ledger with its files' digests)."""
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.storage.tracking import RegistryLedger, registered_copy_digests
+
+    def build(out):
+        (out / "config.json").write_text(json.dumps({"family": "gpt"}))
+        (out / "model.safetensors").write_bytes(b"weights" * 100)
+
+    lm = ArtifactStore(root).publish(step="lm", name="tiny", version=1, config={"n": 1}, inputs=[], build=build)
+    tracker = Tracker(root, "exp")
+    run = tracker.start_pipeline_run("run", {"name": "exp"}, {})
+    info = tracker.register_pyfunc_model(run, "tiny", {"lm": lm.path}, loader_module="corpusforge.tasks.lm.pyfunc",
+                                         pip_requirements=[], params={}, tags={"corpusforge.artifact_id": "x"})
+    location = info.pop("source")
+    RegistryLedger(root).put(tracker.tracking_uri, lm.manifest["id"],
+                             {**info, "files": registered_copy_digests(location)}, location)
+    tracker.finish_pipeline_run(run, {})
+    return lm.manifest["id"]
+
+
+def test_verify_of_a_copied_store_rebases_its_registered_copies_or_says_what_to_run(tmp_path):
+    """Issue 30, item 16: `artifacts verify <lm>` on a copy of a store used to fail ("registered copy ... outside
+    this store") until a tracked run rebased MLflow's paths: verify rebases them itself, and says what to run when
+    it cannot."""
+    import shutil
+
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+
+    original = tmp_path / "original"
+    aid = registered_lm_store(original)
+    assert Catalog(ArtifactStore(original)).verify(aid).ok
+    blocked = tmp_path / "blocked"
+    shutil.copytree(original, blocked)
+    shutil.rmtree(blocked / ".locks")
+    (blocked / ".locks").write_text("a file where the lock folder would be: the database cannot be rebased")
+    report = Catalog(ArtifactStore(blocked)).verify(aid)
+    assert not report.ok
+    assert any(f"this store was moved or copied from {original}" in p and "corpusforge artifacts verify" in p
+               for p in report.problems), report.problems
+
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)
+    report = Catalog(ArtifactStore(copy)).verify(aid)
+    assert report.ok, report.problems
+    ledger = json.loads((copy / ".tracking" / "registry.json").read_text())
+    assert str(original) + "/" not in json.dumps(ledger)  # the copy now names its own files
+    assert Catalog(ArtifactStore(original)).verify(aid).ok  # the original is untouched
