@@ -50,6 +50,7 @@ from corpusforge.storage.store import (
     _TMP_PREFIX,
     MANIFEST,
     ArtifactStore,
+    Leftover,
     PublishResult,
     StoreError,
     TamperedArtifact,
@@ -78,6 +79,12 @@ def as_url(value: str | os.PathLike[str] | None) -> str | None:
     if not rest:
         raise StoreError(f"store URL {text!r} names no bucket (use s3://bucket or s3://bucket/prefix)")
     return f"{match.group(1).lower()}://{rest}"
+
+
+def stale_upload_seconds() -> float:
+    """``CORPUSFORGE_OBJECT_STORE_STALE_SECONDS`` (default 3600): an upload no manifest names is a dead writer's
+    once it is this old (a live writer on another machine may still be uploading a younger one)."""
+    return float(os.environ.get("CORPUSFORGE_OBJECT_STORE_STALE_SECONDS", "3600"))
 
 
 def _endpoint(protocol: str) -> str | None:
@@ -526,12 +533,14 @@ class ObjectArtifactStore(ArtifactStore):
         except Exception:  # noqa: BLE001 - leftovers are invisible; the next publish of this id sweeps them
             pass
 
-    def _sweep_uploads(self, step: str, dirname: str) -> list[str]:
-        """Delete uploads in this artifact's prefix that no manifest names and that are older than
-        ``CORPUSFORGE_OBJECT_STORE_STALE_SECONDS`` (default 3600: a live writer on another machine may still be
-        uploading): what writers that died before their commit left behind."""
-        max_age = float(os.environ.get("CORPUSFORGE_OBJECT_STORE_STALE_SECONDS", "3600"))
-        removed = []
+    def _sweep_uploads(self, step: str, dirname: str, apply: bool = True,
+                       max_age: float | None = None) -> list[Leftover]:
+        """Delete (``apply``) uploads in this artifact's prefix that no manifest names and that are older than
+        ``max_age`` (default stale_upload_seconds(): a live writer on another machine may still be uploading):
+        what writers that died before their commit left behind. Called when an id is published; a killed writer
+        whose id was committed by a rerun meanwhile is swept by ``sweep_leftovers`` (``artifacts gc``)."""
+        max_age = stale_upload_seconds() if max_age is None else max_age
+        found = []
         committed = self._remote_manifest(step, dirname, strict=False)
         for entry in self._names(self._key(step, dirname)):
             if not _DATA_RE.match(entry) or (committed and committed.get("object_prefix") == entry):
@@ -540,9 +549,22 @@ class ObjectArtifactStore(ArtifactStore):
             try:
                 objects = self.fs.find(prefix, detail=True)
                 newest = max((_modified(i) or time.time() for i in objects.values()), default=0.0)
-                if time.time() - newest >= max_age:
-                    self.fs.rm(prefix, recursive=True)
-                    removed.append(f"{self.protocol}://{prefix}")
+                age = time.time() - newest
+                if age >= max_age:
+                    size = sum(int(i.get("size") or 0) for i in objects.values())
+                    found.append(Leftover(f"{self.protocol}://{prefix}", f"an upload no manifest names, its newest "
+                                          f"object {age:.0f} s old", size))
+                    if apply:
+                        self.fs.rm(prefix, recursive=True)
             except FileNotFoundError:
                 continue
-        return removed
+        return found
+
+    def sweep_leftovers(self, apply: bool = False, max_age: float | None = None) -> list[Leftover]:
+        """The local cache's dead writers' temp dirs, and every upload on the bucket that no manifest names and
+        that is older than ``max_age`` (default stale_upload_seconds()); one listing per step and per artifact
+        folder. Removed only with ``apply``."""
+        found = super().sweep_leftovers(apply=apply)
+        for step, dirname in self._artifact_names(None):
+            found += self._sweep_uploads(step, dirname, apply=apply, max_age=max_age)
+        return found

@@ -80,6 +80,18 @@ class UpstreamSnapshot:
 
 
 @dataclass(frozen=True)
+class Leftover:
+    """Something a killed writer left in a store (a temp dir, an upload no manifest names): never an artifact."""
+
+    where: str  # a path, or an object-store URL
+    why: str
+    size: int  # bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "why": self.why, "bytes": self.size}
+
+
+@dataclass(frozen=True)
 class PublishResult:
     path: Path
     manifest: dict[str, Any]
@@ -446,23 +458,40 @@ class ArtifactStore:
                 raise TamperedArtifact(f"{snapshot.where}: {rel} changed while step {reader!r} read it; nothing "
                                        "was published")
 
-    def sweep_stale_temps(self) -> list[str]:
-        """Remove the temp dirs of writers that died mid-publish (any id; a killed shard's ``.tmp-*`` would
-        otherwise stay forever). A temp dir's name carries its writer's pid: only dirs whose writer is gone are
-        removed, so a live writer (a long training run) keeps its own. Returns the removed paths."""
-        removed: list[str] = []
+    def _dead_writers_temps(self) -> Iterator[Path]:
+        """Temp dirs whose writer is gone (a temp dir's name carries its writer's pid; a live writer, such as a
+        long training run, keeps its own)."""
         if not self.root.is_dir():
-            return removed
-        for step_dir in self.root.iterdir():
+            return
+        for step_dir in sorted(self.root.iterdir()):
             if step_dir.name.startswith(".") or not step_dir.is_dir():
                 continue
-            for stale in step_dir.glob(f"{_TMP_PREFIX}*"):
+            for stale in sorted(step_dir.glob(f"{_TMP_PREFIX}*")):
                 parts = stale.name.split("-")
-                if len(parts) < 4 or not parts[2].isdigit() or _pid_alive(parts[2]):
-                    continue
-                shutil.rmtree(stale, ignore_errors=True)
-                removed.append(str(stale))
+                if len(parts) >= 4 and parts[2].isdigit() and not _pid_alive(parts[2]):
+                    yield stale
+
+    def sweep_stale_temps(self) -> list[str]:
+        """Remove the temp dirs of writers that died mid-publish (any id; a killed shard's ``.tmp-*`` would
+        otherwise stay forever); called at the start of every run. Returns the removed paths."""
+        removed: list[str] = []
+        for stale in self._dead_writers_temps():
+            shutil.rmtree(stale, ignore_errors=True)
+            removed.append(str(stale))
         return removed
+
+    def sweep_leftovers(self, apply: bool = False, max_age: float | None = None) -> list[Leftover]:
+        """What writers that died mid-publish left in the whole store, never an artifact (``artifacts gc``):
+        here the temp dirs of dead writers (an object store adds its uploads that no manifest names, older than
+        ``max_age`` seconds). Listed only, unless ``apply``; returns what was (or would be) removed."""
+        found = []
+        for stale in self._dead_writers_temps():
+            size = sum(f.stat().st_size for f in stale.rglob("*") if f.is_file() and not f.is_symlink())
+            found.append(Leftover(str(stale), f"the temp dir of writer pid {stale.name.split('-')[2]}, which is gone",
+                                  size))
+            if apply:
+                shutil.rmtree(stale, ignore_errors=True)
+        return found
 
     def _remove_stale_temps(self, step_dir: Path, aid: str) -> None:
         """Remove temp dirs of writers that died mid-publish.

@@ -1,4 +1,5 @@
-"""`corpusforge artifacts find/show/verify`: look up published artifacts (reads manifests only; fast)."""
+"""`corpusforge artifacts find/show/verify`: look up published artifacts (reads manifests only; fast); `gc`: sweep
+what killed writers left."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from corpusforge.cli.common import (
     out,
 )
 
-app = typer.Typer(help="Find, show and verify published artifacts (reads manifests only; fast).",
+app = typer.Typer(help="Find, show and verify published artifacts (reads manifests only; fast); sweep leftovers.",
                   no_args_is_help=True)
 
 
@@ -113,3 +114,39 @@ def artifacts_verify(
     for problem in report.problems:
         err.print(f"[red]FAIL[/] {escape(problem)}", highlight=False)
     raise typer.Exit(1)
+
+
+@app.command("gc")
+def artifacts_gc(
+    apply: Annotated[bool, typer.Option("--apply", help="Remove what is listed (without it: a dry run).")] = False,
+    older_than: Annotated[Optional[float], typer.Option(
+        "--older-than", min=0, metavar="SECONDS",
+        help="Object stores: only uploads no manifest names whose newest object is this old "
+             "(default $CORPUSFORGE_OBJECT_STORE_STALE_SECONDS, else 3600: a writer elsewhere may be uploading).")] = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List (or with --apply remove) what killed writers left: temp dirs of dead writers, and on an object store
+    the uploads no manifest names. Never an artifact."""
+    from rich.markup import escape
+
+    from corpusforge.storage.store import ArtifactStore
+
+    root = _store(store)
+    artifacts = ArtifactStore(root)
+    found = artifacts.sweep_leftovers(apply=apply, max_age=older_than)
+    if as_json:
+        print(json.dumps({"store": artifacts.uri_for_humans, "applied": apply,
+                          ("removed" if apply else "would_remove"): [f.to_dict() for f in found]}))
+        return
+    if not found:
+        out.print(f"nothing to remove in {escape(artifacts.uri_for_humans)}", highlight=False)
+        return
+    for item in found:
+        out.print(f"{'removed' if apply else 'would remove'} {escape(item.where)} ({item.size / 2**20:.1f} MiB): "
+                  f"{escape(item.why)}", highlight=False)
+    total = sum(item.size for item in found) / 2**20
+    if apply:
+        out.print(f"removed {len(found)} leftover(s), {total:.1f} MiB", highlight=False)
+    else:
+        out.print(f"{len(found)} leftover(s), {total:.1f} MiB: run again with --apply to remove them", highlight=False)

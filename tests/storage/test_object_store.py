@@ -162,6 +162,50 @@ publish(ObjectArtifactStore({url!r}))
     assert Catalog(store).verify(aid).ok
 
 
+def test_gc_sweeps_the_uploads_of_killed_writers_after_a_rerun_committed_the_id(url, tmp_path):
+    """Issue 30, item 15: a writer killed before its commit, then a rerun that commits the id: the killed writer's
+    upload was too young to go at that commit, and no publish of that id comes again. The store-wide sweep
+    (`artifacts gc`) removes uploads no manifest names once they are older than the stale age."""
+    from typer.testing import CliRunner
+
+    from corpusforge.cli import app
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+
+    script = f"""
+import os, sys
+sys.path.insert(0, {str(REPO)!r})
+from corpusforge.storage.object_store import ObjectArtifactStore
+from tests.storage.test_object_store import publish
+ObjectArtifactStore._put_manifest = lambda *a, **k: os._exit(17)  # killed just before the commit
+publish(ObjectArtifactStore({url!r}))
+"""
+    crashed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert crashed.returncode == 17, crashed.stderr
+    store = ArtifactStore(url)
+    rerun = publish(store)  # the stale age is the default (3600 s): the killed upload stays
+    assert not rerun.reused and publish(store).reused
+    uploads = lambda: {k.split("/")[2] for k in objects(store) if "/.data-" in k}  # noqa: E731
+    (killed,) = uploads() - {rerun.manifest["object_prefix"]}
+    dirname = Path(rerun.path).name
+
+    assert store.sweep_leftovers(apply=False, max_age=3600) == []  # young: a writer may still be uploading
+    listed = store.sweep_leftovers(apply=False, max_age=0)
+    assert [item.where for item in listed] == [f"{url}/corpus/{dirname}/{killed}"] and listed[0].size > 0
+    assert killed in uploads()  # a dry run removes nothing
+
+    runner = CliRunner()
+    dry = runner.invoke(app, ["artifacts", "gc", "--store", url, "--older-than", "0"])
+    assert dry.exit_code == 0, dry.output
+    assert f"{url}/corpus/{dirname}/{killed}" in dry.output and "--apply" in dry.output and killed in uploads()
+    done = runner.invoke(app, ["artifacts", "gc", "--store", url, "--older-than", "0", "--apply", "--json"])
+    assert done.exit_code == 0, done.output
+    assert [item["where"] for item in json.loads(done.stdout.strip().splitlines()[-1])["removed"]] == \
+        [f"{url}/corpus/{dirname}/{killed}"]
+    assert uploads() == {rerun.manifest["object_prefix"]}
+    assert Catalog(store).verify(rerun.manifest["id"]).ok and publish(store).reused
+
+
 @pytest.mark.parametrize("conditional", ["on", "off"])
 def test_two_writers_of_one_id_end_with_one_intact_artifact(url, tmp_path, monkeypatch, conditional):
     """Two machines (own caches, so no shared lock) build the same id at once; each writes a file that names

@@ -4,6 +4,7 @@ fails verify; swapped folders are named by find and verify; gc sweeps what kille
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -55,3 +56,23 @@ def test_find_and_verify_name_swapped_folders(store_root):
     assert verified.exit_code == 1, verified.output
     assert f"FAIL {b.path} holds artifact {a.manifest['id'][:12]} (demo a), but its name says demo/{b.path.name}" \
         in " ".join(verified.output.split())
+
+
+def test_gc_lists_then_removes_the_temp_dirs_of_dead_writers(store_root):
+    """Issue 30, item 15, on a local store: `artifacts gc` is a dry run unless --apply; a live writer's temp dir
+    stays."""
+    from tests.storage.test_orphans import dead_pid
+
+    publish(ArtifactStore(store_root))
+    dead = store_root / "demo" / f".tmp-aaaaaaaaaaaa-{dead_pid()}-0123abcd"
+    live = store_root / "demo" / f".tmp-bbbbbbbbbbbb-{os.getpid()}-4567ef01"
+    for d in (dead, live):
+        (d / "half.parquet").parent.mkdir(parents=True)
+        (d / "half.parquet").write_bytes(b"x" * 100)
+    dry = invoke("artifacts", "gc", "--store", str(store_root))
+    assert dry.exit_code == 0 and str(dead) in dry.output and str(live) not in dry.output, dry.output
+    assert "--apply" in dry.output and dead.exists()
+    done = invoke("artifacts", "gc", "--store", str(store_root), "--apply")
+    assert done.exit_code == 0 and "removed 1" in done.output, done.output
+    assert not dead.exists() and live.exists()
+    assert "nothing to remove" in invoke("artifacts", "gc", "--store", str(store_root)).output
