@@ -14,7 +14,12 @@ only on the library's version, so the first store on a machine keeps a copy, and
   experiment, ...) is discarded, never written.
 - **Checked.** A template's sha256 is part of its name and is checked on the bytes copied into a store, which
   are checked for foreign rows again; a file that fails is removed and never used (the store's database is then
-  created by the library, as without a template).
+  created by the library, as without a template). A name only says the bytes are the ones hashed, so the schema
+  is checked too (a planted template with a trigger that deletes every metric, renamed to its own sha256, was
+  otherwise used): for a library version listed in ``EXPECTED_SCHEMAS`` its schema objects (tables, indexes,
+  triggers, views) must be exactly what that version's migrations make; for another version every trigger and
+  view must be one the installed library's migration scripts create, word for word. A database that fails is
+  neither used nor saved as a template.
 - **Atomic.** Templates are written to a temp file and renamed into place; a store's database is copied to a
   temp name beside it and hard-linked to its final name only if no database appeared there meanwhile. Readers
   see complete files only; two writers racing leave two valid templates.
@@ -29,6 +34,7 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import logging
 import os
 import re
@@ -58,6 +64,15 @@ class Library:
     own_rows: frozenset[str]
 
 
+# The digest (schema_digest) of the schema each library version's migrations make on sqlite, per template key:
+# what a template must hold. tests/flows/test_db_template.py checks the installed versions' entries against
+# databases the libraries migrate; after an upgrade, add the new key with the digest that test prints (until
+# then, templates of the new version get the weaker check: triggers and views found in its migration scripts).
+EXPECTED_SCHEMAS = {
+    "mlflow-3.17.2-c6ea40ad31f12a1a": "cddabcfe9e16ea82a5dc555e1dfa638addda3e1ca793ca695d0ebbd1bbaf29e4",
+    "prefect-3.8.8-9f7bd0c8a589918f": "fdec4218456e8f6744bf7e97bdcb07e0b989a91710b6ee8ebf90892affe14e40",
+}
+
 PREFECT = Library("prefect", "server/database/_migrations/versions/sqlite",
                   frozenset({"alembic_version", "block_type", "block_schema", "block_schema_reference"}))
 MLFLOW = Library("mlflow", "store/db_migrations/versions", frozenset({"alembic_version", "workspaces"}))
@@ -76,6 +91,15 @@ def template_dir(environ=os.environ) -> Path:
     return cache_home(environ) / TEMPLATE_DIR
 
 
+def _migrations_dir(library: Library) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(library.name)
+        locations = list(spec.submodule_search_locations or []) if spec else []
+        return Path(locations[0]) / library.migrations
+    except (ImportError, ValueError, IndexError):
+        return None
+
+
 @functools.cache
 def template_key(library: Library) -> str | None:
     """``<library>-<version>-<16 hex of the sorted migration script names>``; None when the library or its
@@ -83,10 +107,9 @@ def template_key(library: Library) -> str | None:
     process: a process whose packages change is a new process, the local server re-executes itself)."""
     try:
         version = importlib.metadata.version(library.name)
-        spec = importlib.util.find_spec(library.name)
-        locations = list(spec.submodule_search_locations or []) if spec else []
-        names = sorted(n for n in os.listdir(Path(locations[0]) / library.migrations) if n.endswith(".py"))
-    except (ImportError, ValueError, IndexError, OSError):
+        folder = _migrations_dir(library)
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".py")) if folder else []
+    except (ImportError, ValueError, OSError):
         return None
     if not names:
         return None
@@ -107,6 +130,49 @@ def foreign_rows(con: sqlite3.Connection, library: Library) -> list[str]:
             and con.execute(f'SELECT 1 FROM "{t}" LIMIT 1').fetchone() is not None]
 
 
+def schema_digest(con: sqlite3.Connection) -> str:
+    """sha256 of the database's schema objects (type, name, table and definition of every table, index, trigger
+    and view), each definition's lines stripped and sorted: MLflow's migrations write a table's constraints in
+    an order that differs from one process to the next (a set's iteration order)."""
+    found = con.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+    objects = [[kind, name, table, sorted(line.strip().rstrip(",") for line in (sql or "").splitlines())]
+               for kind, name, table, sql in found]
+    return hashlib.sha256(json.dumps(objects).encode("utf-8")).hexdigest()
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split()).rstrip(";").strip()
+
+
+@functools.cache
+def _migration_text(library: Library) -> str:
+    """The installed library's migration scripts, whitespace-normalised, as one text."""
+    folder = _migrations_dir(library)
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".py")) if folder else []
+        return "\n".join(_words((folder / n).read_text(encoding="utf-8", errors="replace")) for n in names)
+    except OSError:
+        return ""
+
+
+def _schema_mismatch(con: sqlite3.Connection, library: Library) -> str | None:
+    """Why the database's schema is not what the installed library's migrations make, or None."""
+    key = template_key(library)
+    expected = EXPECTED_SCHEMAS.get(key or "")
+    if expected is not None:
+        digest = schema_digest(con)
+        if digest != expected:
+            return f"its schema is not the one the migrations of {key} make (schema digest {digest[:16]}, expected " \
+                   f"{expected[:16]})"
+        return None
+    scripts = _migration_text(library)
+    for kind, name, sql in con.execute("SELECT type, name, sql FROM sqlite_master WHERE type IN ('trigger', 'view') "
+                                       "ORDER BY name"):
+        if not sql or _words(sql) not in scripts:
+            return f"it has a {kind} ({name}) that the migrations of the installed {library.name} do not create"
+    return None
+
+
 def _read_only(path: Path) -> str:
     return Path(path).resolve().as_uri() + "?mode=ro"
 
@@ -121,11 +187,12 @@ def _check_database(path: Path, library: Library) -> str | None:
             if "alembic_version" not in tables or len(con.execute("SELECT * FROM alembic_version").fetchall()) != 1:
                 return "it has no single schema revision"
             foreign = foreign_rows(con, library)
+            mismatch = _schema_mismatch(con, library)
     except sqlite3.Error as exc:
         return f"it cannot be read ({exc})"
     if foreign:
         return f"it holds rows beyond a fresh database's ({', '.join(foreign)})"
-    return None
+    return mismatch
 
 
 def _candidates(library: Library, environ=os.environ) -> list[Path]:

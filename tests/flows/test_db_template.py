@@ -119,6 +119,12 @@ def test_the_first_start_keeps_its_new_database_as_the_template(first_store):
     for table in ("flow_run", "task_run", "log", "events", "deployment", "work_pool", "variable", "flow"):
         assert rows(template, f'SELECT count(*) FROM "{table}"') == [(0,)]
     assert rows(template, "PRAGMA journal_mode") == [("delete",)]  # one self-contained file
+    from corpusforge.storage.db_templates import EXPECTED_SCHEMAS, schema_digest
+
+    with contextlib.closing(sqlite3.connect(f"file:{template}?mode=ro", uri=True)) as con:
+        digest = schema_digest(con)  # the schema Prefect's migrations make is the one the code expects (item 10)
+    assert EXPECTED_SCHEMAS.get(template_key(PREFECT)) == digest, \
+        f"add {template_key(PREFECT)!r}: {digest!r} to EXPECTED_SCHEMAS (storage/db_templates.py)"
     assert templates(cache, "mlflow") == []  # the warm-up's throw-away MLflow store is made by the migrations
 
 
@@ -304,3 +310,61 @@ def test_a_cache_that_cannot_be_written_costs_only_the_migrations(tmp_path, monk
     tracker = Tracker(tmp_path / "store", "x")  # no error: MLflow's database made, no template kept
     assert tracker.experiment_id and (tmp_path / "store" / "mlflow.db").is_file()
     assert find_template(MLFLOW) is None
+
+
+PLANTED_TRIGGER = ("CREATE TRIGGER forget_metrics AFTER INSERT ON metrics BEGIN DELETE FROM metrics; END; "
+                   "CREATE TRIGGER forget_latest AFTER INSERT ON latest_metrics BEGIN DELETE FROM latest_metrics; END;")
+
+
+def plant(template: Path, folder: Path) -> Path:
+    """The drill's template: the genuine one with triggers that drop every metric, renamed to its new sha256."""
+    planted = folder / "planted.tmp"
+    shutil.copy(template, planted)
+    with contextlib.closing(sqlite3.connect(planted)) as con:
+        con.executescript(PLANTED_TRIGGER)
+    digest = hashlib.sha256(planted.read_bytes()).hexdigest()
+    named = folder / f"{template_key(MLFLOW)}-{digest}.sqlite"
+    planted.rename(named)
+    return named
+
+
+def test_a_planted_template_with_triggers_is_refused_even_when_its_name_matches_its_bytes(tmp_path, monkeypatch):
+    """Issue 30, item 10: a template must have the schema the library's migrations make, not only the bytes its
+    name records. The installed MLflow's schema digest is in EXPECTED_SCHEMAS (this test says what to add after
+    an upgrade); for another version, triggers and views must be the migration scripts' own."""
+    from corpusforge.storage import db_templates
+    from corpusforge.storage.tracking import Tracker, create_tracking_database
+
+    monkeypatch.setenv("CORPUSFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("first", "second", "third"):
+        (tmp_path / name).mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert create_tracking_database(tmp_path / "first" / "mlflow.db") == "built"
+    (genuine,) = templates(tmp_path / "cache", "mlflow")
+    with contextlib.closing(sqlite3.connect(f"file:{genuine}?mode=ro", uri=True)) as con:
+        digest = db_templates.schema_digest(con)
+    assert db_templates.EXPECTED_SCHEMAS.get(template_key(MLFLOW)) == digest, \
+        f"add {template_key(MLFLOW)!r}: {digest!r} to EXPECTED_SCHEMAS (storage/db_templates.py)"
+
+    kept = genuine.read_bytes()
+    genuine.unlink()
+    planted = plant(_bytes_to(kept, tmp_path / "g.sqlite"), genuine.parent)
+    assert create_tracking_database(tmp_path / "second" / "mlflow.db") == "built"  # not "seeded" from the plant
+    assert not planted.exists()
+    tracker = Tracker(tmp_path / "second", "x")
+    run = tracker.start_pipeline_run("p", {"a": 1}, {})
+    tracker.client.log_metric(run, "perplexity", 12.5)
+    assert [m.value for m in tracker.client.get_metric_history(run, "perplexity")] == [12.5]
+
+    # a version whose schema digest the code does not know: its triggers must be its migrations' own
+    monkeypatch.setattr(db_templates, "EXPECTED_SCHEMAS", {})
+    (rebuilt,) = templates(tmp_path / "cache", "mlflow")  # the second store's database, saved as the template
+    planted = plant(rebuilt, rebuilt.parent)
+    rebuilt.unlink()
+    assert db_templates.seed(MLFLOW, tmp_path / "third" / "mlflow.db") is None and not planted.exists()
+    assert db_templates._check_database(_bytes_to(kept, tmp_path / "ok.sqlite"), MLFLOW) is None  # its own trigger
+
+
+def _bytes_to(data: bytes, path: Path) -> Path:
+    path.write_bytes(data)
+    return path
