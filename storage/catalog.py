@@ -11,13 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corpusforge.storage.store import (
-    DIGEST_FIELD,
-    INFORMATIONAL_FIELDS,
-    ArtifactStore,
-    manifest_problems,
-    misplaced,
-)
+from corpusforge.storage.manifests import DIGEST_FIELD, INFORMATIONAL_FIELDS, manifest_problems, misplaced
+from corpusforge.storage.store import ArtifactStore
 
 
 class ArtifactNotFound(LookupError):
@@ -152,7 +147,8 @@ class Catalog:
             report.problems.append(found.problem)
         report.problems += manifest_problems(m)
         if DIGEST_FIELD in m:
-            report.notes.append(f"not covered by the manifest digest (informational): {', '.join(INFORMATIONAL_FIELDS)}")
+            report.notes.append("not covered by the manifest digest (informational): "
+                                + ", ".join(INFORMATIONAL_FIELDS))
         else:
             report.notes.append(f"the manifest has no digest (written before manifest schema 2): its id was "
                                 "re-derived and its files re-hashed, its other fields (metrics, accounting) cannot "

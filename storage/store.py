@@ -17,7 +17,6 @@ local cache directory keyed by the URL, and ``ArtifactStore`` on that directory 
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import platform
@@ -36,13 +35,9 @@ from corpusforge.storage.cards import CARD, card
 from corpusforge.storage.hashing import artifact_id as compute_artifact_id
 from corpusforge.storage.hashing import sha256_file
 from corpusforge.storage.locks import HAVE_FLOCK, file_lock
+from corpusforge.storage.manifests import DIGEST_FIELD, MANIFEST_SCHEMA, manifest_digest, manifest_problems, misplaced
 
 MANIFEST = "manifest.json"
-MANIFEST_SCHEMA = 2  # 2: the manifest records its own digest (manifest_sha256); artifact ids did not change
-# A manifest's digest covers every field except these, which describe one build of the id (when, where, with
-# which library versions) and are read by nothing that decides what an artifact is or what `run` reports.
-INFORMATIONAL_FIELDS = ("timings", "created_at", "environment", "library_versions", "git_commit")
-DIGEST_FIELD = "manifest_sha256"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TMP_PREFIX = ".tmp-"
 
@@ -566,54 +561,6 @@ class ArtifactStore:
             elif path.is_file() and rel != MANIFEST and rel not in listed:
                 problems.append(f"unlisted file: {rel}")
         return problems, checked
-
-
-def misplaced(directory: Path, manifest: Mapping[str, Any]) -> str | None:
-    """Why ``directory`` is not the place of the artifact its manifest describes (folders swapped or renamed by
-    hand: a run would refuse it), or None. An artifact's place is ``<root>/<step>/<name>-<id[:12]>``."""
-    try:
-        place = (check_name("step", str(manifest.get("step"))),
-                 f"{check_name('artifact', str(manifest.get('name')))}-{str(manifest['id'])[:12]}")
-    except (StoreError, KeyError):
-        return f"{directory} holds a manifest without a valid step, name or id"
-    if (directory.parent.name, directory.name) == place:
-        return None
-    return (f"{directory} holds artifact {str(manifest['id'])[:12]} ({place[0]} {manifest.get('name')}), but its name "
-            f"says {directory.parent.name}/{directory.name}: folders were swapped or renamed (its place is "
-            f"{directory.parent.parent / place[0] / place[1]}; a run refuses it there)")
-
-
-def manifest_digest(manifest: Mapping[str, Any]) -> str:
-    """sha256 of the manifest's canonical JSON (sorted keys, no whitespace, UTF-8), its informational fields and
-    the digest itself left out. Taken of the JSON it reads back as, so a tuple or an int key digests as the list
-    or string key a reader finds."""
-    covered = {k: v for k, v in manifest.items() if k not in INFORMATIONAL_FIELDS and k != DIGEST_FIELD}
-    canonical = json.dumps(json.loads(json.dumps(covered)), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
-    """Why a manifest is not the one its artifact was published with (empty when it is): its id must follow
-    from its step, version, config and inputs (an edited config, version or input), and its recorded digest must
-    match its fields (any other edit: metrics, accounting, the file table...). A manifest written before the
-    digest (schema 1) gets the first check only."""
-    problems = []
-    try:
-        derived = compute_artifact_id(manifest["step"], manifest["version"], manifest["config"],
-                                      [str(i["id"]) for i in manifest.get("inputs", [])])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        problems.append(f"manifest.json was edited: it lacks identity fields ({type(exc).__name__}: {exc})")
-    else:
-        if derived != manifest.get("id"):
-            problems.append(f"manifest.json was edited: its config, inputs or version do not give its id "
-                            f"{manifest.get('id')} (they give {derived})")
-    recorded = manifest.get(DIGEST_FIELD)
-    if recorded is None and isinstance(manifest.get("schema"), int) and manifest["schema"] >= 2:
-        problems.append(f"manifest.json was edited: its {DIGEST_FIELD} was removed")
-    elif recorded is not None and recorded != manifest_digest(manifest):
-        problems.append(f"manifest.json was edited since it was published (its fields, all but the informational "
-                        f"{', '.join(INFORMATIONAL_FIELDS)}, no longer give the {DIGEST_FIELD} it records)")
-    return problems
 
 
 def stat_key(st: os.stat_result) -> list[int]:

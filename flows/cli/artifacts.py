@@ -122,7 +122,8 @@ def artifacts_gc(
     older_than: Annotated[Optional[float], typer.Option(
         "--older-than", min=0, metavar="SECONDS",
         help="Object stores: only uploads no manifest names whose newest object is this old "
-             "(default $CORPUSFORGE_OBJECT_STORE_STALE_SECONDS, else 3600: a writer elsewhere may be uploading).")] = None,
+             "(default $CORPUSFORGE_OBJECT_STORE_STALE_SECONDS, else 3600: a writer elsewhere may be uploading)."),
+    ] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
