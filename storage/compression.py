@@ -1,7 +1,8 @@
 """Opening a source file: transparent decompression, encoding marks and binary sniffing.
 
-``open_source(path)`` returns a buffered binary stream of the *decompressed, UTF-8* bytes plus what was
-detected. Compression is chosen by suffix (.gz, .bz2, .xz, .zst). A byte-order mark decides the
+``open_source(path, SourceBytes(path))`` returns a buffered binary stream of the *decompressed, UTF-8* bytes
+plus what was detected; :class:`SourceBytes` hashes the file's raw bytes as they are read, so the reader can
+prove the records came from the bytes a source's id was made from (``SourceBytes.proof``). Compression is chosen by suffix (.gz, .bz2, .xz, .zst). A byte-order mark decides the
 encoding: a UTF-8 BOM is dropped; UTF-16/32 (LE/BE) files are decoded and re-encoded to UTF-8 as they
 are read. Everything is streamed in bounded chunks, whatever the file's size.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import bz2
 import codecs
 import gzip
+import hashlib
 import io
 import lzma
 import os
@@ -57,17 +59,85 @@ def inner_suffix(path: Path) -> str:
 DECOMPRESSION_ERRORS: tuple[type[BaseException], ...] = (EOFError, gzip.BadGzipFile, lzma.LZMAError, OSError, ValueError)
 
 
-def _open_raw(path: Path) -> BinaryIO:
+class SourceBytes(io.RawIOBase):
+    """A source file's raw bytes as the readers (or a decompressor) read them, hashed on the way: one pass, so
+    the digest is of the very bytes that became records, not of a second read. ``proof()`` hashes what is left
+    unread (a reader that stopped early) and says whether the file changed while it was open (its fstat before
+    and after: size, mtime, ctime, inode)."""
+
+    def __init__(self, path: Path):
+        self._fd = -1
+        self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            self.before = os.fstat(self._fd)
+        except OSError:
+            self.release()
+            raise
+        self._hash = hashlib.sha256()
+        self.size = 0
+        self.name = str(path)
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def readinto(self, buffer) -> int:
+        n = os.readv(self._fd, [buffer])
+        if n:
+            self._hash.update(memoryview(buffer)[:n])
+            self.size += n
+        return n
+
+    def proof(self) -> ReadProof:
+        """Read (and hash) the rest of the file, then compare its fstat with the one taken when it was opened."""
+        while data := os.read(self._fd, 1 << 20):
+            self._hash.update(data)
+            self.size += len(data)
+        after = os.fstat(self._fd)
+        return ReadProof(self._hash.hexdigest(), self.size, _stamp(self.before) == _stamp(after))
+
+    def close(self) -> None:
+        """Nothing: the layers read through it close it with themselves, but :meth:`proof` comes after them."""
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        super().close()
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def _stamp(st: os.stat_result) -> tuple[int, ...]:
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+@dataclass(frozen=True)
+class ReadProof:
+    """What a read saw: the sha256 and size of the bytes read, and whether the file's stat stayed the same."""
+
+    sha256: str
+    size: int
+    stable: bool
+
+
+def _open_raw(path: Path, source: BinaryIO) -> BinaryIO:
+    """The decompressed bytes of ``source`` (the file at ``path``, opened as :class:`SourceBytes`), which stays
+    the caller's to close: the decompressors do not close a file object they were given."""
     kind = compression_of(path)
+    buffered = io.BufferedReader(source, buffer_size=1 << 16)  # type: ignore[arg-type]
     if kind == "gzip":
-        return gzip.open(path, "rb")
+        return gzip.GzipFile(fileobj=buffered, mode="rb")
     if kind == "bz2":
-        return bz2.open(path, "rb")
+        return bz2.BZ2File(buffered, "rb")
     if kind == "xz":
-        return lzma.open(path, "rb")
+        return lzma.LZMAFile(buffered, "rb")
     if kind == "zstd":
-        return io.BufferedReader(ZstdReader(path), buffer_size=1 << 16)
-    return open(path, "rb")
+        return io.BufferedReader(ZstdReader(buffered), buffer_size=1 << 16)
+    return buffered
 
 
 ZSTD_MAGIC = 0xFD2FB528
@@ -78,13 +148,13 @@ def zstd_frames_problem(fh: BinaryIO) -> str | None:
     """Walk the frames of a zstd file (frame headers and block headers, skipping block contents): None if
     every frame is complete, else what is wrong and where. A cut anywhere, even inside the last block's
     checksum, is found; contents are checked by the decompressor itself."""
-    size = os.fstat(fh.fileno()).st_size
+    fd = fh.fileno()
+    size = os.fstat(fd).st_size
     pos = 0
 
-    def take(n: int) -> bytes:
+    def take(n: int) -> bytes:  # positional reads: the file's own offset (where hashing reads) stays put
         nonlocal pos
-        fh.seek(pos)
-        data = fh.read(n)
+        data = os.pread(fd, n, pos)
         pos += len(data)
         return data
 
@@ -130,11 +200,11 @@ class ZstdReader(io.RawIOBase):
     """The decompressed bytes of a (multi-frame) ``.zst`` file, with errors raised as the other
     decompressors raise them: a bad frame as ValueError, a file that ends inside a frame as EOFError."""
 
-    def __init__(self, path: Path):
+    def __init__(self, fh: BinaryIO):
         import zstandard
 
         self._error = zstandard.ZstdError
-        self._fh = open(path, "rb")
+        self._fh = fh
         self._reader = zstandard.ZstdDecompressor().stream_reader(self._fh, read_across_frames=True, closefd=False)
 
     def readable(self) -> bool:
@@ -155,7 +225,6 @@ class ZstdReader(io.RawIOBase):
 
     def close(self) -> None:
         self._reader.close()
-        self._fh.close()
         super().close()
 
 
@@ -337,11 +406,12 @@ def _read_head(raw: BinaryIO, size: int) -> tuple[bytes, BaseException | None]:
     return b"".join(parts), None
 
 
-def open_source(path: Path) -> Opened:
-    """Open ``path`` for record reading. Raises CorruptSource on a broken compressed head, OSError on I/O."""
+def open_source(path: Path, source: SourceBytes) -> Opened:
+    """Open ``path`` for record reading, its bytes read through ``source`` (which the caller closes, after the
+    stream). Raises CorruptSource on a broken compressed head, OSError on I/O."""
     kind = compression_of(path)
     label = kind or "file"
-    raw = _open_raw(path)
+    raw = _open_raw(path, source)
     head, error = _read_head(raw, SNIFF_BYTES)
     if error is not None:
         if not head or (kind is None and isinstance(error, OSError)):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from corpusforge.storage.compression import CorruptSource, compression_of, inner_suffix, open_source
+from corpusforge.storage.compression import CorruptSource, SourceBytes, compression_of, inner_suffix, open_source
 from corpusforge.storage.fast_csv import fast_csv
 from corpusforge.storage.fast_jsonl import fast_jsonl
 from corpusforge.storage.formats import (TextRecords, csv_records, json_records, jsonl_records, normalize_line_ends,
@@ -38,7 +38,7 @@ from corpusforge.storage.formats import (TextRecords, csv_records, json_records,
 from corpusforge.storage.line_blocks import fast_lines
 from corpusforge.storage.records import RAW_CAP, RawRecord, RecordBatch, meta_json
 
-__all__ = ["RAW_CAP", "RawRecord", "RecordBatch", "ReaderConfig", "SourceError", "SourceFile", "Discovery",
+__all__ = ["RAW_CAP", "RawRecord", "RecordBatch", "ReaderConfig", "SourceChanged", "SourceError", "SourceFile", "Discovery",
            "discover_sources", "read_records", "read_batches"]
 BATCH_ROWS = 65536
 
@@ -91,6 +91,15 @@ class ReaderConfig:
 
 class SourceError(ValueError):
     """A source the user named that cannot be used at all (missing path, clashing names)."""
+
+
+class SourceChanged(Exception):
+    """A source file changed while it was read, or since its digest was taken: its records must not be used
+    under that digest. Raised by the readers after the last record, when they were given the digest."""
+
+    def __init__(self, name: str, detail: str):
+        super().__init__(f"{name}: {detail}")
+        self.name, self.detail = name, detail
 
 
 @dataclass(frozen=True)
@@ -226,13 +235,20 @@ def read_records(
     *,
     txt_mode: str | None = None,
     text_field: str | None = None,
+    expect_sha256: str | None = None,
 ) -> Iterator[RawRecord]:
-    """Yield every record of one source file, good or bad. Always yields at least one record."""
-    for item in _read(source, cfg, txt_mode, text_field, batches=False):
+    """Yield every record of one source file, good or bad. Always yields at least one record.
+
+    With ``expect_sha256`` (the digest the caller's id was made from), the bytes read are hashed as they are read
+    and, after the last record, :class:`SourceChanged` is raised if they are not those bytes or the file
+    changed while it was read: records read from a file rewritten under the reader are never passed off as
+    that digest's."""
+    for item in _read(source, cfg, txt_mode, text_field, batches=False, expect=expect_sha256):
         yield item  # type: ignore[misc]  # never a RecordBatch when batches=False
 
 
-def read_batches(source: SourceFile, cfg: ReaderConfig | None = None) -> Iterator[RecordBatch | RawRecord]:
+def read_batches(source: SourceFile, cfg: ReaderConfig | None = None, *, expect_sha256: str | None = None
+                 ) -> Iterator[RecordBatch | RawRecord]:
     """Like read_records, but good records come in RecordBatches (bad ones stay single RawRecords).
 
     Text in line mode, JSONL and CSV/TSV take vectorized paths (corpusforge.storage.line_blocks, corpusforge.storage.fast_jsonl,
@@ -247,7 +263,7 @@ def read_batches(source: SourceFile, cfg: ReaderConfig | None = None) -> Iterato
                               [meta_json(r.meta) for r in pending])
             pending.clear()
 
-    for item in _read(source, cfg, None, None, batches=True):
+    for item in _read(source, cfg, None, None, batches=True, expect=expect_sha256):
         if isinstance(item, RecordBatch):
             yield from flush()
             yield item
@@ -274,7 +290,7 @@ def _wide_reasons(records: Iterator[RawRecord | RecordBatch], encoding: str) -> 
         yield rec
 
 
-def _read(source, cfg, txt_mode, text_field, batches: bool):
+def _read(source, cfg, txt_mode, text_field, batches: bool, expect: str | None = None):
     cfg = cfg or ReaderConfig()
     mode = txt_mode or cfg.txt_mode
     field_name = text_field or cfg.text_field
@@ -284,51 +300,79 @@ def _read(source, cfg, txt_mode, text_field, batches: bool):
     if mode not in TXT_MODES:
         raise ValueError(f"txt_mode must be one of {TXT_MODES}, got {mode!r}")
     count = 0
+    raw: SourceBytes | None = None
     try:
-        if source.format == "parquet":
-            records: Iterator[RawRecord] = parquet_records(source.path, field_name, cfg.max_document_bytes)
-            opened = None
-        else:
-            opened = open_source(source.path)
-            if opened.empty:
-                yield RawRecord("file", reason="empty_file", detail="0 bytes" + (" after decompression" if source.compression else ""))
-                return
-            if opened.binary:
-                yield RawRecord("file", reason="binary_file", detail="NUL bytes in the first 8 KiB", raw=opened.head[:RAW_CAP])
-                return
-            stream = opened.stream
-            limit = cfg.max_document_bytes
-            wide = opened.encoding.startswith(("utf-16", "utf-32"))
-            # a guessed legacy encoding would turn a transcoded file's bad unit into text
-            fallback = "none" if wide else cfg.encoding_fallback
-            delimiter = "," if source.format == "csv" else "\t"
-            if source.format == "jsonl":
-                records = (fast_jsonl if batches else jsonl_records)(stream, field_name, limit)
-            elif source.format == "json":
-                records = json_records(stream, field_name, limit)
-            elif source.format in ("csv", "tsv"):
-                records = (fast_csv if batches else csv_records)(stream, field_name, delimiter, limit)
-            elif mode == "line" and batches:
-                stream = normalize_line_ends(stream)  # CR, LF and CRLF all end a line
-                records = fast_lines(stream, TextRecords(mode, limit, cfg.oversize, fallback))
-            else:
-                if mode != "file":
-                    stream = normalize_line_ends(stream)
-                records = TextRecords(mode, limit, cfg.oversize, fallback)(stream)
-            if wide:
-                records = _wide_reasons(records, opened.encoding)
         try:
-            for rec in records:
+            raw = SourceBytes(source.path)
+            for rec in _records(source, raw, cfg, mode, field_name, batches):
                 count += len(rec) if isinstance(rec, RecordBatch) else 1
                 yield rec
-        finally:
-            if opened is not None and opened.stream is not None:
-                opened.stream.close()
-    except CorruptSource as exc:
-        count += 1
-        yield RawRecord(f"after-record:{count - 1}", reason="corrupt_compressed", detail=exc.detail)
+        except CorruptSource as exc:
+            count += 1
+            yield RawRecord(f"after-record:{count - 1}", reason="corrupt_compressed", detail=exc.detail)
+        except OSError as exc:
+            count += 1
+            yield RawRecord(f"after-record:{count - 1}", reason="unreadable", detail=exc.strerror or str(exc))
+        if count == 0:
+            yield RawRecord("file", reason="no_records", detail="the file holds no record (only whitespace or an empty table)")
+        if raw is not None and expect is not None:
+            _check(source, raw, expect)
+    finally:
+        if raw is not None:
+            raw.release()
+
+
+def _check(source: SourceFile, raw: SourceBytes, expect: str) -> None:
+    """Raise SourceChanged unless the bytes just read are the ones whose sha256 is ``expect`` and the file stayed
+    the same while it was read (a file rewritten in place under the reader gave a corpus torn between two
+    versions, published under the id of one)."""
+    try:
+        proof = raw.proof()
     except OSError as exc:
-        count += 1
-        yield RawRecord(f"after-record:{count - 1}", reason="unreadable", detail=exc.strerror or str(exc))
-    if count == 0:
-        yield RawRecord("file", reason="no_records", detail="the file holds no record (only whitespace or an empty table)")
+        raise SourceChanged(source.name, f"could not finish reading it to check its digest: {exc}") from exc
+    if not proof.stable:
+        raise SourceChanged(source.name, "it changed while it was read (its size, mtime or ctime moved)")
+    if proof.sha256 != expect:
+        raise SourceChanged(source.name, f"its bytes changed after it was hashed: sha256 {expect[:12]} when listed, "
+                                         f"{proof.sha256[:12]} as read ({proof.size:,} bytes)")
+
+
+def _records(source: SourceFile, raw: SourceBytes, cfg: ReaderConfig, mode: str, field_name: str, batches: bool
+             ) -> Iterator[RawRecord | RecordBatch]:
+    """The records of one source, its bytes read through ``raw``. Raises CorruptSource or OSError on a break."""
+    if source.format == "parquet":  # pyarrow reads the file itself (footer first); ``raw`` hashes it afterwards
+        yield from parquet_records(source.path, field_name, cfg.max_document_bytes)
+        return
+    opened = open_source(source.path, raw)
+    if opened.empty:
+        yield RawRecord("file", reason="empty_file", detail="0 bytes" + (" after decompression" if source.compression else ""))
+        return
+    if opened.binary:
+        yield RawRecord("file", reason="binary_file", detail="NUL bytes in the first 8 KiB", raw=opened.head[:RAW_CAP])
+        return
+    stream = opened.stream
+    limit = cfg.max_document_bytes
+    wide = opened.encoding.startswith(("utf-16", "utf-32"))
+    # a guessed legacy encoding would turn a transcoded file's bad unit into text
+    fallback = "none" if wide else cfg.encoding_fallback
+    delimiter = "," if source.format == "csv" else "\t"
+    records: Iterator[RawRecord | RecordBatch]
+    if source.format == "jsonl":
+        records = (fast_jsonl if batches else jsonl_records)(stream, field_name, limit)
+    elif source.format == "json":
+        records = json_records(stream, field_name, limit)
+    elif source.format in ("csv", "tsv"):
+        records = (fast_csv if batches else csv_records)(stream, field_name, delimiter, limit)
+    elif mode == "line" and batches:
+        stream = normalize_line_ends(stream)  # CR, LF and CRLF all end a line
+        records = fast_lines(stream, TextRecords(mode, limit, cfg.oversize, fallback))
+    else:
+        if mode != "file":
+            stream = normalize_line_ends(stream)
+        records = TextRecords(mode, limit, cfg.oversize, fallback)(stream)
+    if wide:
+        records = _wide_reasons(records, opened.encoding)
+    try:
+        yield from records
+    finally:
+        opened.stream.close()

@@ -7,7 +7,8 @@ a changed file changes its own content digest, so only the id of the shard that 
 that shard is recomputed. Which files share a shard depends on each file's own name and size, not on its
 neighbours (content-defined boundaries), so adding or removing a file changes only the shard around it.
 
-Within a shard, in order: read (corpusforge.storage.readers, strict UTF-8) -> clean (polars expressions) ->
+Within a shard, in order: read (corpusforge.storage.readers, strict UTF-8; each file hashed as it is read and
+checked against the digest the shard's id was made from, see build_corpus_shard) -> clean (polars expressions) ->
 filter -> doc ids, content hashes and splits, a chunk of ~``CHUNK_BYTES`` of text at a time (so their
 intermediate columns never hold a large shard at once) -> exact dedup (first occurrence wins) -> GX
 validation (row failures to quarantine) on the whole shard. Every record read ends in exactly one of kept /
@@ -18,13 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.hashing import sha256_bytes, sha256_file
-from corpusforge.storage.readers import SourceFile, read_batches
+from corpusforge.storage.readers import SourceChanged, SourceFile, read_batches
 from corpusforge.storage.records import RAW_CAP, RecordBatch
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.config import identity
@@ -133,11 +135,42 @@ def shard_name(refs: Sequence[SourceRef]) -> str:
     return slug(refs[0].name) if len(refs) == 1 else slug(f"{refs[0].name} and {len(refs) - 1} more", 80)
 
 
+READ_ATTEMPTS = 3  # reads of a source that keeps changing under the reader before it is refused
+
+
 def build_corpus_shard(refs: SourceRef | Sequence[SourceRef], corpus_cfg, store: ArtifactStore) -> StepResult:
-    """Pure core of the shard step: publish (or reuse) the shard artifact for one source file or a pack."""
+    """Pure core of the shard step: publish (or reuse) the shard artifact for one source file or a pack.
+
+    A source is read and hashed in one pass, and its records are used only if the bytes read are those its
+    digest (so this shard's id) was made from and the file did not change while it was read. Otherwise the
+    build stops before publishing anything and the shard is read again; a source that changed on each of
+    ``READ_ATTEMPTS`` reads is refused as ``source_changed`` (one quarantined record), which makes it another
+    input id, so a later run, with the file at rest, reads it afresh."""
     refs = [refs] if isinstance(refs, SourceRef) else list(refs)
     if not refs:
         raise ValueError("a shard needs at least one source file")
+    changes: dict[str, int] = {}
+    while True:
+        try:
+            return _publish_shard(refs, corpus_cfg, store)
+        except SourceChanged as exc:
+            changes[exc.name] = changes.get(exc.name, 0) + 1
+            gave_up = changes[exc.name] >= READ_ATTEMPTS
+            logging.getLogger("corpusforge").warning(
+                "source %s %s; %s", exc.name, exc.detail,
+                f"refused as source_changed after {READ_ATTEMPTS} reads" if gave_up else "reading the shard again")
+            if gave_up:
+                refs = [refuse_source(r, "source_changed", f"{exc.detail} (on each of {READ_ATTEMPTS} reads)")
+                        if r.name == exc.name else r for r in refs]
+
+
+def refuse_source(ref: SourceRef, reason: str, detail: str) -> SourceRef:
+    """``ref`` refused with ``reason``: a digest of its name and reason instead of its bytes, as for the files
+    refused at discovery (:func:`digest_source`)."""
+    return digest_source(SourceFile(ref.name, Path(ref.path), reason, detail))
+
+
+def _publish_shard(refs: list[SourceRef], corpus_cfg, store: ArtifactStore) -> StepResult:
     inputs = [{"id": r.digest, "kind": "source", "name": r.name, "path": r.path, "size": r.size} for r in refs]
     return run_step(
         store,
@@ -167,7 +200,8 @@ def _read(refs: list[SourceRef], cfg, quarantine: list[dict[str, Any]], records_
     for ref in refs:
         source = SourceFile(ref.name, Path(ref.path), ref.refused, ref.detail)
         n = 0
-        for item in read_batches(source, cfg.reader):
+        # the digest this shard's id was made from: the reader raises SourceChanged if the bytes differ
+        for item in read_batches(source, cfg.reader, expect_sha256=None if ref.refused else ref.digest):
             if isinstance(item, RecordBatch):
                 n += len(item)
                 frame = item.frame()
