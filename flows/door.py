@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import struct
 import sys
 from pathlib import Path
@@ -52,13 +53,14 @@ def server_enabled(environ=os.environ) -> bool:
     return environ.get("CORPUSFORGE_LOCAL_SERVER", "on").strip().lower() not in ("0", "off", "false", "no")
 
 
-def die_with_parent() -> None:
-    """Runs in a child process before exec (``preexec_fn``): Linux sends it SIGTERM when its parent dies, even by
-    kill -9, so no orphaned server keeps a port or a database."""
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """Runs in a child process before exec (``preexec_fn``), or after a fork: Linux sends it ``signum`` when its
+    parent dies, even by kill -9, so no orphaned server keeps a port or a database, and no command runs on
+    without its server."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, signum)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 
@@ -80,6 +82,122 @@ def store_from_argv(argv: list[str], environ=os.environ) -> Path:
 
 def state_path(store_root: Path) -> Path:
     return store_root / "prefect" / STATE_FILE
+
+
+class UnsafeSocketPlace(OSError):
+    """The place for the local server's socket cannot be trusted (or made): commands run in their own
+    processes instead, and the message says why in one line."""
+
+
+def socket_dir(create: bool = False) -> str:
+    """The directory of this user's local-server sockets: ``$XDG_RUNTIME_DIR/corpusforge-<uid>``, else
+    ``$TMPDIR`` (or /tmp) ``/corpusforge-<uid>``. It must be a real directory (not a symlink: it is opened with
+    O_NOFOLLOW, and owner and mode are read from the opened descriptor, so nothing can swap it between the
+    check and the use), owned by this user, with no access for anyone else; and its parent must not let another
+    user rename it away (the parent is this user's, or root's, or sticky). ``create`` makes it (0700) if absent.
+    Raises UnsafeSocketPlace otherwise."""
+    uid = os.getuid()
+    parent = os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp"
+    base = os.path.join(parent, f"corpusforge-{uid}")
+    try:
+        pst = os.stat(parent)
+    except OSError as exc:
+        raise UnsafeSocketPlace(f"{parent} (the socket directory's parent) is not usable: {exc.strerror}") from None
+    if pst.st_uid not in (uid, 0) and pst.st_mode & 0o022 and not pst.st_mode & stat.S_ISVTX:
+        raise UnsafeSocketPlace(f"{parent} is writable by others and not sticky: another user could replace {base}")
+    if create:
+        try:
+            os.mkdir(base, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise UnsafeSocketPlace(f"cannot make {base}: {exc.strerror}") from None
+    try:
+        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise UnsafeSocketPlace(f"{base} does not exist") from None
+    except OSError as exc:  # ELOOP: a symlink; ENOTDIR: a file; EACCES: someone else's
+        what = "a symbolic link" if os.path.islink(base) else exc.strerror
+        raise UnsafeSocketPlace(f"{base} is {what}, not this user's private directory") from None
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if st.st_uid != uid:
+        raise UnsafeSocketPlace(f"{base} is owned by uid {st.st_uid}, not by this user (uid {uid})")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        raise UnsafeSocketPlace(f"{base} has mode {stat.S_IMODE(st.st_mode):o}: others may enter it (must be 700)")
+    return base
+
+
+def socket_path(store_root: Path, create: bool = False) -> str:
+    """Where the store's local server listens: derived here, by whoever connects or listens, from the store's
+    path and this user's checked socket directory; never read from a file that someone else could edit."""
+    name = hashlib.sha256(str(store_root).encode()).hexdigest()[:20] + ".sock"
+    return os.path.join(socket_dir(create), name)
+
+
+# The limits a shell's `ulimit` sets, which a command handed to the server runs under as it would here.
+RLIMITS = ("AS", "CORE", "CPU", "DATA", "FSIZE", "MEMLOCK", "NOFILE", "NPROC", "RSS", "STACK")
+
+
+def current_umask() -> int:
+    try:  # Linux >= 4.7 says it without changing it
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def limits_need_own_process() -> bool:
+    """A finite address-space or data-segment limit (`ulimit -v`, `ulimit -d`) counts the whole process: in a
+    process forked from the warm server it would count the server's imports (~4 GB of address space with torch)
+    too, and mean something else than the user set. Such a command runs in its own process."""
+    import resource
+
+    return any(resource.getrlimit(which)[0] != resource.RLIM_INFINITY
+               for which in (resource.RLIMIT_AS, resource.RLIMIT_DATA))
+
+
+def resource_limits() -> dict[str, list[int]]:
+    import resource
+
+    return {name: list(resource.getrlimit(getattr(resource, f"RLIMIT_{name}"))) for name in RLIMITS
+            if hasattr(resource, f"RLIMIT_{name}")}
+
+
+PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of a connected Unix socket, from the kernel (SO_PEERCRED)."""
+    pid, uid, _ = PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))
+    return pid, uid
+
+
+def connect_to_server(store_root: Path, state: dict, timeout: float = 5) -> socket.socket:
+    """A connection to the store's local server, checked before a byte is sent: the socket lies in this user's
+    private directory, and the process listening on it is this user's and the server the state file names
+    (SO_PEERCRED). Raises OSError otherwise; nothing has been sent then."""
+    path = socket_path(store_root)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(path)
+        pid, uid = peer_credentials(sock)
+        if uid != os.getuid():
+            raise UnsafeSocketPlace(f"the process listening on {path} runs as uid {uid}, not as this user")
+        if pid != int(state.get("pid", -1)):
+            raise UnsafeSocketPlace(f"the process listening on {path} (pid {pid}) is not the store's server")
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def effective_environ(environ, store_root: Path) -> dict[str, str]:
@@ -190,13 +308,15 @@ def delegate(argv: list[str], store_root: Path | None = None, environ=os.environ
         return None
     if state.get("env") != env_fingerprint(effective_environ(environ, store_root)):
         return None
-    if not pid_alive(int(state.get("pid", 0))):
+    if not pid_alive(int(state.get("pid", 0))) or limits_need_own_process():
         return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(5)
-        sock.connect(state["socket"])
-        send_message(sock, {"argv": argv, "cwd": os.getcwd(), "env": dict(environ), "code": code_fingerprint()},
+        sock = connect_to_server(store_root, state)
+    except (OSError, ValueError):
+        return None
+    try:
+        send_message(sock, {"argv": argv, "cwd": os.getcwd(), "env": dict(environ), "code": code_fingerprint(),
+                            "umask": current_umask(), "rlimits": resource_limits()},
                      [0, 1, 2])
         reply, _ = recv_message(sock)
         if not reply or "pid" not in reply:
@@ -205,11 +325,12 @@ def delegate(argv: list[str], store_root: Path | None = None, environ=os.environ
     except (OSError, ValueError, KeyError):
         sock.close()
         return None
-    return _wait_for_child(sock, int(reply["pid"]))
+    return _wait_for_child(sock, int(reply["pid"]), int(state.get("pid", 0)))
 
 
-def _wait_for_child(sock: socket.socket, pid: int) -> int:
-    """Forward signals to the child until the server reports its exit status."""
+def _wait_for_child(sock: socket.socket, pid: int, server_pid: int = 0) -> int:
+    """Forward signals to the child until the server reports its exit status. The connection's other end is
+    held by the server alone (the child closed its copy), so the server's death is an end of stream here at once."""
     forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
     def forward(signum, _frame):
@@ -227,13 +348,20 @@ def _wait_for_child(sock: socket.socket, pid: int) -> int:
                 break
             except InterruptedError:
                 continue
-    except OSError:
+    except (OSError, ValueError):
         reply = None
     finally:
         sock.close()
     if not reply or "exit" not in reply:
-        sys.stderr.write("error: the local corpusforge server went away while running this command; "
-                         "see <store>/logs/local-server.log\n")
+        # The server died; its command died with it (PR_SET_PDEATHSIG, SIGKILL: its Prefect API is gone too, there
+        # is nothing left to report to). Take whatever the command started along, then say so, last.
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        sys.stderr.write(f"error: the local corpusforge server{f' (pid {server_pid})' if server_pid else ''} died "
+                         "while running this command, which was stopped with it; run the command again (a new "
+                         "server starts); see <store>/logs/local-server.log\n")
         return 1
     report = os.environ.get("CORPUSFORGE_SERVER_RUSAGE")  # benchmarks: where the command's own CPU goes
     if report:

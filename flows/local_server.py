@@ -41,15 +41,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from corpusforge.door import (
+    RLIMITS,
+    UnsafeSocketPlace,
     code_fingerprint,
+    connect_to_server,
     die_with_parent,
     effective_environ,
     env_fingerprint,
+    peer_credentials,
     pid_alive,
     read_state,
     recv_message,
     send_message,
     server_enabled,
+    socket_path,
     state_path,
 )
 
@@ -86,13 +91,9 @@ def _log(message: str) -> None:
 
 
 def socket_path_for(store_root: Path) -> str:
-    """A path in a directory only this user can enter (0700, owned by us), short enough for AF_UNIX."""
-    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"corpusforge-{os.getuid()}"
-    base.mkdir(mode=0o700, exist_ok=True)
-    st = base.stat()
-    if st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise PermissionError(f"{base} must be owned by uid {os.getuid()} and not accessible to others")
-    return str(base / (hashlib.sha256(str(store_root).encode()).hexdigest()[:20] + ".sock"))
+    """The server's socket path, in this user's checked private directory (made if absent); see
+    corpusforge.door.socket_dir. Raises door.UnsafeSocketPlace when that place cannot be trusted."""
+    return socket_path(store_root, create=True)
 
 
 def prefect_healthy(url: str, timeout: float = 2.0) -> bool:
@@ -101,6 +102,57 @@ def prefect_healthy(url: str, timeout: float = 2.0) -> bool:
             return response.status == 200
     except (OSError, ValueError):
         return False
+
+
+def tcp_listener_inodes(port: int) -> set[int]:
+    """Inodes of the sockets listening on TCP ``port`` (IPv4 and IPv6) in this network namespace."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as fh:
+                next(fh, None)
+                for line in fh:
+                    fields = line.split()
+                    if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(int(fields[9]))
+        except OSError:
+            continue
+    return inodes
+
+
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds the socket listening on 127.0.0.1:``port``: the kernel's word, not the
+    answer of whatever replies on that port (another store's Prefect API, or another user's listener that took
+    the port between our check and its bind)."""
+    inodes = tcp_listener_inodes(port)
+    if not inodes:
+        return False
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and int(target[8:-1]) in inodes:
+            return True
+    return False
+
+
+def url_port(url: str) -> int:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).port or 80
+
+
+def own_prefect_healthy(url: str, pid: int | None, timeout: float = 2.0) -> bool:
+    """A Prefect API we started is healthy: its port is held by its process (checked before a request is
+    sent, so nothing reaches a listener that is not ours), and it answers /api/health."""
+    if not pid or not listens_on(int(pid), url_port(url)):
+        return False
+    return prefect_healthy(url, timeout)
 
 
 def _free_port(preferred: int) -> int:
@@ -145,6 +197,8 @@ class LocalServer:
         self.socket_path = ""
         self.later = list(LATER_MODULES)  # imported after the server is ready, while no command runs
         self.later_cpu = 0.0
+        self.pid = os.getpid()
+        self.lock = None  # the store's server lock (an open file), never inherited by a command
 
     # --- state ----------------------------------------------------------------------------------------
     def write_state(self, status: str) -> None:
@@ -154,10 +208,7 @@ class LocalServer:
                  "env": self.env_fp, "code": self.code_fp, "idle_seconds": self.idle_seconds,
                  "warm": status == "ready" and not self.later,  # every module imported (LATER_MODULES too)
                  "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        path = state_path(self.store_root)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_private(state_path(self.store_root), json.dumps(state, indent=1) + "\n")
 
     def remove_state(self) -> None:
         state = read_state(self.store_root)
@@ -166,8 +217,9 @@ class LocalServer:
                 state_path(self.store_root).unlink()
 
     # --- the Prefect API ----------------------------------------------------------------------------------
-    def start_prefect(self) -> None:
-        port = _free_port(int(os.environ.get("CORPUSFORGE_PREFECT_PORT", PREFERRED_PREFECT_PORT)))
+    def start_prefect(self, port: int | None = None) -> None:
+        if port is None:
+            port = _free_port(int(os.environ.get("CORPUSFORGE_PREFECT_PORT", PREFERRED_PREFECT_PORT)))
         logs = self.store_root / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
@@ -210,14 +262,23 @@ class LocalServer:
             _log("kept no template of this new Prefect database (it holds more than Prefect's own rows, or the "
                  "cache cannot be written)")
 
-    def wait_prefect_ready(self) -> None:
+    def wait_prefect_ready(self, attempts: int = 4) -> None:
+        """Wait until our Prefect API answers on a port its own process holds. The port was free when chosen,
+        but anyone (another store's server starting at the same moment, another user) may bind it before
+        Prefect does: then Prefect exits, and it starts again on a port the kernel picks."""
         if self.prefect is None:
             return
         logs = self.store_root / "logs"
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while not prefect_healthy(self.prefect_url):
+        while not own_prefect_healthy(self.prefect_url, self.prefect.pid):
             if self.stopping:
                 raise SystemExit(0)
+            if self.prefect.poll() is not None and attempts > 1 and time.monotonic() < deadline:
+                attempts -= 1
+                _log(f"the Prefect API could not start on {self.prefect_url} (the port was taken?): another port")
+                self.start_prefect(port=_free_port(0))
+                self.write_state("warming")
+                continue
             if self.prefect.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the Prefect server did not start; see {logs / 'prefect-server.log'}")
             time.sleep(0.2)
@@ -227,7 +288,7 @@ class LocalServer:
         """After a reload (exec), the Prefect server started by this pid is still running: keep using it."""
         state = read_state(self.store_root) or {}
         url, pid = state.get("prefect_url"), state.get("prefect_pid")
-        if state.get("pid") == os.getpid() and url and pid and pid_alive(int(pid)) and prefect_healthy(url):
+        if state.get("pid") == os.getpid() and url and pid and pid_alive(int(pid)) and own_prefect_healthy(url, pid):
             self.prefect_url = url
             self.prefect = None
             self._adopted_pid = int(pid)
@@ -325,7 +386,10 @@ class LocalServer:
             idle_warm_up = bool(self.later) and not self.children and not self.stopping
             for key, _ in self.selector.select(timeout=0 if idle_warm_up else 1.0):
                 if key.data == "accept":
-                    self.accept()
+                    try:
+                        self.accept()
+                    except Exception:  # noqa: BLE001 - one bad connection never stops the server
+                        _log("a connection failed:\n" + traceback.format_exc())
                 elif key.data == "wake":
                     with contextlib.suppress(BlockingIOError):
                         os.read(wake_r, 512)
@@ -361,19 +425,25 @@ class LocalServer:
         conn.settimeout(5)
         fds: list[int] = []
         try:
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            _, uid, _ = struct.unpack("3i", creds)
+            _, uid = peer_credentials(conn)  # before reading a byte of what it sends
+            if uid != os.getuid():
+                raise ValueError(f"a connection from uid {uid}, not this user")
             message, fds = recv_message(conn, want_fds=3)
-            if uid != os.getuid() or message is None:
-                raise ValueError("not a corpusforge request from this user")
-            if message.get("keepalive"):  # `corpusforge ui` holds one open while it runs
+            if message is None:
+                raise ValueError("the client hung up before its request")
+            if isinstance(message, dict) and message.get("keepalive") is True:  # `corpusforge ui` holds one open
                 conn.settimeout(None)
                 self.keepalive.add(conn)
                 self.selector.register(conn, selectors.EVENT_READ, "keepalive")
                 self.last_active = time.monotonic()
                 return
-            if len(fds) != 3:
-                raise ValueError("a command comes with its stdin, stdout and stderr")
+            problem = request_problem(message) or ("" if len(fds) == 3 else
+                                                   "a command comes with its stdin, stdout and stderr")
+            if not problem and not limits_can_be_applied(message.get("rlimits") or {}):
+                problem = "its resource limits are above this server's hard limits"
+            if problem:
+                send_message(conn, {"refused": problem})
+                raise ValueError(f"bad request: {problem}")
             if self.stopping or self.reload:
                 send_message(conn, {"refused": "stopping"})
                 raise ValueError("stopping")
@@ -384,7 +454,7 @@ class LocalServer:
                 raise ValueError("stale")
             pid = os.fork()
             if pid == 0:
-                self.run_child(message, fds)  # never returns
+                self.run_child(message, fds, conn)  # never returns
             send_message(conn, {"pid": pid})
             conn.settimeout(None)
             self.children[pid] = conn
@@ -457,7 +527,7 @@ class LocalServer:
                 conn.close()
 
     # --- the child -----------------------------------------------------------------------------------------
-    def run_child(self, message: dict, fds: list[int]) -> None:
+    def run_child(self, message: dict, fds: list[int], client: socket.socket) -> None:
         code = 1
         try:
             os.setpgid(0, 0)  # its own group: the server can stop the command and whatever it started
@@ -465,11 +535,23 @@ class LocalServer:
             for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
                 signal.signal(signum, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            # The server killed (even by kill -9) takes its commands along at once: their Prefect API dies with
+            # it, so they could only fail slowly; the client then ends what the command started (its group).
+            die_with_parent(signal.SIGKILL)
+            if os.getppid() != self.pid:  # it died before the line above took effect
+                os._exit(128 + signal.SIGKILL)
+            # Hold nothing of the server's: not the client's connection (the client must see the end of
+            # stream when the server dies), not the store's server lock, not the other clients.
             self.selector.close()
             self.listener.close()
+            client.close()
+            if self.lock is not None:
+                self.lock.close()
             for conn in [*self.children.values(), *self.keepalive]:
                 if conn is not None:
                     conn.close()
+            os.umask(message["umask"])
+            apply_limits(message.get("rlimits") or {})
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
                 os.close(fd)
@@ -530,13 +612,19 @@ class LocalServer:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         import fcntl
 
-        lock = open(lock_path, "a+")
+        lock = self.lock = os.fdopen(os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600), "a+")
         try:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             _log("another local server already serves this store")
+            lock.close()
             return 0
-        self.socket_path = ""
+        try:  # before anything starts: a server that could not listen must not warm up for minutes first
+            self.socket_path = socket_path_for(self.store_root)
+        except UnsafeSocketPlace as exc:
+            _log(f"cannot serve commands: {exc}")
+            lock.close()
+            return 1
         self.external_api = os.environ.get("PREFECT_API_URL", "")
         # Stop cleanly on SIGTERM/SIGINT at any point of the life (state file removed, Prefect stopped).
         signal.signal(signal.SIGTERM, self._on_stop_signal)
@@ -581,6 +669,72 @@ class LocalServer:
             self.remove_state()
             lock.close()
         return 0
+
+
+def write_private(path: Path, text: str) -> None:
+    """Replace ``path`` atomically with a file only this user can read (0600 whatever the umask)."""
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def request_problem(message: object) -> str:
+    """What is wrong with a command request (empty if nothing): checked before anything is forked, so a
+    malformed message gets a refusal and the server goes on."""
+    if not isinstance(message, dict):
+        return "not a JSON object"
+    argv, env = message.get("argv"), message.get("env")
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return "argv must be a list of strings"
+    if not isinstance(message.get("cwd"), str) or not os.path.isabs(message["cwd"]):
+        return "cwd must be an absolute path"
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        return "env must map strings to strings"
+    if not isinstance(message.get("code"), str):
+        return "code must be a string"
+    umask = message.get("umask")
+    if not isinstance(umask, int) or isinstance(umask, bool) or not 0 <= umask <= 0o777:
+        return "umask must be an integer in 0..0o777"
+    limits = message.get("rlimits")
+    if not isinstance(limits, dict) or any(
+            name not in RLIMITS or not isinstance(v, list) or len(v) != 2
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in v) for name, v in limits.items()):
+        return "rlimits must map resource names to [soft, hard] integers"
+    return ""
+
+
+def _limit_value(value: int) -> float:
+    import resource
+
+    return float("inf") if value == resource.RLIM_INFINITY or value < 0 else value
+
+
+def limits_can_be_applied(limits: dict[str, list[int]]) -> bool:
+    """Whether a forked child can take the client's limits: only root may raise a hard limit, so a client whose
+    hard limit is above the server's runs its command in its own process instead."""
+    import resource
+
+    if os.geteuid() == 0:
+        return True
+    for name, (_, hard) in limits.items():
+        _, mine = resource.getrlimit(getattr(resource, f"RLIMIT_{name}"))
+        if _limit_value(hard) > _limit_value(mine):
+            return False
+    return True
+
+
+def apply_limits(limits: dict[str, list[int]]) -> None:
+    """The client's ``ulimit`` settings, in the forked command (as its umask and environment are)."""
+    import resource
+
+    for name, (soft, hard) in limits.items():
+        which = getattr(resource, f"RLIMIT_{name}")
+        if resource.getrlimit(which) != (soft, hard):
+            resource.setrlimit(which, (soft, hard))
 
 
 class _SharedVerifiedContexts:
@@ -762,8 +916,40 @@ def running_prefect_url(store_root: Path) -> str | None:
     state = read_state(store_root)
     if not state or not pid_alive(int(state.get("pid", 0))):
         return None
+    return state_prefect_url(state)
+
+
+def state_prefect_url(state: dict) -> str | None:
+    """The Prefect API a server's state names, if it answers: one the server started must be served by the
+    process the state names (own_prefect_healthy); an external (team) API has no pid of ours to check."""
     url = state.get("prefect_url")
-    return url if url and prefect_healthy(url) else None
+    if not url:
+        return None
+    if state.get("prefect_pid"):
+        return url if own_prefect_healthy(url, state["prefect_pid"]) else None
+    return url if state.get("status") in ("warming", "ready") and prefect_healthy(url) else None
+
+
+_socket_place_problem: str | None = None
+
+
+def socket_place_problem(console=None) -> str:
+    """Why this user's local-server socket place cannot be used (empty if it can), checked once per process
+    before any server is started; the first caller with a problem says it in one line."""
+    global _socket_place_problem
+    if _socket_place_problem is None:
+        try:
+            socket_path(Path("/"), create=True)
+            _socket_place_problem = ""
+        except UnsafeSocketPlace as exc:
+            _socket_place_problem = str(exc)
+            line = (f"not using the local server: {exc}; running this command in its own process "
+                    "(CORPUSFORGE_LOCAL_SERVER=off says this without the check)")
+            if console is not None:
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
+            else:
+                print(line, file=sys.stderr, flush=True)
+    return _socket_place_problem
 
 
 def hand_over(store_root: Path, console=None, timeout: float = READY_TIMEOUT_S) -> int | None:
@@ -773,7 +959,8 @@ def hand_over(store_root: Path, console=None, timeout: float = READY_TIMEOUT_S) 
     with another environment, or a server that failed to start)."""
     from corpusforge import door
 
-    if not door.ENTRY_USED or door.IN_SERVER or not server_enabled():
+    if (not door.ENTRY_USED or door.IN_SERVER or not server_enabled() or door.limits_need_own_process()
+            or socket_place_problem(console)):
         return None
     state = read_state(store_root)
     mine = env_fingerprint(effective_environ(os.environ, store_root))
@@ -799,16 +986,17 @@ def ensure_prefect_api(store_root: Path, console=None) -> str | None:
     if os.environ.get("PREFECT_API_URL"):
         return os.environ["PREFECT_API_URL"]
     url = running_prefect_url(store_root)
-    if url is None and server_enabled():
+    if url is None and server_enabled() and not socket_place_problem(console):
         state = read_state(store_root)
         proc = None if state and pid_alive(int(state.get("pid", 0))) else start_in_background(store_root)
         state = wait_for(store_root, ("warming", "ready"), proc)
-        url = state.get("prefect_url") if state else None
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while url and not prefect_healthy(url):  # the server warms up while its Prefect API starts
-            if time.monotonic() > deadline or (proc is not None and proc.poll() is not None):
-                url = None
+        while state is not None:  # the server warms up while its Prefect API starts (maybe on a second port)
+            url = state_prefect_url(state)
+            if url or time.monotonic() > deadline or (proc is not None and proc.poll() is not None):
+                break
             time.sleep(0.2)
+            state = read_state(store_root)
     if url is None:
         from corpusforge.settings import start_ephemeral_prefect
 
@@ -827,6 +1015,8 @@ def hold_local_server(store_root: Path, console=None, prefect_port: int | None =
         return None, None
     url = running_prefect_url(store_root)
     if url is None:
+        if socket_place_problem(console):
+            return None, None
         if prefect_port:
             os.environ.setdefault("CORPUSFORGE_PREFECT_PORT", str(prefect_port))
         if console is not None:
@@ -837,10 +1027,9 @@ def hold_local_server(store_root: Path, console=None, prefect_port: int | None =
             return None, None
     state = wait_for(store_root, ("ready",), None, timeout=READY_TIMEOUT_S) or {}
     hold = None
-    if state.get("socket"):
+    if state:
         try:
-            hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            hold.connect(state["socket"])
+            hold = connect_to_server(store_root, state)
             send_message(hold, {"keepalive": True})
         except OSError:
             hold = None

@@ -29,10 +29,15 @@ def start(
     """Start the local server for a store in the background and wait until it is warm (every library a stage
     may need imported; a command that starts the server itself waits only for the ones every pipeline uses)."""
     from corpusforge.door import pid_alive, read_state
+    from corpusforge.door import UnsafeSocketPlace, socket_path
     from corpusforge.local_server import start_in_background, wait_for
     from corpusforge.settings import configure_environment
 
     root = _store(store)
+    try:
+        socket_path(root, create=True)
+    except UnsafeSocketPlace as exc:
+        _fail(f"the local server cannot run: {exc}", 1)
     configure_environment(root)
     state = read_state(root)
     if state and pid_alive(int(state.get("pid", 0))) and state.get("status") == "ready" and state.get("warm"):

@@ -161,7 +161,8 @@ def test_new_code_makes_the_server_reload(served):
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(before["socket"])
         with open(os.devnull, "rb") as null_in, open(os.devnull, "wb") as null_out:
-            send_message(sock, {"argv": ["--version"], "cwd": str(root), "env": env, "code": "not-this-code"},
+            send_message(sock, {"argv": ["--version"], "cwd": str(root), "env": env, "code": "not-this-code",
+                                "umask": 0o022, "rlimits": {}},
                          [null_in.fileno(), null_out.fileno(), null_out.fileno()])
         reply, _ = recv_message(sock)
     assert "refused" in reply
@@ -230,13 +231,14 @@ def test_idle_server_stops_and_a_killed_server_takes_its_prefect_api_along(tmp_p
 
 
 def test_the_socket_directory_must_be_private(tmp_path, monkeypatch):
+    from corpusforge.door import UnsafeSocketPlace
     from corpusforge.local_server import socket_path_for
 
     shared = tmp_path / f"corpusforge-{os.getuid()}"
     shared.mkdir(mode=0o777)
     shared.chmod(0o777)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    with pytest.raises(PermissionError):
+    with pytest.raises(UnsafeSocketPlace, match="mode 777"):
         socket_path_for(tmp_path / "store")
     shared.chmod(0o700)
     assert socket_path_for(tmp_path / "store").startswith(str(shared))
