@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -130,6 +131,9 @@ def from_dict(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T
         meta = fields[name].metadata
         if "derived" in meta:  # e.g. a model's vocab_size, which the tokenizer sets
             raise ConfigError(f"{prefix}{name}: {meta['derived']}; leave it out")
+        if "artifact" in meta:  # a reference: its shape only here (cheap, no store); the pipeline resolves it
+            kwargs[name] = check_reference(value, meta["artifact"], f"{prefix}{name}")
+            continue
         variants = meta.get("variants")
         if variants is not None and value is not None and not dataclasses.is_dataclass(value):
             # a tagged union: the sibling field ``variants[0]`` names the dataclass (lm.family -> lm.model)
@@ -176,6 +180,8 @@ def to_dict(obj: Any) -> Any:
 #                                           and of the id; a config that sets it is an error saying why)
 #   "variants": (tag_field, {tag: cls})     a tagged union: the sibling field tag_field picks the dataclass
 #   "steps": (step, ...)                    a config that feeds several steps: the ones this field changes
+#   "artifact": (step, ...)                 an artifact reference (ARTIFACT_REF below): in the id as "input" when
+#                                           set, since the artifact's full id is among the step's inputs
 
 NOT_IN_ID: dict[str, Any] = {"identity": False}
 
@@ -188,6 +194,10 @@ def identity(cfg: Any, step: str | None = None) -> dict[str, Any]:
         if step is not None and "steps" in f.metadata and step not in f.metadata["steps"]:
             continue
         rule = f.metadata.get("identity", True)
+        if "artifact" in f.metadata and rule is True:  # the resolved artifact's id is an input, not what was typed
+            if getattr(cfg, f.name):
+                out[f.name] = "input"
+            continue
         if "derived" in f.metadata:  # set from an input (a model's vocab_size from the tokenizer, whose id is one)
             continue
         if rule is False or (callable(rule) and not rule(cfg)):
@@ -198,6 +208,79 @@ def identity(cfg: Any, step: str | None = None) -> dict[str, Any]:
             value = transform(cfg, value)
         out[f.name] = identity(value, step) if dataclasses.is_dataclass(value) else to_dict(value)
     return out
+
+
+# --- artifact references: a stage with several inputs ------------------------------------------------------------
+# A field made with artifact_ref(steps, doc) names an artifact the step reads besides its upstream: either the
+# section of an earlier stage in the same pipeline ("tokenizer": that stage's artifact of one of ``steps``), or the
+# id (or a unique prefix of at least 4 hex characters) of a published artifact of one of ``steps``. The config
+# checks only the shape; the pipeline and the planner resolve it (corpusforge.tasks.step.resolve_references) and
+# hand the step core ``refs={field: StepResult}``; run_step adds each to the step's inputs, so the artifact's full
+# id is part of the step's id (a prefix and the full id give the same artifact) and of its lineage.
+
+_SECTION_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_ID_RE = re.compile(r"[0-9a-f]{4,64}")
+
+
+def artifact_ref(steps: tuple[str, ...], doc: str, **metadata: Any) -> dict[str, Any]:
+    """Field metadata of an artifact reference to an artifact of one of ``steps`` (see above)."""
+    return {"artifact": tuple(steps), "doc": doc, **metadata}
+
+
+def is_artifact_id(value: str) -> bool:
+    """A reference that is an id or id prefix (lowercase hex, 4..64), not a section name."""
+    return bool(_ID_RE.fullmatch(value))
+
+
+def check_reference(value: Any, steps: tuple[str, ...], path: str) -> str | None:
+    """An artifact reference's shape: null or "" (none), a section name or an id prefix; a ConfigError else."""
+    if value is None or value == "":
+        return value
+    what = " or ".join(steps)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ConfigError(f"{path}: got the number {value!r}; an id prefix of digits only reads as a number in "
+                          f"YAML: quote it, e.g. '{value}'")
+    if not isinstance(value, str):
+        raise ConfigError(f"{path}: expected a {what} artifact (a section of this pipeline, or an artifact id), "
+                          f"got {type(value).__name__} {value!r}")
+    ref = value.strip()
+    if ref.lower() != ref and is_artifact_id(ref.lower()):
+        ref = ref.lower()
+    if not (is_artifact_id(ref) or _SECTION_RE.fullmatch(ref)):
+        raise ConfigError(f"{path}: {value!r} is neither a section name nor an artifact id (at least 4 hex "
+                          f"characters); give the section that makes the {what} artifact, or its id")
+    return ref
+
+
+def references(cfg: Any, prefix: str = "") -> list[tuple[str, str, tuple[str, ...]]]:
+    """(dotted field path, value, allowed steps) of every reference that ``cfg`` sets, nested dataclasses
+    included, in field order: the order in which their artifacts join the step's inputs."""
+    found: list[tuple[str, str, tuple[str, ...]]] = []
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if "artifact" in f.metadata:
+            if value:
+                found.append((prefix + f.name, value, tuple(f.metadata["artifact"])))
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            found += references(value, f"{prefix}{f.name}.")
+    return found
+
+
+def reference_fields(cls: type, prefix: str = "") -> list[tuple[str, tuple[str, ...]]]:
+    """(dotted field path, allowed steps) of every reference field a config class declares, nested
+    dataclasses (a plain or optional dataclass field) included."""
+    hints = typing.get_type_hints(cls)
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for f in dataclasses.fields(cls):
+        if "artifact" in f.metadata:
+            found.append((prefix + f.name, tuple(f.metadata["artifact"])))
+            continue
+        tp = hints.get(f.name)
+        members = get_args(tp) if get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+        for member in members:
+            if dataclasses.is_dataclass(member):
+                found += reference_fields(member, f"{prefix}{f.name}.")
+    return found
 
 
 PATH_FIELD: dict[str, Any] = {"path": True}  # field metadata: a file path, relative to the config file's directory
@@ -230,6 +313,11 @@ def check_artifact_name(name: str, field_name: str = "name") -> None:
         raise ValueError(f"{field_name}: {exc}") from None
 
 
+def one_line(exc: BaseException) -> str:
+    """A parser's message (PyYAML's spans several lines, with a caret drawing) as one line."""
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip() and line.strip() != "^")
+
+
 def parse_override(item: str) -> tuple[list[str], Any]:
     """``a.b=c`` -> (["a", "b"], yaml-parsed c)."""
     import yaml
@@ -243,7 +331,9 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
-        raise ConfigError(f"--set {item!r}: cannot parse the value: {exc}") from None
+        raise ConfigError(f"--set {item!r}: cannot parse the value: {one_line(exc)}") from None
+    except RecursionError:
+        raise ConfigError(f"--set {key}=...: the value is nested too deeply") from None
     if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string; users mean a number
         try:
             value = float(value) if any(c in value.lower() for c in ".e") and value.strip() not in ("", ".") else value
@@ -278,10 +368,18 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
+    raw = p.read_bytes()
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save the "
+                          "config as UTF-8") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{path}: not valid YAML: {one_line(exc)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to be a pipeline config") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -121,6 +121,9 @@ def _store(store: Optional[str | Path]) -> Path:
     """The store's root directory (an object store's: its local cache, after checking the bucket answers)."""
     from corpusforge.storage.store import StoreError, resolve_store_root
 
+    if store is not None and not str(store).strip():
+        _fail("--store is empty: give the store's directory or URL (or leave the flag out for $CORPUSFORGE_STORE, "
+              "else ./.corpusforge)", 2)
     try:
         root = resolve_store_root(store)
     except StoreError as exc:

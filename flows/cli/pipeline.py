@@ -95,8 +95,8 @@ def schedule(
 
 def ui(
     store: StoreOpt = None,
-    prefect_port: Annotated[int, typer.Option(help="Port for the Prefect UI.")] = 4200,
-    mlflow_port: Annotated[int, typer.Option(help="Port for the MLflow UI.")] = 5000,
+    prefect_port: Annotated[int, typer.Option(min=1, max=65535, help="Port for the Prefect UI.")] = 4200,
+    mlflow_port: Annotated[int, typer.Option(min=1, max=65535, help="Port for the MLflow UI.")] = 5000,
     host: Annotated[str, typer.Option(help="Bind address; keep 127.0.0.1 unless you know why.")] = "127.0.0.1",
 ) -> None:
     """Start the Prefect server and the MLflow UI for this store on 127.0.0.1; print their URLs and Data Docs."""

@@ -208,3 +208,37 @@ def test_missing_sources_are_refused_before_prefect_or_mlflow_start(tmp_path):
         assert words in res.stderr and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
     left = sorted(p.name for p in store.iterdir()) if store.exists() else []
     assert not any(name.startswith(("mlflow", "prefect", ".server", "server")) for name in left), left
+
+
+def one_line_exit_2(res: subprocess.CompletedProcess) -> str:
+    assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", ["latin-1", "nested", "unclosed"])
+def test_a_bad_config_file_is_one_line_with_exit_2(tmp_path, case):
+    """A non-UTF-8 YAML config gave a 45-line traceback and YAML nested 5,000 deep a RecursionError of 2,990
+    lines; PyYAML's own messages span several lines."""
+    body = {"latin-1": "corpus:\n  name: caf\xe9\n".encode("latin-1"),
+            "nested": ("a: " + "[" * 5000 + "]" * 5000 + "\n").encode(),
+            "unclosed": b"corpus: {name: x\n"}[case]
+    config = write(tmp_path / "bad.yaml", body)
+    res = subprocess.run([CLI, "run", str(config), "--store", str(tmp_path / "s")], capture_output=True, text=True,
+                         env=cold_env(), timeout=120)
+    line = one_line_exit_2(res)
+    assert str(config) in line and {"latin-1": "not UTF-8", "nested": "nested too deeply",
+                                    "unclosed": "not valid YAML"}[case] in line
+
+
+def test_bad_ports_and_an_empty_store_are_refused_in_one_line(tmp_path):
+    res = subprocess.run([CLI, "ui", "--prefect-port", "99999", "--store", str(tmp_path / "s")], capture_output=True,
+                         text=True, env=cold_env(), timeout=60)
+    assert res.returncode == 2 and "--prefect-port" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "s").exists()
+    source = write(tmp_path / "a.txt", "one line\n")
+    res = subprocess.run([CLI, "corpus", str(source), "--name", "x", "--store", ""], capture_output=True, text=True, env=cold_env(),
+                         timeout=60, cwd=tmp_path)
+    assert "--store is empty" in one_line_exit_2(res)
+    assert not (tmp_path / ".corpusforge").exists()
