@@ -362,7 +362,7 @@ def drop_examples(quarantine, dropped) -> dict[str, list[str]]:
 def _retry_on_io_error(task, task_run, state) -> bool:
     """Retry transient I/O failures only; a bad config or failed validation will not fix itself."""
     try:
-        state.result()
+        state.result(_sync=True)  # without it Prefect may hand back a coroutine (never raising) where it sees a loop
     except OSError:
         return True
     except Exception:  # noqa: BLE001 - anything else is not transient
