@@ -17,7 +17,7 @@ from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
 from corpusforge.pipeline_config import PipelineConfig, RunnerConfig, TrackingConfig, pipeline_config_from_dict  # noqa: F401
-from corpusforge.plan import pipeline_summary
+from corpusforge.plan import check_store_references, pipeline_summary, stage_references
 from corpusforge.stages import STAGES, load
 from corpusforge.storage.store import ArtifactStore, resolve_store_root
 from corpusforge.storage.tracking import open_tracker
@@ -215,7 +215,9 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
     resolved = to_dict(cfg)
     store_root = resolve_store_root(store)
     logger = get_run_logger()
-    for stale in ArtifactStore(store_root).sweep_stale_temps():
+    artifacts = ArtifactStore(store_root)
+    check_store_references(cfg, artifacts, Path(base_dir) if base_dir is not None else None)  # before any work
+    for stale in artifacts.sweep_stale_temps():
         logger.info("removed %s: the temp dir of a writer that died mid-publish", stale)
     tracker = open_tracker(store_root, experiment_name(cfg.name), enabled=cfg.tracking.enabled)
     for run_id in getattr(tracker, "killed_orphans", ()):
@@ -233,12 +235,17 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
         with shard_progress("corpus shards") as on_progress:
             results = _run_corpus_stage(resolved["corpus"], str(store_root), base_dir, on_progress)
         outputs: dict[str, StepResult] = {"corpus": results[-1]}
+        ran: dict[str, list[StepResult]] = {"corpus": list(results)}  # what each stage ran: references pick here
         for stage, stage_cfg in cfg.stages(base_dir):
             extra = {"on_metrics": live.callback(stage.section, stage_cfg.name)} if stage.live else {}
+            if stage.references():
+                refs = stage_references(stage, stage_cfg, artifacts, ran)
+                extra["refs"] = {field: r.to_dict() for field, r in refs.items()}
             returned = load(stage.task)(outputs[stage.after].to_dict(), to_dict(stage_cfg), str(store_root), **extra)
-            ran = [StepResult.from_dict(r) for r in (returned if isinstance(returned, list) else [returned])]
-            results += ran
-            outputs[stage.section] = ran[-1]
+            returned = returned if isinstance(returned, list) else [returned]
+            ran[stage.section] = [StepResult.from_dict(r) for r in returned]
+            results += ran[stage.section]
+            outputs[stage.section] = ran[stage.section][-1]
         counts = track_results(tracker, parent, results, register=cfg.tracking.register_models, live=live,
                                stages=STAGES)
         failed = False

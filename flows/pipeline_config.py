@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from corpusforge.stages import STAGES, Stage, downstream
+from corpusforge.stages import STAGES, Stage, check_references, downstream
 from corpusforge.tasks.config import ConfigError, from_dict
 
 
@@ -74,6 +74,7 @@ def _post_init(self) -> None:
         if not isinstance(value, stage.config):
             object.__setattr__(self, stage.section, stage.from_dict(value))
         present.add(stage.section)
+    check_references({s.section: getattr(self, s.section) for s in STAGES})  # a section named: before this one
     if self.lm is not None and not getattr(self.tokenizer, "encode", True):
         raise ConfigError("lm: trains on encoded token shards; set tokenizer.encode: true")
 

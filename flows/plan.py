@@ -11,17 +11,18 @@ No Prefect and no MLflow are imported here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from corpusforge.pipeline_config import PipelineConfig
-from corpusforge.stages import STAGES, load
+from corpusforge.stages import STAGES, Stage, load
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.storage.tracking import RegistryLedger, default_tracking_uri
 from corpusforge.tasks.corpus.merge import build_corpus, describe, discover, packs_in_corpus_order
 from corpusforge.tasks.corpus.shard import SourceRef, build_corpus_shard
-from corpusforge.tasks.step import NotPublished, StepResult, lookup_only
+from corpusforge.tasks.step import NotPublished, StepResult, lookup_only, resolve_references
 
 
 @dataclass
@@ -39,9 +40,28 @@ class Plan:
         return self.missing is None
 
 
-def run_stage_core(section_core: str, upstream: StepResult, stage_cfg: Any, store: ArtifactStore) -> list[StepResult]:
-    returned = load(section_core)(upstream, stage_cfg, store)
+def run_stage_core(stage: Stage, upstream: StepResult, stage_cfg: Any, store: ArtifactStore,
+                   ran: Mapping[str, Sequence[StepResult]]) -> list[StepResult]:
+    """The stage's core on its upstream's main output, with its artifact references resolved (``ran``: the steps
+    each earlier stage of this run ran)."""
+    extra = {"refs": stage_references(stage, stage_cfg, store, ran)} if stage.references() else {}
+    returned = load(stage.core)(upstream, stage_cfg, store, **extra)
     return list(returned) if isinstance(returned, (list, tuple)) else [returned]
+
+
+def stage_references(stage: Stage, stage_cfg: Any, store: ArtifactStore,
+                     ran: Mapping[str, Sequence[StepResult]] | None = None) -> dict[str, StepResult]:
+    """The artifacts the stage's config references (dotted field -> artifact): a section of this run from
+    ``ran``, an id or prefix from the store. The flow and the planner both resolve them here."""
+    return resolve_references(stage_cfg, store, section=stage.section, sections=ran)
+
+
+def check_store_references(cfg: PipelineConfig, store: ArtifactStore, base_dir: Path | None) -> None:
+    """Resolve every reference by id now, so that an unknown id or an artifact of the wrong step is a config
+    error before anything runs (section references were checked with the config, and resolve as the run goes)."""
+    for stage, stage_cfg in cfg.stages(base_dir):
+        if stage.references():
+            resolve_references(stage_cfg, store, section=stage.section, ids_only=True)
 
 
 def plan_pipeline(cfg: PipelineConfig, store_root: Path, base_dir: Path | None) -> Plan:
@@ -50,6 +70,7 @@ def plan_pipeline(cfg: PipelineConfig, store_root: Path, base_dir: Path | None) 
     refs, skipped = discover(cfg.corpus, base_dir)
     plan = Plan(sources=refs, skipped=skipped)
     store = ArtifactStore(store_root)
+    check_store_references(cfg, store, base_dir)
     try:
         with lookup_only():
             packs = packs_in_corpus_order(refs, cfg.corpus, store)
@@ -58,10 +79,11 @@ def plan_pipeline(cfg: PipelineConfig, store_root: Path, base_dir: Path | None) 
             corpus = build_corpus(shards, cfg.corpus, store, skipped)
             plan.results.append(corpus)
             plan.outputs["corpus"] = corpus
+            ran: dict[str, list[StepResult]] = {"corpus": [*shards, corpus]}
             for stage, stage_cfg in cfg.stages(base_dir):
-                ran = run_stage_core(stage.core, plan.outputs[stage.after], stage_cfg, store)
-                plan.results += ran
-                plan.outputs[stage.section] = ran[-1]
+                ran[stage.section] = run_stage_core(stage, plan.outputs[stage.after], stage_cfg, store, ran)
+                plan.results += ran[stage.section]
+                plan.outputs[stage.section] = ran[stage.section][-1]
     except NotPublished as exc:
         plan.missing = exc
     return plan

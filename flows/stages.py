@@ -8,7 +8,11 @@ Reading it imports each stage's leaf config module only, never a step module.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from corpusforge.tasks import corpus, embeddings, lm, ngram, tokenizer
+from corpusforge.tasks.config import ConfigError, is_artifact_id, references
 from corpusforge.tasks.stage import Stage, load  # noqa: F401 - load: re-exported for the flows
 
 STAGES: tuple[Stage, ...] = (
@@ -29,13 +33,53 @@ def downstream() -> tuple[Stage, ...]:
     return tuple(s for s in STAGES if s.after is not None)
 
 
+def check_references(sections: Mapping[str, Any], stages: tuple[Stage, ...] = STAGES) -> None:
+    """The artifact references of a pipeline's sections (section -> its config, None when absent) that name a
+    section: it must be a stage of this pipeline that makes an artifact of an allowed step and runs before the
+    one that reads it (stages run in registry order). A ConfigError (one line) otherwise. References by id are
+    resolved against the store when the run starts (corpusforge.tasks.step.resolve_references)."""
+    order = {s.section: i for i, s in enumerate(stages)}
+    for stage in stages:
+        cfg = sections.get(stage.section)
+        if cfg is None:
+            continue
+        for dotted, value, steps in references(cfg):
+            if is_artifact_id(value):
+                continue
+            where, what = f"{stage.section}.{dotted}", " or ".join(steps)
+            target = next((s for s in stages if s.section == value), None)
+            if target is None:
+                raise ConfigError(f"{where}: {value!r} is neither a section of a pipeline ("
+                                  + ", ".join(order) + ") nor an artifact id (at least 4 hex characters)")
+            if not set(steps) & set(target.steps):
+                raise ConfigError(f"{where}: the {value} section makes no {what} artifact (it makes "
+                                  + ", ".join(target.steps) + ")")
+            if order[value] >= order[stage.section]:
+                raise ConfigError(f"{where}: the {value} section runs after {stage.section}, not before it "
+                                  f"(stages run in the order of flows/stages.py); give the id of a published "
+                                  f"{what} artifact instead")
+            if sections.get(value) is None:
+                raise ConfigError(f"{where}: names the {value} section, which this pipeline does not have; add "
+                                  f"one, or give the id of a published {what} artifact")
+
+
 def _check(stages: tuple[Stage, ...]) -> None:
     seen: set[str] = set()
+    made = {step for s in stages for step in s.steps}
     for s in stages:
         if s.section in seen:
             raise RuntimeError(f"stage {s.section!r} is registered twice")
         if s.after is not None and s.after not in seen:
             raise RuntimeError(f"stage {s.section!r} runs after {s.after!r}, which is not registered before it")
+        if is_artifact_id(s.section):  # a reference that is all hex means an artifact id
+            raise RuntimeError(f"stage {s.section!r}: a section name cannot be all hex digits")
+        for dotted, steps in s.references():
+            if s.after is None:
+                raise RuntimeError(f"stage {s.section!r}: the root stage cannot reference artifacts ({dotted})")
+            unknown = sorted(set(steps) - made)
+            if unknown:
+                raise RuntimeError(f"stage {s.section!r}: {dotted} references step {unknown[0]!r}, which no "
+                                   "registered stage makes")
         seen.add(s.section)
     if [s.section for s in stages if s.after is None] != ["corpus"]:
         raise RuntimeError("exactly one root stage, corpus, comes first")

@@ -180,7 +180,7 @@ def to_dict(obj: Any) -> Any:
 #                                           and of the id; a config that sets it is an error saying why)
 #   "variants": (tag_field, {tag: cls})     a tagged union: the sibling field tag_field picks the dataclass
 #   "steps": (step, ...)                    a config that feeds several steps: the ones this field changes
-#   "artifact": (step, ...)                 an artifact reference (ARTIFACT_REF below): in the id as "input" when
+#   "artifact": (step, ...)                 an artifact reference (artifact_ref below): in the id as "input" when
 #                                           set, since the artifact's full id is among the step's inputs
 
 NOT_IN_ID: dict[str, Any] = {"identity": False}

@@ -50,7 +50,12 @@ class Stage:
     store) -> StepResult | list[StepResult]`` is the pure function the task wraps; the planner runs it in
     lookup-only mode to answer a fully published run from the store. ``after`` names the stage whose main output
     it consumes (the only stage package it may import, with that one's own upstream). The corpus stage, the root,
-    has ``after=None`` and is run by the pipeline itself (one task per source file, then a merge)."""
+    has ``after=None`` and is run by the pipeline itself (one task per source file, then a merge).
+
+    A stage whose config declares artifact references (fields made with corpusforge.tasks.config.artifact_ref:
+    ``ngram.tokenizer``, a checkpoint to start from) reads more than its upstream: its task also takes
+    ``refs: dict[str, dict]`` and its core ``refs: dict[str, StepResult]`` (dotted field -> the artifact),
+    which the pipeline and the planner resolve, and the core hands to run_step (they join the step's inputs)."""
 
     section: str
     config: type
@@ -61,6 +66,12 @@ class Stage:
     live: bool = False  # the task takes ``on_metrics`` (a trainer callback): its curves go to MLflow as they happen
     steps: Mapping[str, StepOutputs] = field(default_factory=dict)
     registers: Registers | None = None
+
+    def references(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(dotted config field, allowed steps) of each artifact reference its config declares."""
+        from corpusforge.tasks.config import reference_fields
+
+        return reference_fields(self.config)
 
     def from_dict(self, data: Mapping[str, Any] | None) -> Any:
         from corpusforge.tasks.config import from_dict

@@ -72,6 +72,56 @@ def artifact_input(result: StepResult | Mapping[str, Any]) -> dict[str, Any]:
     return {"id": r.id, "kind": "artifact", "step": r.step, "name": r.name}
 
 
+def resolve_references(cfg: Any, store: ArtifactStore, *, section: str,
+                       given: Mapping[str, StepResult | Mapping[str, Any]] | None = None,
+                       sections: Mapping[str, Sequence[StepResult]] | None = None,
+                       ids_only: bool = False) -> dict[str, StepResult]:
+    """The artifacts ``cfg``'s reference fields name (corpusforge.tasks.config.artifact_ref), by dotted field
+    path, in field order: ``given`` (what the pipeline resolved) first; a section name from ``sections`` (the
+    steps each stage of this run ran: the last one of an allowed step); an id or unique prefix from the store.
+    A reference that names nothing, or an artifact of another step, is a one-line ConfigError. ``ids_only``:
+    only the references by id are resolved (a check before a run; section names were checked with the config)."""
+    from corpusforge.tasks.config import ConfigError, is_artifact_id, references
+
+    out: dict[str, StepResult] = {}
+    for dotted, value, steps in references(cfg):
+        where, what = f"{section}.{dotted}", " or ".join(steps)
+        if given is not None and dotted in given:
+            r = given[dotted]
+            found = r if isinstance(r, StepResult) else StepResult.from_dict(r)
+        elif not is_artifact_id(value):
+            if ids_only:
+                continue
+            ran = (sections or {}).get(value)
+            if ran is None:
+                raise ConfigError(f"{where}: {value!r} names a pipeline section; only a pipeline that runs it can "
+                                  "resolve it (give an artifact id instead)")
+            found = next((r for r in reversed(ran) if r.step in steps), None)
+            if found is None:
+                raise ConfigError(f"{where}: the {value} section made no {what} artifact in this run")
+        else:
+            found = _published(store, value, where)
+        if found.step not in steps:
+            raise ConfigError(f"{where}: {found.id[:12]} is a {found.step} artifact ({found.name}), not a {what}")
+        out[dotted] = found
+    return out
+
+
+def _published(store: ArtifactStore, ref: str, where: str) -> StepResult:
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.tasks.config import ConfigError
+
+    try:
+        found = Catalog(store).get(ref)
+    except LookupError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    if found.problem:
+        raise ConfigError(f"{where}: {found.problem}")
+    m = found.manifest
+    return StepResult(id=m["id"], step=str(m.get("step")), name=str(m.get("name")), path=str(found.path),
+                      reused=True, seconds=0.0)
+
+
 def slug(text: str, limit: int = 64) -> str:
     """A safe artifact name from free text: 'sample/a b.txt' -> 'sample__a_b.txt'."""
     s = re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace("/", "__")).lstrip("._-")
@@ -115,8 +165,12 @@ def run_step(
     inputs: list[Mapping[str, Any]],
     build: Callable[[Path], Mapping[str, Any] | None],
     libraries: Sequence[str] = (),
+    references: Mapping[str, StepResult] | None = None,
 ) -> StepResult:
-    """Publish the step's artifact, or reuse it when its id is already in the store."""
+    """Publish the step's artifact, or reuse it when its id is already in the store. ``references`` (what
+    :func:`resolve_references` gave the core) join ``inputs`` after the others, in field order: each artifact's
+    id is part of the step's id, and the artifact is part of its lineage."""
+    inputs = [*inputs, *(artifact_input(r) for r in (references or {}).values())]
     if _LOOKUP_ONLY.get():
         aid = artifact_id(step, version, config, [str(i["id"]) for i in inputs])
         manifest = store.lookup(step, name, aid)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,8 @@ from corpusforge.storage.hashing import sha256_file
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.ngram.config import NgramConfig, Smoothing, identity_config, ngram_config_from_dict  # noqa: F401
 from corpusforge.tasks.orchestration import prefect_task
-from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step, slug
+from corpusforge.tasks.step import (StepResult, artifact_input, log_step_outcome, resolve_references, run_step,
+                                   slug)
 
 NGRAM_STEP = "ngram"
 NGRAM_VERSION = 4  # 2: counts.duckdb holds ngrams_padded + views; model.arpa.gz has a fixed gzip header
@@ -63,28 +64,21 @@ def _parquet_sentences(files: Sequence[Path], sentence: str) -> Iterator[list[st
 
 
 def build_ngram(corpus: StepResult, cfg: NgramConfig, store: ArtifactStore,
-                progress: Progress | None = None) -> StepResult:
-    """Pure core: count, estimate, evaluate, export. Same corpus + config + eval files -> same id (reused).
-    ``progress(stage, done, total)`` hears how counting, estimation and ARPA writing advance."""
+                progress: Progress | None = None, refs: Mapping[str, StepResult] | None = None) -> StepResult:
+    """Pure core: count, estimate, evaluate, export. Same corpus + config + eval files (+ tokenizer) -> same id
+    (reused). ``progress(stage, done, total)`` hears how counting, estimation and ARPA writing advance.
+    ``refs`` holds the tokenizer artifact the pipeline resolved for ``cfg.tokenizer``; called without it, an id
+    or prefix there is looked up in the store."""
     missing = [p for p in cfg.eval if not Path(p).is_file()]
     if missing:
         raise FileNotFoundError(f"ngram.eval: no such file: {missing[0]}")
     inputs = [artifact_input(corpus)] + [
         {"id": sha256_file(Path(p)), "kind": "source", "name": Path(p).name, "path": str(Path(p).resolve()),
          "size": Path(p).stat().st_size} for p in cfg.eval]
-    tokenizer_dir = None
-    if cfg.tokenizer:
-        from corpusforge.storage.catalog import Catalog
-
-        found = Catalog(store).get(cfg.tokenizer)
-        if found.manifest.get("step") != "tokenizer":
-            raise ValueError(f"ngram.tokenizer: {cfg.tokenizer} is a {found.manifest.get('step')} artifact, "
-                             "not a tokenizer")
-        tokenizer_dir = found.path
-        inputs.append({"id": found.manifest["id"], "kind": "artifact", "step": "tokenizer",
-                       "name": found.manifest.get("name")})
+    refs = resolve_references(cfg, store, section="ngram", given=refs)
+    tokenizer_dir = Path(refs["tokenizer"].path) if "tokenizer" in refs else None
     return run_step(store, step=NGRAM_STEP, version=NGRAM_VERSION, name=cfg.artifact_name,
-                    config=identity_config(cfg), inputs=inputs,
+                    config=identity_config(cfg), inputs=inputs, references=refs,
                     build=lambda out: _build(out, corpus, cfg, tokenizer_dir, progress), libraries=LIBRARIES)
 
 
@@ -367,12 +361,14 @@ def ngram_merge_task(files: list[str], out_path: str, order: int, settings: dict
 
 
 @prefect_task(name="ngram")
-def ngram_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str) -> dict[str, Any]:
+def ngram_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str,
+               refs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     from corpusforge.tasks.progress import stage_progress
 
     cfg = ngram_config_from_dict(config)
     with stage_progress(f"ngram {cfg.artifact_name}") as progress:
-        result = build_ngram(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), progress=progress)
+        result = build_ngram(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), progress=progress,
+                             refs={k: StepResult.from_dict(v) for k, v in (refs or {}).items()})
     log_step_outcome(result)
     return result.to_dict()
 

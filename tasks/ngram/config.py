@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from corpusforge.tasks.config import NOT_IN_ID, PATH_FIELD, check_artifact_name, from_dict, identity
+from corpusforge.tasks.config import (NOT_IN_ID, PATH_FIELD, artifact_ref, check_artifact_name, from_dict,
+                                     identity)
 
 Smoothing = Literal["mle", "add-k", "stupid-backoff", "kneser-ney", "modified-kneser-ney"]
 
@@ -44,11 +45,10 @@ class NgramConfig:
     temp_directory: str | None = field(default=None, metadata={
         "doc": "DuckDB spill directory for corpora bigger than memory; default: inside the build dir.", **NOT_IN_ID})
     threads: int = field(default=0, metadata={"doc": "DuckDB threads; 0 = all cores.", **NOT_IN_ID})
-    tokenizer: str | None = field(default=None, metadata={
-        "doc": "Id (or unique prefix) of a trained tokenizer artifact: count its tokens instead of whitespace "
-               "words (whitespace inside a token is written as U+2581). Default: whitespace words.",
-        # the tokenizer artifact's full id is among the step's inputs
-        "identity": lambda cfg: bool(cfg.tokenizer), "identity_value": lambda cfg, _: "input"})
+    tokenizer: str | None = field(default=None, metadata=artifact_ref(("tokenizer",), doc=(
+        "A trained tokenizer: the tokenizer section of this pipeline (tokenizer) or the id (or a unique prefix) "
+        "of a published tokenizer artifact; count its tokens instead of whitespace words (whitespace inside a "
+        "token is written as U+2581). Default: whitespace words.")))
     partitions: int = field(default=0, metadata={
         "doc": "0: count in one DuckDB process. P >= 1: P counting tasks on the pipeline's task runner (threads, "
                "processes, dask, ray), each over 1/P of the documents, write their n-grams split into P "

@@ -96,6 +96,24 @@ def test_every_stage_package_is_registered_once_with_its_own_declaration():
             assert stage.registers.step in steps
 
 
+def test_a_stage_with_artifact_references_takes_them_in_its_task_and_core():
+    """The pipeline and the planner hand ``refs`` to every stage whose config declares an artifact reference
+    (corpusforge.tasks.config.artifact_ref); each declared step is made by some registered stage."""
+    import inspect
+
+    from corpusforge.stages import STAGES, load
+
+    made = {step for s in STAGES for step in s.steps}
+    with_refs = [s for s in STAGES if s.references()]
+    assert "ngram" in [s.section for s in with_refs]  # ngram.tokenizer: the first stage with two inputs
+    for stage in with_refs:
+        for ref in (stage.task, stage.core):
+            fn = load(ref)
+            assert "refs" in inspect.signature(getattr(fn, "fn", fn)).parameters, ref
+        for dotted, steps in stage.references():
+            assert set(steps) <= made, (stage.section, dotted)
+
+
 def _hints_any(tp, path: str, seen: set) -> list[str]:
     """Every place under ``tp`` typed Any (or a mapping to Any)."""
     bad = []
