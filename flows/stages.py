@@ -54,7 +54,10 @@ def check_references(sections: Mapping[str, Any], stages: tuple[Stage, ...] = ST
             if not set(steps) & set(target.steps):
                 raise ConfigError(f"{where}: the {value} section makes no {what} artifact (it makes "
                                   + ", ".join(target.steps) + ")")
-            if order[value] >= order[stage.section]:
+            if value == stage.section:
+                raise ConfigError(f"{where}: a stage cannot read an artifact of its own section in the same run; "
+                                  f"give the id of a published {what} artifact")
+            if order[value] > order[stage.section]:
                 raise ConfigError(f"{where}: the {value} section runs after {stage.section}, not before it "
                                   f"(stages run in the order of flows/stages.py); give the id of a published "
                                   f"{what} artifact instead")

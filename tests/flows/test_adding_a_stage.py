@@ -1,6 +1,7 @@
 """The README's "Adding a stage" recipe, followed literally on a copy of the package: one new package under
 tasks/ plus one line in flows/stages.py make a stage the pipeline config types, the flow runs after its upstream,
-MLflow receives the declared files of, and a rerun reuses; a field marked not-in-id changes nothing."""
+MLflow receives the declared files of, and a rerun reuses; a field marked not-in-id changes nothing; a field that
+references another artifact (artifact_ref) hands it to the step and adds it to the step's inputs."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from corpusforge.tasks.config import NOT_IN_ID, check_artifact_name
+from corpusforge.tasks.config import NOT_IN_ID, artifact_ref, check_artifact_name
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class WordstatsConfig:
     name: str = field(default="wordstats", metadata={"doc": "Artifact name.", **NOT_IN_ID})
     top: int = field(default=3, metadata={"doc": "How many of the most frequent words to keep."})
     note: str = field(default="", metadata={"doc": "A free-text note (not in the id).", **NOT_IN_ID})
+    compare: str | None = field(default=None, metadata=artifact_ref(("corpus",), doc=(
+        "Another corpus (its section in this run, or an artifact id): count its distinct words too.")))
 
     def __post_init__(self) -> None:
         check_artifact_name(self.name)
@@ -48,30 +51,40 @@ from pathlib import Path
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.config import identity
 from corpusforge.tasks.orchestration import prefect_task
-from corpusforge.tasks.step import StepResult, artifact_input, run_step
+from corpusforge.tasks.step import StepResult, artifact_input, resolve_references, run_step
 from corpusforge.tasks.wordstats.config import WordstatsConfig
 
 
-def build_wordstats(corpus: StepResult, cfg: WordstatsConfig, store: ArtifactStore) -> StepResult:
+def build_wordstats(corpus: StepResult, cfg: WordstatsConfig, store: ArtifactStore, refs=None) -> StepResult:
+    refs = resolve_references(cfg, store, section="wordstats", given=refs)
+    other = Path(refs["compare"].path) if "compare" in refs else None
     return run_step(store, step="wordstats", version=1, name=cfg.name, config=identity(cfg),
-                    inputs=[artifact_input(corpus)], build=lambda out: _build(out, Path(corpus.path), cfg))
+                    inputs=[artifact_input(corpus)], references=refs,
+                    build=lambda out: _build(out, Path(corpus.path), cfg, other))
 
 
-def _build(out: Path, corpus_dir: Path, cfg: WordstatsConfig) -> dict:
+def _words(corpus_dir: Path) -> Counter:
     import polars as pl
 
-    words = Counter(w for t in pl.read_parquet(corpus_dir / "train.parquet")["text"] for w in t.split())
+    return Counter(w for t in pl.read_parquet(corpus_dir / "train.parquet")["text"] for w in t.split())
+
+
+def _build(out: Path, corpus_dir: Path, cfg: WordstatsConfig, other: Path | None) -> dict:
+    words = _words(corpus_dir)
     top = [[w, n] for w, n in sorted(words.items(), key=lambda kv: (-kv[1], kv[0]))[: cfg.top]]
     (out / "stats.json").write_text(json.dumps({"top": top}) + "\\n")
-    return {"metrics": {"distinct_words": len(words)}}
+    metrics = {"distinct_words": len(words)}
+    if other is not None:
+        metrics["compare_distinct_words"] = len(_words(other))
+    return {"metrics": metrics}
 
 
 @prefect_task(name="wordstats")
-def wordstats_task(upstream: dict, config: dict, store_root: str) -> dict:
+def wordstats_task(upstream: dict, config: dict, store_root: str, refs: dict | None = None) -> dict:
     from corpusforge.tasks.config import from_dict
 
     result = build_wordstats(StepResult.from_dict(upstream), from_dict(WordstatsConfig, config, "wordstats"),
-                             ArtifactStore(store_root))
+                             ArtifactStore(store_root), refs={k: StepResult.from_dict(v) for k, v in (refs or {}).items()})
     return result.to_dict()
 '''
 
@@ -105,6 +118,12 @@ out["first"] = {"computed": first.computed, "id": first["wordstats"].id, "path":
                 "metrics": first["wordstats"].metrics, "run": first.summary.get("mlflow_run_id"),
                 "uri": first.summary.get("tracking_uri")}
 out["again"] = {"computed": again.computed, "id": again["wordstats"].id}
+# a reference to the run's own corpus section, then to the same corpus by id prefix: one artifact
+ref = cf.run({**config, "wordstats": {"top": 2, "compare": "corpus"}}, store=sys.argv[2])
+by_id = cf.run({**config, "wordstats": {"top": 2, "compare": first["corpus"].id[:8]}}, store=sys.argv[2])
+out["ref"] = {"computed": ref.computed, "id": ref["wordstats"].id, "path": str(ref["wordstats"].path),
+              "metrics": ref["wordstats"].metrics, "corpus": first["corpus"].id}
+out["by_id"] = {"computed": by_id.computed, "id": by_id["wordstats"].id}
 print("RESULT " + json.dumps(out))
 '''
 
@@ -140,6 +159,12 @@ def test_a_new_stage_is_one_package_plus_one_line(tmp_path):
     stats = json.loads((Path(first["path"]) / "stats.json").read_text())
     assert stats["top"] == [["the", 3], ["sat", 2]] and first["metrics"]["distinct_words"] == 8
     assert again["computed"] == 0 and again["id"] == first["id"]  # note is not in the id: reused
+    ref, by_id = out["ref"], out["by_id"]
+    assert ref["computed"] == 1 and ref["id"] != first["id"]  # a second input: a new artifact, the corpus reused
+    assert ref["metrics"]["compare_distinct_words"] == 8  # the step received the referenced artifact
+    manifest = json.loads((Path(ref["path"]) / "manifest.json").read_text())
+    assert [(i["step"], i["id"]) for i in manifest["inputs"]] == [("corpus", ref["corpus"])] * 2
+    assert by_id["computed"] == 0 and by_id["id"] == ref["id"]  # by id prefix: the same artifact
     # MLflow got the file the declaration names, in the step's nested run
     import mlflow
 

@@ -118,9 +118,9 @@ def test_a_reference_to_a_stage_that_runs_later_or_to_itself_is_refused():
     stages = (STAGES[0], early, late)
     _check(stages)
     corpus = STAGES[0].from_dict({"sources": ["x"]})
-    for ref, runs_after in (("late", "the late section runs after early"),
-                            ("early", "the early section runs after early")):
-        with pytest.raises(ConfigError, match=f"^early.start: {runs_after}, not before it"):
+    for ref, message in (("late", "the late section runs after early, not before it"),
+                         ("early", "a stage cannot read an artifact of its own section in the same run")):
+        with pytest.raises(ConfigError, match=f"^early.start: {message}"):
             check_references({"corpus": corpus, "early": EarlyConfig(start=ref), "late": EarlyConfig()}, stages)
     check_references({"corpus": corpus, "early": EarlyConfig(), "late": EarlyConfig(start="early")}, stages)
     check_references({"corpus": corpus, "early": EarlyConfig(start="abcd1234")}, stages)  # an id: the store's
