@@ -11,7 +11,7 @@ Classic BPE is ours (models/tokenization/classic_bpe.py); the others wrap the ``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from corpusforge.models.tokenization.base import HF_FILE, META_FILE, Tokenizer, read_meta
@@ -26,15 +26,17 @@ __all__ = ["HF_FILE", "KINDS", "META_FILE", "ClassicBPETokenizer", "HFTokenizer"
 
 def make_tokenizer(kind: str, unk_token: str | None = "<unk>", eot_token: str | None = "<|endoftext|>",
                    extra_special_tokens: Sequence[str] = (), normalizers: Sequence[str] = (),
-                   pre_tokenizer: str = "default") -> Tokenizer:
-    """An untrained tokenizer of ``kind``; call ``train`` next."""
+                   pre_tokenizer: str = "default", roles: Mapping[str, str] | None = None) -> Tokenizer:
+    """An untrained tokenizer of ``kind``; call ``train`` next. ``roles``: special tokens by role (``pad, bos, eos,
+    cls, sep, mask``; base.py)."""
     if kind == "classic-bpe":
         if normalizers:
             raise ValueError("normalizers: classic-bpe trains on the text as given; clean it in the corpus stage")
         return ClassicBPETokenizer(unk_token, eot_token, extra_special_tokens,
-                                   pre_tokenizer="whitespace" if pre_tokenizer == "default" else pre_tokenizer)
+                                   pre_tokenizer="whitespace" if pre_tokenizer == "default" else pre_tokenizer,
+                                   roles=roles)
     if kind in HF_KINDS:
-        return HFTokenizer(kind, unk_token, eot_token, extra_special_tokens, normalizers, pre_tokenizer)
+        return HFTokenizer(kind, unk_token, eot_token, extra_special_tokens, normalizers, pre_tokenizer, roles)
     raise ValueError(f"kind: {kind!r} is not allowed; use one of {', '.join(KINDS)}")
 
 

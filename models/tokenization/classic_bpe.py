@@ -23,11 +23,11 @@ import heapq
 import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from corpusforge.models.tokenization.base import HF_FILE, Tokenizer
+from corpusforge.models.tokenization.base import HF_FILE, Tokenizer, apply_template, saved_roles
 
 END = "</w>"
 PRE_TOKENIZERS = ("whitespace", "punct")
@@ -190,8 +190,9 @@ class ClassicBPETokenizer(Tokenizer):
     lossless = False
 
     def __init__(self, unk_token: str | None = "<unk>", eot_token: str | None = "<|endoftext|>",
-                 extra_special_tokens: Sequence[str] = (), pre_tokenizer: str = "whitespace") -> None:
-        super().__init__(unk_token, eot_token, extra_special_tokens)
+                 extra_special_tokens: Sequence[str] = (), pre_tokenizer: str = "whitespace",
+                 roles: Mapping[str, str] | None = None) -> None:
+        super().__init__(unk_token, eot_token, extra_special_tokens, roles)
         if pre_tokenizer not in PRE_TOKENIZERS:
             raise ValueError(f"pre_tokenizer: use one of {', '.join(PRE_TOKENIZERS)}")
         self.pre_tokenizer = pre_tokenizer
@@ -274,8 +275,12 @@ class ClassicBPETokenizer(Tokenizer):
                 self._cache[word] = ids
         return ids
 
-    def encode(self, text: str) -> list[int]:
-        """Special tokens in the text stay whole (as in the tokenizer.json export); the rest is split into words."""
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """Special tokens in the text stay whole (as in the tokenizer.json export); the rest is split into words.
+        ``add_special_tokens``: the roles' template around it (the export's post-processor does the same)."""
+        pieces = self.template() if add_special_tokens else None
+        if pieces is not None:
+            return apply_template(pieces[0], {"$A": self.encode(text)}, self.token_to_id)[0]
         out: list[int] = []
         for piece in self._special_re.split(text) if self._special_re is not None else (text,):
             if piece in self.vocab and piece in self._specials:
@@ -329,9 +334,10 @@ class ClassicBPETokenizer(Tokenizer):
         data = {"kind": self.kind, "version": 1, "pre_tokenizer": self.pre_tokenizer, "alphabet": self.alphabet,
                 "merges": [list(m) for m in self.merges], "specials": self.special_token_list()}
         (directory / FILE).write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
-        from corpusforge.models.tokenization.hf_export import classic_bpe_to_hf
+        from corpusforge.models.tokenization.hf_export import classic_bpe_to_hf, write_transformers_config
 
         classic_bpe_to_hf(self, END).save(str(directory / HF_FILE))
+        write_transformers_config(self, directory)
 
     @classmethod
     def load(cls, directory: str | Path) -> ClassicBPETokenizer:
@@ -341,7 +347,8 @@ class ClassicBPETokenizer(Tokenizer):
         meta = read_meta(d)
         data = json.loads((d / FILE).read_text(encoding="utf-8"))
         tok = cls(unk_token=meta.get("unk_token"), eot_token=meta.get("eot_token"),
-                  extra_special_tokens=meta.get("extra_special_tokens", ()), pre_tokenizer=data["pre_tokenizer"])
+                  extra_special_tokens=meta.get("extra_special_tokens", ()), pre_tokenizer=data["pre_tokenizer"],
+                  roles=saved_roles(meta))
         tok.alphabet = list(data["alphabet"])
         tok.merges = [(a, b) for a, b in data["merges"]]
         tok._build_vocab()

@@ -17,11 +17,12 @@ pre-tokenizer can be chosen by name. The saved form is ``tokenizer.json`` (plus 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from corpusforge.models.tokenization.base import HF_FILE, Tokenizer
+from corpusforge.models.tokenization.base import HF_FILE, Tokenizer, saved_roles
+from corpusforge.models.tokenization.hf_export import template_processing, write_transformers_config
 
 HF_KINDS = ("word", "char", "bpe", "byte-bpe", "wordpiece", "unigram")
 PRE_TOKENIZERS = ("default", "whitespace", "whitespace_split", "metaspace", "byte_level", "bert", "char")
@@ -67,12 +68,13 @@ class HFTokenizer(Tokenizer):
 
     def __init__(self, kind: str = "byte-bpe", unk_token: str | None = "<unk>",
                  eot_token: str | None = "<|endoftext|>", extra_special_tokens: Sequence[str] = (),
-                 normalizers: Sequence[str] = (), pre_tokenizer: str = "default") -> None:
+                 normalizers: Sequence[str] = (), pre_tokenizer: str = "default",
+                 roles: Mapping[str, str] | None = None) -> None:
         if kind not in HF_KINDS:
             raise ValueError(f"kind: {kind!r} is not allowed; use one of {', '.join(HF_KINDS)}")
         if kind == "byte-bpe":
             unk_token = None  # every byte is in the alphabet: nothing is ever unknown
-        super().__init__(unk_token, eot_token, extra_special_tokens)
+        super().__init__(unk_token, eot_token, extra_special_tokens, roles)
         self.kind = kind
         self.normalizers = tuple(normalizers)
         self.pre_tokenizer = DEFAULT_PRE_TOKENIZER[kind] if pre_tokenizer == "default" else pre_tokenizer
@@ -125,14 +127,21 @@ class HFTokenizer(Tokenizer):
               show_progress: bool = False) -> None:
         hf, trainer = self.build(vocab_size, min_frequency, show_progress)
         hf.train_from_iterator(texts, trainer=trainer)
+        processor = template_processing(self.template(), hf.token_to_id)  # ids are known only now
+        if processor is not None:  # none without template roles: tokenizer.json as before roles existed
+            hf.post_processor = processor
         self.hf = hf
 
     # --- encoding --------------------------------------------------------------------------------
-    def encode(self, text: str) -> list[int]:
-        return self.hf.encode(text, add_special_tokens=False).ids
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return self.hf.encode(text, add_special_tokens=add_special_tokens).ids
 
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = False) -> list[list[int]]:
+        return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=add_special_tokens)]
+
+    def encode_pair(self, a: str, b: str, add_special_tokens: bool = True) -> tuple[list[int], list[int]]:
+        enc = self.hf.encode(a, b, add_special_tokens=add_special_tokens)  # the template in tokenizer.json
+        return enc.ids, enc.type_ids
 
     def tokenize(self, text: str) -> list[str]:
         return self.hf.encode(text, add_special_tokens=False).tokens
@@ -160,6 +169,7 @@ class HFTokenizer(Tokenizer):
 
     def _save_files(self, directory: Path) -> None:
         self.hf.save(str(directory / HF_FILE))
+        write_transformers_config(self, directory)
 
     @classmethod
     def load(cls, directory: str | Path) -> HFTokenizer:
@@ -171,6 +181,7 @@ class HFTokenizer(Tokenizer):
         meta = read_meta(d)
         tok = cls(kind=meta["kind"], unk_token=meta.get("unk_token"), eot_token=meta.get("eot_token"),
                   extra_special_tokens=meta.get("extra_special_tokens", ()),
-                  normalizers=meta.get("normalizers", ()), pre_tokenizer=meta.get("pre_tokenizer", "default"))
+                  normalizers=meta.get("normalizers", ()), pre_tokenizer=meta.get("pre_tokenizer", "default"),
+                  roles=saved_roles(meta))
         tok.hf = HF.from_file(str(d / HF_FILE))
         return tok
