@@ -95,3 +95,10 @@ def meta_json(meta: dict[str, Any] | None) -> str | None:
     import json
 
     return json.dumps(meta, sort_keys=True, ensure_ascii=False) if meta else None
+
+
+def ids_column(field: str) -> str:
+    """The column of token ids that the encode step writes for the text field ``field`` (``src`` -> ``src_ids``):
+    one rule for the tokenizer stage that writes it and the stages and collates that read it. (A corpus with only
+    ``text`` and no named fields keeps its one ``ids`` column, as before fields existed.)"""
+    return f"{field}_ids"

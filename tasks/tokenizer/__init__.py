@@ -7,6 +7,6 @@ STAGE = Stage(
     section="tokenizer", config=TokenizerConfig, after="corpus",
     doc="Train a tokenizer (and encode the corpus).",
     task="corpusforge.tasks.tokenizer.train:tokenizer_task", core="corpusforge.tasks.tokenizer.train:run_tokenizer_stage",
-    steps={"tokenizer": StepOutputs(mlflow=("tokenizer.json", "tokenizer_meta.json", "metrics.json", "trace.txt",
-                                            "trace.json"))},
+    steps={"tokenizer": StepOutputs(mlflow=("tokenizer.json", "tokenizer_config.json", "tokenizer_meta.json",
+                                            "metrics.json", "trace.txt", "trace.json"))},
 )

@@ -12,6 +12,11 @@ from corpusforge.tasks.config import NOT_IN_ID, check_artifact_name, from_dict, 
 Kind = Literal["word", "char", "classic-bpe", "bpe", "byte-bpe", "wordpiece", "unigram"]
 
 
+def _set(name: str):
+    """Field metadata: in the id only when set, so a config without the field keeps the id it had before."""
+    return {"identity": lambda cfg: bool(getattr(cfg, name))}
+
+
 @dataclass(frozen=True)
 class TokenizerConfig:
     """Which tokenizer to train on the corpus's train split, and whether to encode the corpus with it."""
@@ -33,6 +38,13 @@ class TokenizerConfig:
     eot_token: str | None = field(default="<|endoftext|>", metadata={"steps": ("tokenizer",),
         "doc": "End-of-text special token, appended after every document in encoded shards (null: none)."})
     special_tokens: tuple[str, ...] = field(default=(), metadata={"steps": ("tokenizer",), "doc": "More special tokens (never split)."})
+    roles: dict[str, str] = field(default_factory=dict, metadata={"steps": ("tokenizer",), **_set("roles"),
+        "doc": "Special tokens by role: {pad, bos, eos, cls, sep, mask: token}. Saved with the tokenizer "
+               "(tokenizer_config.json: transformers' AutoTokenizer knows each role); cls/sep (else bos/eos) make "
+               "the template of add_special_tokens and of pairs. A role may reuse eot_token."})
+    fields: tuple[str, ...] = field(default=(), metadata={"steps": ("tokenizer", "encode"), **_set("fields"),
+        "doc": "Text fields of a named-field corpus: trained on together, each encoded into a `<field>_ids` "
+               "column (format parquet). Empty: the corpus's `text`."})
     normalizers: tuple[str, ...] = field(default=(), metadata={"steps": ("tokenizer",),
         "doc": "HF normalizers in order: nfc, nfd, nfkc, nfkd, lowercase, strip_accents, bert (not classic-bpe)."})
     pre_tokenizer: str = field(default="default", metadata={"steps": ("tokenizer",),
@@ -45,6 +57,10 @@ class TokenizerConfig:
                                                  **NOT_IN_ID})
     format: Literal["bin", "parquet"] = field(default="bin", metadata={"steps": ("encode",),
         "doc": "Encoded shards: nanoGPT-style flat .bin (uint16/uint32) or Parquet with one id list per doc."})
+    labels: tuple[str, ...] = field(default=(), metadata={"steps": ("encode",), **_set("labels"),
+        "doc": "Corpus columns passed through to the encoded Parquet unchanged (a class label, a score)."})
+    add_special_tokens: bool = field(default=False, metadata={"steps": ("encode",), **_set("add_special_tokens"),
+        "doc": "Wrap each document (each field) in the roles' template: [CLS] ... [SEP] or <s> ... </s>."})
     workers: int = field(default=0, metadata={"steps": (), "doc": "Encoding processes for classic-bpe; 0: one per CPU core.",
                                               **NOT_IN_ID})
 
@@ -70,6 +86,21 @@ class TokenizerConfig:
             raise ValueError("trace: only for kind classic-bpe")
         if self.trace_top < 0 or self.workers < 0:
             raise ValueError("trace_top/workers: must be >= 0")
+        self._check_roles_and_fields()
+
+    def _check_roles_and_fields(self) -> None:
+        from corpusforge.models.tokenization.base import check_roles, template
+
+        check_roles(self.roles)  # "roles.<role>: ..." naming the roles (unk and eot: their own keys, it says)
+        if self.add_special_tokens and template(self.roles) is None:
+            raise ValueError("add_special_tokens: needs a template role (roles.cls/sep or roles.bos/eos)")
+        for name, columns in (("fields", self.fields), ("labels", self.labels)):
+            if len(set(columns)) != len(columns) or not all(columns):
+                raise ValueError(f"{name}: column names must be non-empty and distinct")
+        if set(self.fields) & set(self.labels):
+            raise ValueError("labels: a column cannot be both a text field and a label")
+        if (self.fields or self.labels) and self.format != "parquet":
+            raise ValueError("fields/labels: need format parquet (bin is one flat token stream of `text`)")
 
     @property
     def effective_min_frequency(self) -> int:

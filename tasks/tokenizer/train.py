@@ -17,7 +17,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +25,26 @@ from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
 from corpusforge.tasks.tokenizer.config import Kind, TokenizerConfig, identity_config, tokenizer_config_from_dict  # noqa: F401
+from corpusforge.tasks.tokenizer.encode import check_columns
 
 TOKENIZER_STEP = "tokenizer"
 TOKENIZER_VERSION = 2  # 2: metrics.json holds no timings (the same bytes on every rebuild)
 LIBRARIES = ("tokenizers", "polars")
 
-def read_split_texts(corpus_path: str | Path, split: str) -> list[str]:
+def read_split_texts(corpus_path: str | Path, split: str, fields: Sequence[str] = ()) -> list[str]:
+    """The split's texts in corpus order: the ``text`` column, or with ``fields`` each record's fields in turn
+    (``src, tgt`` of record 1, then of record 2, ...: one vocabulary for all of them)."""
     import polars as pl
 
     path = Path(corpus_path) / f"{split}.parquet"
     if not path.exists():
         return []
-    return pl.read_parquet(path, columns=["text"])["text"].to_list()
+    columns = list(fields) or ["text"]
+    check_columns(path, columns)
+    frame = pl.read_parquet(path, columns=columns)
+    if len(columns) == 1:
+        return frame[columns[0]].to_list()
+    return [t for row in frame.iter_rows() for t in row if t is not None]
 
 
 Progress = Callable[[int, int], None]
@@ -52,7 +60,7 @@ def train_tokenizer(texts: list[str], cfg: TokenizerConfig, on_progress: Progres
     from corpusforge.models.tokenization import make_tokenizer
 
     tok = make_tokenizer(cfg.kind, cfg.unk_token, cfg.eot_token, cfg.special_tokens, cfg.normalizers,
-                         cfg.pre_tokenizer)
+                         cfg.pre_tokenizer, cfg.roles)
     if cfg.kind == "classic-bpe":
         tok.train(texts, vocab_size=None if cfg.merges is not None else cfg.vocab_size, merges=cfg.merges,
                   min_frequency=max(cfg.effective_min_frequency, 1), trace=cfg.trace, trace_top=cfg.trace_top,
@@ -75,7 +83,7 @@ def _build_tokenizer(out: Path, corpus: StepResult, cfg: TokenizerConfig, on_pro
                      show_progress: bool = False) -> dict[str, Any]:
     from corpusforge.models.tokenization.evaluation import evaluate_tokenizer
 
-    train = read_split_texts(corpus.path, "train")
+    train = read_split_texts(corpus.path, "train", cfg.fields)
     if not train:
         raise ValueError(f"corpus {corpus.id[:12]} has an empty train split: nothing to train the tokenizer on")
     start = time.perf_counter()
@@ -90,7 +98,7 @@ def _build_tokenizer(out: Path, corpus: StepResult, cfg: TokenizerConfig, on_pro
             trace = {"initial_corpus": [{"word": w, "count": c} for w, c in tok.initial_words],
                      "iterations": tok.trace}
             (out / "trace.json").write_text(json.dumps(trace, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    valid = read_split_texts(corpus.path, "valid")
+    valid = read_split_texts(corpus.path, "valid", cfg.fields)
     eval_split = "valid" if valid else "train"
     metrics = evaluate_tokenizer(tok, valid or train)
     metrics.update(train_seconds=train_seconds, train_docs=len(train), **extra)
@@ -98,8 +106,11 @@ def _build_tokenizer(out: Path, corpus: StepResult, cfg: TokenizerConfig, on_pro
     (out / "metrics.json").write_text(json.dumps({"eval_split": eval_split, "kind": cfg.kind,
                                                   **{k: v for k, v in metrics.items() if k not in timings}},
                                                  indent=2) + "\n", encoding="utf-8")
-    return {"metrics": metrics, "eval_split": eval_split, "kind": cfg.kind, "vocab_size": tok.vocab_size,
-            "special_tokens": tok.special_tokens, "tokenizer_file": "tokenizer.json"}
+    fields = {"metrics": metrics, "eval_split": eval_split, "kind": cfg.kind, "vocab_size": tok.vocab_size,
+              "special_tokens": tok.special_tokens, "tokenizer_file": "tokenizer.json"}
+    if tok.roles:  # only then: a tokenizer without roles keeps the manifest it had before roles
+        fields["roles"] = tok.role_ids
+    return fields
 
 
 def run_tokenizer_stage(corpus: StepResult, cfg: TokenizerConfig, store: ArtifactStore,
