@@ -31,9 +31,17 @@ def main() -> None:
     if code is not None:
         sys.stdout.flush()
         os._exit(code)  # nothing of ours to tear down; skip the interpreter's teardown
+    from corpusforge import termination
+
+    termination.end_on_sigterm()  # before any thread starts: SIGTERM ends the command even if a worker is stuck
     from corpusforge.cli import main as run_here
 
-    run_here()
+    try:
+        run_here()
+    except SystemExit as exc:  # the command has said how it ended; leftover threads must not keep it alive
+        termination.exit_within(exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
+        raise
+    termination.exit_within(0)
 
 
 if __name__ == "__main__":

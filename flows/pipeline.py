@@ -28,14 +28,47 @@ from corpusforge.tasks.step import StepResult
 from corpusforge.tasks.track import LiveRuns, ParentRun, track_results
 
 
+def _thread_runner_class():
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    class ThreadRunner(ThreadPoolTaskRunner):
+        """Prefect's thread runner, except that a flow that failed does not wait for the tasks still running.
+
+        Prefect's ``__exit__`` joins every running task, and the flow engine swallows the flow's exception before
+        it: one shard failed (a MemoryError, a validation error) while another never returned (stuck on a lock, or
+        on a thread that died), and the run never ended. :func:`abandon_running_tasks` marks the runner; then
+        tasks not started are cancelled and the running ones are left to the process's exit
+        (corpusforge.termination ends it if they hold it)."""
+
+        abandoned = False
+
+        def __exit__(self, exc_type, exc_value, traceback):
+            if (self.abandoned or exc_type is not None) and self._executor is not None:
+                for event in self._cancel_events.values():
+                    event.set()
+                self._executor.shutdown(wait=False, cancel_futures=True)
+                self._executor = None
+            super().__exit__(exc_type, exc_value, traceback)
+
+    return ThreadRunner
+
+
+def abandon_running_tasks() -> None:
+    """Called by a flow that is failing: its thread runner will not wait for the tasks still running."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    runner = getattr(context, "task_runner", None)
+    if runner is not None and hasattr(runner, "abandoned"):
+        runner.abandoned = True
+
+
 def make_task_runner(cfg: RunnerConfig):
     """The Prefect task runner for ``runner.kind``. Shard tasks get and return only ids, paths and small dicts,
     so any runner works; with dask/ray the workers must see the store and the sources at the same paths."""
     workers = cfg.workers or os.cpu_count() or 1
     if cfg.kind == "threads":
-        from prefect.task_runners import ThreadPoolTaskRunner
-
-        return ThreadPoolTaskRunner(max_workers=workers)
+        return _thread_runner_class()(max_workers=workers)
     if cfg.kind == "processes":
         from prefect.task_runners import ProcessPoolTaskRunner
 
@@ -110,9 +143,13 @@ def _run_corpus_stage(corpus: dict[str, Any], store_root: str, base_dir: str | N
     done: dict[int, dict[str, Any]] = {}
     index = {id(f): i for i, f in enumerate(futures)}
     on_progress(0, len(futures))
-    for future in as_completed(futures):
-        done[index[id(future)]] = future.result()
-        on_progress(len(done), len(futures))
+    try:
+        for future in as_completed(futures):
+            done[index[id(future)]] = future.result()
+            on_progress(len(done), len(futures))
+    except BaseException:
+        abandon_running_tasks()  # the run has failed: it ends now, not when (if ever) the other shards return
+        raise
     shards = [done[i] for i in range(len(futures))]  # source order, whatever order they finished in
     merged = corpus_task(shards, corpus, store_root, discovered["skipped"])
     return [StepResult.from_dict(s) for s in shards] + [StepResult.from_dict(merged)]

@@ -165,6 +165,8 @@ def _is_user_error(exc: BaseException | None) -> bool:
 
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC or "No space left on device" in str(exc):
         return True  # a full disk (also wrapped by polars/DuckDB/pyarrow): the CLI says so once
+    if isinstance(exc, MemoryError):
+        return True  # a memory limit: the message says which shard and what to change (its traceback does not)
     return exc is not None and type(exc).__name__ in USER_ERRORS and \
         type(exc).__module__.split(".")[0] in ("tasks", "storage", "flows", "models", "corpusforge")
 

@@ -335,7 +335,10 @@ def discover_sources_task(corpus_config: dict[str, Any], base_dir: str | None, s
     shards (``packs``: lists of sources)."""
     from prefect import get_run_logger
 
+    from corpusforge.tasks.corpus.shard import preload_libraries
+
     cfg = corpus_config_from_dict(corpus_config)
+    preload_libraries(cfg)  # in this one thread, before the shard tasks start on theirs
     refs, hidden = discover(cfg, Path(base_dir) if base_dir else None)
     if hidden:
         get_run_logger().info("skipped %d hidden entr%s: %s", len(hidden), "y" if len(hidden) == 1 else "ies",

@@ -381,7 +381,30 @@ def corpus_shard_task(sources: list[dict[str, Any]], corpus_config: dict[str, An
                       label: str = "") -> dict[str, Any]:
     from corpusforge.tasks.corpus.config import corpus_config_from_dict
 
-    result = build_corpus_shard([SourceRef(**s) for s in sources], corpus_config_from_dict(corpus_config),
-                                ArtifactStore(store_root))
+    refs = [SourceRef(**s) for s in sources]
+    try:
+        result = build_corpus_shard(refs, corpus_config_from_dict(corpus_config), ArtifactStore(store_root))
+    except MemoryError as exc:  # the bare MemoryError says nothing of where, or what to change
+        size = sum(r.size or 0 for r in refs) / 1e6
+        raise MemoryError(f"out of memory building corpus shard {pack_label(sources)} ({len(refs)} file(s), "
+                          f"{size:.1f} MB on disk): lower runner.workers, corpus.shard_mb or "
+                          "reader.max_document_bytes, or allow more memory") from exc
     log_step_outcome(result)
     return result.to_dict()
+
+
+# What a shard task imports on first use. Imported once, in the flow's thread, before the shard tasks start
+# (preload_libraries): worker threads that import a module at the same time queue on its import lock, and a
+# thread that dies on MemoryError while it holds that lock (releasing it allocates) leaves the others waiting
+# forever; under a memory limit a corpus run sat with 20 threads in futex waits (issue 30, item 7).
+SHARD_IMPORTS = ("polars", "pyarrow", "pyarrow.parquet", "duckdb", "corpusforge.tasks.corpus.dedup")
+GX_IMPORTS = ("pandas", "great_expectations", "great_expectations.util", "great_expectations.validator.v1_validator",
+              "great_expectations.core.run_identifier", "great_expectations.execution_engine.pandas_execution_engine")
+
+
+def preload_libraries(cfg) -> None:
+    """Import what the shard tasks of corpus config ``cfg`` use, here (see SHARD_IMPORTS)."""
+    import importlib
+
+    for name in SHARD_IMPORTS + (GX_IMPORTS if cfg.validate.enabled else ()):
+        importlib.import_module(name)
