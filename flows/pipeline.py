@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,17 +29,21 @@ from corpusforge.tasks.step import StepResult
 from corpusforge.tasks.track import LiveRuns, ParentRun, track_results
 
 
+ABANDON_GRACE_S = 10.0  # how long a failed flow waits for its running tasks before it ends without them
+
+
 def _thread_runner_class():
     from prefect.task_runners import ThreadPoolTaskRunner
 
     class ThreadRunner(ThreadPoolTaskRunner):
-        """Prefect's thread runner, except that a flow that failed does not wait for the tasks still running.
+        """Prefect's thread runner, except that a flow that failed waits for its running tasks only so long.
 
         Prefect's ``__exit__`` joins every running task, and the flow engine swallows the flow's exception before
         it: one shard failed (a MemoryError, a validation error) while another never returned (stuck on a lock, or
         on a thread that died), and the run never ended. :func:`abandon_running_tasks` marks the runner; then
-        tasks not started are cancelled and the running ones are left to the process's exit
-        (corpusforge.termination ends it if they hold it)."""
+        tasks not started are cancelled, the running ones get ``ABANDON_GRACE_S`` to finish (none after SIGTERM),
+        and those still running are left to the process's exit (corpusforge.termination ends it if they hold
+        it)."""
 
         abandoned = False
 
@@ -46,8 +51,16 @@ def _thread_runner_class():
             if (self.abandoned or exc_type is not None) and self._executor is not None:
                 for event in self._cancel_events.values():
                     event.set()
-                self._executor.shutdown(wait=False, cancel_futures=True)
-                self._executor = None
+                executor, self._executor = self._executor, None
+                executor.shutdown(wait=False, cancel_futures=True)
+                # tasks that end soon still end inside the flow; after SIGTERM none is waited for
+                grace = 0.0 if exc_type is not None and exc_type.__name__ == "TerminationSignal" else ABANDON_GRACE_S
+                deadline = time.monotonic() + grace
+                for thread in list(getattr(executor, "_threads", ())):
+                    thread.join(max(0.0, deadline - time.monotonic()))
+                if any(t.is_alive() for t in getattr(executor, "_threads", ())):
+                    # what they log after the flow's handlers closed is noise, not the run's outcome
+                    logging.raiseExceptions = False
             super().__exit__(exc_type, exc_value, traceback)
 
     return ThreadRunner
