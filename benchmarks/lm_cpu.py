@@ -256,8 +256,11 @@ def anchor_process(iters: int, source: Path, out_dir: Path) -> None:
 # --- the benchmark ---------------------------------------------------------------------------------
 
 def speed_rounds(args, train_ids, val_ids, vocab) -> dict:
-    from corpusforge.models.gpt import GPT, GPTConfig
-    from corpusforge.models.training import TrainConfig, train
+    from corpusforge.models.configs import TrainConfig
+    from corpusforge.models.gpt.config import GPTConfig
+    from corpusforge.models.gpt.model import GPT
+    from corpusforge.models.objectives import CausalLM
+    from corpusforge.models.training import train
 
     cfg = GPTConfig(vocab_size=vocab, **SHAPE)
     torch.manual_seed(1337)
@@ -279,7 +282,7 @@ def speed_rounds(args, train_ids, val_ids, vocab) -> dict:
         tcfg = TrainConfig(max_iters=ITERS, lr_decay_iters=ITERS, batch_size=BATCH, lr=LR, min_lr=MIN_LR,
                            warmup_iters=WARMUP, eval_interval=10 ** 6, eval_iters=EVAL_ITERS, log_interval=iters,
                            keep_best=False, seed=1337)
-        train(ours, train_ids, val_ids, tcfg,
+        train(ours, CausalLM({"train": train_ids, "valid": val_ids}, SHAPE["block_size"]), tcfg,
               checkpoint_path=ckpt, resume_from=ckpt if ckpt.exists() else None,
               stop_after=pos["ours"] + iters, on_metrics=lambda s, m: seen.append(m))
         pos["ours"] += iters
@@ -390,18 +393,22 @@ def whole_process(args) -> dict:
 
 
 def full_run(train_ids, val_ids, vocab) -> dict:
-    from corpusforge.models.gpt import GPT, GPTConfig
-    from corpusforge.models.training import TrainConfig, evaluate, train
+    from corpusforge.models.configs import TrainConfig
+    from corpusforge.models.gpt.config import GPTConfig
+    from corpusforge.models.gpt.model import GPT
+    from corpusforge.models.objectives import CausalLM
+    from corpusforge.models.training import train
 
     torch.manual_seed(1337)
     model = GPT(GPTConfig(vocab_size=vocab, **SHAPE))
     tcfg = TrainConfig(max_iters=ITERS, lr_decay_iters=ITERS, batch_size=BATCH, lr=LR, min_lr=MIN_LR, warmup_iters=WARMUP,
                        eval_interval=500, eval_iters=EVAL_ITERS, log_interval=250, keep_best=False, seed=1337)
     t0, c0 = time.perf_counter(), time.process_time()
-    result = train(model, train_ids, val_ids, tcfg,
+    objective = CausalLM({"train": train_ids, "valid": val_ids}, SHAPE["block_size"])
+    result = train(model, objective, tcfg,
                    on_metrics=lambda s, m: print(f"  step {s}: " + ", ".join(f"{k} {v:.4g}" for k, v in m.items())))
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    full_val = evaluate(model, val_ids, SHAPE["block_size"], 64)
+    full_val = objective.evaluate(model, "valid", 64)["loss"]
     print(f"full run: {ITERS} steps in {seconds:.0f} s wall, {cpu:.0f} CPU-s ({result.metrics['tokens_per_s']:.0f} tok/s), "
           f"val loss over the whole val split {full_val:.4f} (target <= 1.95; nanoGPT 1.88)")
     return {"seconds": seconds, "cpu_s": cpu, "tokens_per_s": result.metrics["tokens_per_s"], "val_loss_full": full_val,

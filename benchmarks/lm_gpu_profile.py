@@ -1,6 +1,6 @@
 """Where a GPT-2-124M-shape training step spends its GPU time: ``benchmarks/lm_gpu.py mfu``'s model and settings
 (bf16 autocast, batch 16 x 1024 x 4 accumulation, fused AdamW, clip 1.0) through the trainer's compiled
-``WithLoss``; 15 warm-up steps, 5 timed, then torch.profiler over 3 optimizer steps; prints the top kernels.
+its objective's loss module; 15 warm-up steps, 5 timed, then torch.profiler over 3 optimizer steps; prints the top kernels.
 
     python benchmarks/lm_gpu_profile.py      # CUDA only; about 40 s on one H100 (the compile included)
 """
@@ -17,8 +17,10 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lm_gpu  # noqa: E402,F401  maps the checkout onto corpusforge on a bare GPU image
 
-from corpusforge.models.gpt import GPT, GPTConfig  # noqa: E402
-from corpusforge.models.training import PEAK_FLOPS, WithLoss  # noqa: E402
+from corpusforge.models.gpt.config import GPTConfig  # noqa: E402
+from corpusforge.models.gpt.model import GPT  # noqa: E402
+from corpusforge.models.objectives import NextTokenLoss  # noqa: E402
+from corpusforge.models.training import PEAK_FLOPS  # noqa: E402
 
 BATCH, BLOCK, ACCUM, VOCAB = 16, 1024, 4, 50304
 
@@ -28,7 +30,7 @@ def main() -> None:
         sys.exit("lm_gpu_profile.py profiles CUDA kernels: no CUDA device here")
     torch.manual_seed(0)
     model = GPT(GPTConfig(n_layer=12, n_head=12, n_embd=768, block_size=BLOCK, vocab_size=VOCAB, bias=False)).cuda()
-    run = torch.compile(WithLoss(model))
+    run = torch.compile(NextTokenLoss(model))
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, fused=True)
 
     def step() -> None:
@@ -36,7 +38,7 @@ def main() -> None:
             x = torch.randint(0, VOCAB, (BATCH, BLOCK), device="cuda")
             y = torch.randint(0, VOCAB, (BATCH, BLOCK), device="cuda")
             with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss, _ = run(x, None, y)
+                loss, _ = run(x, y)
             (loss / ACCUM).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

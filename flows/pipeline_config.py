@@ -74,6 +74,12 @@ def _post_init(self) -> None:
         if not isinstance(value, stage.config):
             object.__setattr__(self, stage.section, stage.from_dict(value))
         present.add(stage.section)
+    for stage in STAGES:  # what a stage needs of its upstream (the roles its model family derives ids from)
+        if stage.adjust_upstream and getattr(self, stage.section) is not None:
+            from corpusforge.tasks.stage import load
+
+            upstream = getattr(self, stage.after)
+            object.__setattr__(self, stage.after, load(stage.adjust_upstream)(getattr(self, stage.section), upstream))
     check_references({s.section: getattr(self, s.section) for s in STAGES})  # a section named: before this one
     if self.lm is not None and not getattr(self.tokenizer, "encode", True):
         raise ConfigError("lm: trains on encoded token shards; set tokenizer.encode: true")

@@ -1,8 +1,9 @@
 """Generation from any of our LMs: greedy, temperature, top-k and top-p (nucleus), seeded.
 
 ``filter_logits`` is the pure part (what may be sampled, with what weight); ``generate`` runs the model
-autoregressively: window models (GPT, NPLM) re-read the last ``block_size`` tokens each step, recurrent
-models read the prompt once and then feed one token at a time with their state.
+autoregressively: window models (GPT, NPLM) re-read the last ``block_size`` tokens each step, ``recurrent`` ones
+(a family trait, corpusforge.models.family) read the prompt once and then feed one token at a time with their
+state. Only families that declare the ``generate`` capability are sampled from; the callers check it.
 """
 
 from __future__ import annotations
@@ -34,20 +35,17 @@ def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | N
 @torch.no_grad()
 def generate(model: nn.Module, prompt: list[int], max_new_tokens: int, *, greedy: bool = False,
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-             seed: int | None = None, stop_id: int | None = None) -> list[int]:
+             seed: int | None = None, stop_id: int | None = None, recurrent: bool = False) -> list[int]:
     """Continue ``prompt`` (token ids) by up to ``max_new_tokens``; returns only the new ids."""
     if not prompt:
         raise ValueError("prompt: needs at least one token")
-    if getattr(model, "objective", "causal") != "causal":
-        raise ValueError("this model is a bidirectional encoder (masked LM), not a left-to-right LM: it cannot "
-                         "generate text; `corpusforge lm inspect` shows what it predicts for a [MASK]")
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     gen = torch.Generator(device=device)
     gen.manual_seed(seed if seed is not None else torch.seed())
     block = model.cfg.block_size
-    stateful = getattr(model, "stateful", False)
+    stateful = recurrent
     out: list[int] = []
     try:
         if stateful:
@@ -74,11 +72,12 @@ def generate(model: nn.Module, prompt: list[int], max_new_tokens: int, *, greedy
 
 
 @torch.no_grad()
-def next_token_table(model: nn.Module, prompt: list[int], k: int = 10) -> list[tuple[int, float]]:
-    """The k most probable next tokens after ``prompt`` with their probabilities, best first."""
+def next_token_table(model: nn.Module, prompt: list[int], k: int = 10, recurrent: bool = False,
+                     ) -> list[tuple[int, float]]:
+    """The k most probable tokens at the last position of ``prompt`` with their probabilities, best first."""
     model.eval()
     device = next(model.parameters()).device
-    context = prompt if getattr(model, "stateful", False) else prompt[-model.cfg.block_size:]
+    context = prompt if recurrent else prompt[-model.cfg.block_size:]
     logits, _ = model(torch.tensor([context], device=device))
     probs = torch.softmax(logits[0, -1].float(), dim=-1)
     top = torch.topk(probs, min(k, probs.numel()))

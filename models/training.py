@@ -1,23 +1,26 @@
-"""One trainer for every LM family, reading top to bottom like nanoGPT's train.py.
+"""The one trainer, for any objective, reading top to bottom like nanoGPT's train.py.
 
-It reports through callbacks only (``on_metrics(step, dict)``, ``on_checkpoint(path)``); the task wires
-them to the manifest, MLflow and a progress bar. What it does:
+``train(model, objective, cfg)``: the objective (corpusforge.models.objectives) makes the batches, wraps the model
+in the module that computes its loss and evaluates with its own metrics; the trainer knows no task. It reports
+through callbacks only (``on_metrics(step, dict)``, ``on_checkpoint(path)``); the task wires them to the manifest,
+MLflow and a progress bar. What it does:
 
-- AdamW (or SGD, for the Zaremba recipes), linear warmup then cosine (or step) decay, gradient clipping,
-  gradient accumulation;
-- bf16/fp16 autocast on CUDA only (fp16 with a GradScaler), optional ``torch.compile``;
-- periodic evaluation: loss, perplexity and bits per token over fixed, deterministic windows;
+- AdamW (or SGD, for the Zaremba recipes); linear warmup then cosine, step, constant or inverse-square-root
+  ("noam", Vaswani et al. 2017) decay; gradient clipping; gradient accumulation;
+- bf16/fp16 autocast on CUDA only (fp16 with a GradScaler), optional ``torch.compile`` of the model and its
+  loss as one graph;
+- periodic evaluation with the objective's metrics (``val_loss`` first: the best weights are kept by it);
 - early stopping on the validation loss;
-- checkpoints as one safetensors file: weights, optimizer state, RNG states, the RNN state carried
+- checkpoints as one safetensors file: weights, optimizer state, RNG states, the state an objective carries
   across batches, step and history (JSON in the file's metadata). No pickle anywhere;
 - exact resume: a run resumed from a checkpoint ends with the same weights, bit for bit on CPU, as one
   that was never interrupted (every source of randomness is a saved generator);
 - DDP when launched by ``torchrun`` (WORLD_SIZE > 1); rank 0 evaluates, reports and saves;
-- tokens/s always, MFU on CUDA (FLOPs per token from the model, peak from the device name).
+- tokens/s always (the input tokens the objective counts), MFU on CUDA (FLOPs per token from the objective,
+  peak from the device name).
 
-Batches: attention and window models (GPT, NPLM) take random windows, as nanoGPT does; recurrent models
-read ``batch_size`` contiguous streams in order so the hidden state can flow from one batch to the next
-(truncated BPTT: it is detached at every batch boundary).
+Starting from another artifact's weights (``init_from``: a fresh optimizer, a backbone under a new head) is
+:func:`corpusforge.models.zoo.load_weights`, before ``train``; resuming is ``resume_from``.
 """
 
 from __future__ import annotations
@@ -31,22 +34,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from corpusforge.models.checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
-from corpusforge.models.configs import TrainConfig  # noqa: F401 - the config lives with the others, torch-free
-from corpusforge.models.rnn import detach_state
+from corpusforge.models.configs import TrainConfig
+from corpusforge.models.objectives import Objective
 from corpusforge.models.zoo import load_state, unique_state_dict
 
-LN2 = math.log(2.0)
 # dense bf16 peak FLOP/s by device name (no sparsity); MFU is reported only where we know the peak
 PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12, "L4": 121e12}
-# torch.compile the model and its loss as one graph (False: the model alone, the loss eager, as before
-# 2026-11-27; kept so that benchmarks/lm_gpu.py can measure the difference in one run)
-COMPILE_WITH_LOSS = True
 
 
 @dataclass
@@ -58,22 +55,6 @@ class TrainResult:
     stopped_early: bool = False
 
 
-class WithLoss(nn.Module):
-    """A model and its mean next-token cross-entropy as one module: ``(x, state, y) -> (loss, state)``.
-
-    Compiled as one graph, the cross-entropy is fused into the head's output: the float32 copy of the
-    (batch, block, vocab) logits and its log-softmax are never written out (nanoGPT computes its loss
-    inside the compiled forward for the same reason). Targets of -100 are ignored (masked models)."""
-
-    def __init__(self, model: nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor, state: Any, y: torch.Tensor) -> tuple[torch.Tensor, Any]:
-        logits, new_state = self.model(x, state)
-        return F.cross_entropy(logits.float().flatten(0, 1), y.flatten()), new_state
-
-
 # --- small pure helpers ---------------------------------------------------------------------------
 
 def learning_rate(it: int, cfg: TrainConfig) -> float:
@@ -82,6 +63,8 @@ def learning_rate(it: int, cfg: TrainConfig) -> float:
         return cfg.lr * (it + 1) / (cfg.warmup_iters + 1)
     if cfg.lr_schedule == "constant":
         return cfg.lr
+    if cfg.lr_schedule == "noam":  # inverse square root after the warmup: lr * sqrt(warmup / step)
+        return cfg.lr * math.sqrt(max(1, cfg.warmup_iters) / (it + 1))
     if cfg.lr_schedule == "step":
         if it < cfg.step_decay_start:
             return cfg.lr
@@ -93,97 +76,10 @@ def learning_rate(it: int, cfg: TrainConfig) -> float:
     return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (cfg.lr - cfg.min_lr)
 
 
-def loss_metrics(loss: float, prefix: str) -> dict[str, float]:
-    """Mean cross-entropy in nats -> loss, perplexity exp(loss), bits per token loss / ln 2."""
-    return {f"{prefix}_loss": loss, f"{prefix}_ppl": math.exp(min(loss, 700.0)), f"{prefix}_bpt": loss / LN2}
-
-
 def pick_device(name: str = "auto") -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
-
-
-def as_tokens(data: Any) -> np.ndarray:
-    arr = np.asarray(data)
-    if arr.ndim != 1:
-        raise ValueError("token data must be a flat 1-D array of ids")
-    return arr
-
-
-def random_windows(data: np.ndarray, block: int, batch: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """``batch`` random windows of ``block`` tokens and their one-step-shifted targets (nanoGPT)."""
-    starts = torch.randint(len(data) - block - 1 + 1, (batch,), generator=gen).numpy()
-    rows = starts[:, None] + np.arange(block + 1)
-    chunk = torch.from_numpy(data[rows].astype(np.int64))
-    return chunk[:, :-1], chunk[:, 1:]
-
-
-class StreamBatches:
-    """Contiguous streams for recurrent models: the data is cut into ``batch`` equal rows and read left to
-    right ``block`` steps at a time, so row b of batch k+1 continues row b of batch k."""
-
-    def __init__(self, data: np.ndarray, block: int, batch: int, part: int = 0, parts: int = 1):
-        n = (len(data) - 1) // (batch * parts)
-        if n <= block:
-            raise ValueError(f"a split of {len(data)} tokens is too short for {batch * parts} streams of >{block} tokens")
-        rows = range(part * batch, (part + 1) * batch)  # under DDP each rank reads its own rows
-        self.x = np.stack([data[b * n: b * n + n] for b in rows])
-        self.y = np.stack([data[b * n + 1: b * n + n + 1] for b in rows])
-        self.block, self.per_epoch = block, n // block
-
-    def get(self, k: int) -> tuple[torch.Tensor, torch.Tensor, bool]:
-        """Batch k (wrapping around); the flag says a new pass starts (the state must be reset)."""
-        j = k % self.per_epoch
-        s = slice(j * self.block, (j + 1) * self.block)
-        return (torch.from_numpy(self.x[:, s].astype(np.int64)), torch.from_numpy(self.y[:, s].astype(np.int64)), j == 0)
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, data: np.ndarray, block: int, batch: int, max_batches: int = 0,
-             device: torch.device | str = "cpu", autocast=contextlib.nullcontext) -> float:
-    """Mean next-token cross-entropy (nats) over consecutive windows of the split; deterministic.
-
-    Recurrent models read the split as ``batch`` contiguous streams, carrying their state; window models
-    read non-overlapping windows. ``max_batches`` caps the work (0: the whole split). A masked model
-    (corpusforge.models.encoder) is scored on the masked tokens instead, with the same masks every time (seed 0)."""
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    try:
-        if getattr(model, "stateful", False):
-            streams = StreamBatches(data, block, min(batch, max(1, (len(data) - 1) // (block + 1))))
-            n = streams.per_epoch if not max_batches else min(max_batches, streams.per_epoch)
-            state = None
-            for k in range(n):
-                x, y, _ = streams.get(k)
-                with autocast():
-                    logits, state = model(x.to(device), state)
-                total += F.cross_entropy(logits.float().flatten(0, 1), y.to(device).flatten(), reduction="sum").item()
-                count += y.numel()
-        else:
-            masked = getattr(model, "objective", "causal") == "masked"
-            mask_gen = torch.Generator().manual_seed(0)
-            windows = (len(data) - 1) // block
-            starts = np.arange(windows) * block
-            if max_batches:
-                starts = starts[: max_batches * batch]
-            for i in range(0, len(starts), batch):
-                rows = starts[i: i + batch, None] + np.arange(block + 1)
-                chunk = torch.from_numpy(data[rows].astype(np.int64))
-                x, y = chunk[:, :-1], chunk[:, 1:]
-                if masked:
-                    x, y = model.mask_batch(x, mask_gen)
-                x, y = x.to(device), y.to(device)
-                with autocast():
-                    logits, _ = model(x)
-                total += F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="sum").item()
-                count += int((y != -100).sum())
-    finally:
-        model.train(was_training)
-    if count == 0:
-        raise ValueError(f"the evaluation split ({len(data)} tokens) is shorter than one window of {block + 1}")
-    return total / count
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
@@ -206,8 +102,7 @@ def _ddp_env() -> tuple[int, int, int]:
 
 def train(
     model: nn.Module,
-    train_data: Any,
-    val_data: Any,
+    objective: Objective,
     cfg: TrainConfig,
     *,
     on_metrics: Callable[[int, dict[str, float]], None] | None = None,
@@ -216,9 +111,8 @@ def train(
     resume_from: Path | None = None,
     stop_after: int | None = None,
 ) -> TrainResult:
-    """Train ``model`` in place on flat token arrays. ``stop_after`` ends the run early at that step (with
-    a checkpoint), as if interrupted: resuming from it must reach the same weights as never stopping."""
-    train_data, val_data = as_tokens(train_data), as_tokens(val_data)
+    """Train ``model`` in place on ``objective``. ``stop_after`` ends the run early at that step (with a
+    checkpoint), as if interrupted: resuming from it must reach the same weights as never stopping."""
     world, rank, local_rank = _ddp_env()
     ddp = world > 1
     if ddp:
@@ -256,16 +150,18 @@ def train(
     data_gen = torch.Generator().manual_seed(cfg.seed + 1000 * (rank + 1))  # batch sampling stream
     raw_model = model.to(device)
     optimizer = make_optimizer(raw_model, cfg, device)
-    stateful = getattr(raw_model, "stateful", False)
-    masked = getattr(raw_model, "objective", "causal") == "masked"  # corpusforge.models.encoder: predict masked tokens
-    block = raw_model.cfg.block_size
-    streams = StreamBatches(train_data, block, cfg.batch_size, rank, world) if stateful else None
+    objective.setup(raw_model, cfg.batch_size, rank, world)
+    if not (objective.has_split("valid") or objective.has_split("test")):
+        raise ValueError("training needs a valid (or test) split to evaluate on")
+    eval_split = "valid" if objective.has_split("valid") else "test"
 
     step, best_val, bad_evals, history, carried, best_weights = 0, math.inf, 0, [], None, None
+    best_metrics: dict[str, float] = {}
     if resume_from is not None:
         tensors, meta = read_checkpoint(Path(resume_from))
         carried, best_weights, rng = restore_checkpoint(tensors, meta, raw_model, optimizer, device)
         step, best_val, bad_evals, history = meta["step"], meta["best_val"], meta["bad_evals"], meta["history"]
+        best_metrics = meta.get("best_metrics", {})
         for past in meta.get("emitted", []):  # replay what the earlier process reported, up to its checkpoint
             emit(int(past["step"]), {k: v for k, v in past.items() if k != "step"})
         torch.set_rng_state(rng["torch"])
@@ -273,17 +169,16 @@ def train(
         if "cuda" in rng and device.type == "cuda":
             torch.cuda.set_rng_state(rng["cuda"], device)
 
-    run_model: nn.Module = WithLoss(torch.compile(raw_model) if cfg.compile and not COMPILE_WITH_LOSS else raw_model)
-    if cfg.compile and COMPILE_WITH_LOSS:
+    run_model: nn.Module = objective.loss_module(raw_model)
+    if cfg.compile:  # the model and its loss as one graph (the loss fuses into the head's output)
         run_model = torch.compile(run_model)
     if ddp:
         from torch.nn.parallel import DistributedDataParallel
 
         run_model = DistributedDataParallel(run_model, device_ids=[local_rank] if device.type == "cuda" else None)
 
-    flops_per_token = raw_model.flops_per_token(block) if hasattr(raw_model, "flops_per_token") else 0.0
+    flops_per_token = objective.flops_per_token(raw_model)
     peak = next((v for k, v in PEAK_FLOPS.items() if device.type == "cuda" and k in torch.cuda.get_device_name(device)), None)
-    tokens_per_step = cfg.batch_size * block * cfg.grad_accum * world
 
     def checkpoint(at: int) -> None:
         if not (checkpoint_path and master):
@@ -292,19 +187,22 @@ def train(
         if device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(device)
         meta = {"step": at, "best_val": best_val, "bad_evals": bad_evals, "history": history,
+                "best_metrics": best_metrics,
                 "emitted": [e for e in emitted if e["step"] <= at], "train_config": asdict(cfg)}
         path = save_checkpoint(Path(checkpoint_path), raw_model, optimizer, meta, rng, carried, best_weights)
         if on_checkpoint:
             on_checkpoint(path)
 
     def run_eval(at: int, train_loss: float | None) -> dict[str, float]:
-        nonlocal best_val, bad_evals, best_weights
-        val = evaluate(raw_model, val_data, block, cfg.batch_size, cfg.eval_iters, device, autocast)
-        m = {**loss_metrics(val, "val")}
+        nonlocal best_val, bad_evals, best_weights, best_metrics
+        scores = objective.evaluate(raw_model, eval_split, cfg.batch_size, cfg.eval_iters, device, autocast)
+        m = {f"val_{k}": v for k, v in scores.items()}
+        val = m["val_loss"]
         if train_loss is not None:
             m["train_loss"] = train_loss
         if val < best_val:
             best_val, bad_evals = val, 0
+            best_metrics = {k: v for k, v in m.items() if k != "train_loss"}
             if cfg.keep_best:
                 best_weights = {k: v.clone() for k, v in unique_state_dict(raw_model).items()}
         else:
@@ -316,29 +214,26 @@ def train(
     raw_model.train()
     first_step = step  # steps before this one ran in an earlier process (resume)
     stopped_early = False
-    window_start, window_tokens, train_time = time.perf_counter(), 0, 0.0
+    window_start, window_tokens, train_time, run_tokens = time.perf_counter(), 0, 0.0, 0
     last_loss = None
     while step < cfg.max_iters:
         lr = learning_rate(step, cfg)
         for group in optimizer.param_groups:
             group["lr"] = lr
         t0 = time.perf_counter()
+        step_tokens = 0
         for micro in range(cfg.grad_accum):
-            if stateful:
-                x, y, fresh = streams.get(step * cfg.grad_accum + micro)
-                if fresh:
-                    carried = None  # a new pass over the data: forget the last row's end
-            else:
-                x, y = random_windows(train_data, block, cfg.batch_size, data_gen)
-                if masked:
-                    x, y = raw_model.mask_batch(x, data_gen)
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            batch = objective.batch(step * cfg.grad_accum + micro, data_gen)
+            if batch.fresh:
+                carried = None  # a new pass over the data: forget the last row's end
+            tensors = [t.to(device, non_blocking=True) for t in batch.tensors]
             sync = contextlib.nullcontext() if (not ddp or micro == cfg.grad_accum - 1) else run_model.no_sync()
             with sync, autocast():
-                loss, new_state = run_model(x, carried, y)
+                loss, new_state = run_model(*tensors, carried)
                 loss = loss / cfg.grad_accum
             scaler.scale(loss).backward()
-            carried = detach_state(new_state) if stateful else None  # truncated BPTT
+            carried = objective.carry(new_state)  # truncated BPTT detaches it; others carry nothing
+            step_tokens += batch.tokens * world
         if cfg.grad_clip:
             scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg.grad_clip)
@@ -347,7 +242,8 @@ def train(
         optimizer.zero_grad(set_to_none=True)
         step += 1
         train_time += time.perf_counter() - t0
-        window_tokens += tokens_per_step
+        window_tokens += step_tokens
+        run_tokens += step_tokens
 
         if step % cfg.log_interval == 0 or step == cfg.max_iters:
             last_loss = loss.item() * cfg.grad_accum  # the only host sync in the loop
@@ -380,10 +276,11 @@ def train(
     if cfg.keep_best and best_weights is not None:
         load_state(raw_model, best_weights)
     final = dict(history[-1]) if history else {}
-    final.update(loss_metrics(best_val if cfg.keep_best else final.get("val_loss", best_val), "val"))
+    if cfg.keep_best:  # the figures of the weights it ends with
+        final.update(best_metrics)
     final["best_val_loss"] = best_val
     final["steps"] = step
-    final["tokens_per_s"] = (step - first_step) * tokens_per_step / max(train_time, 1e-9)
+    final["tokens_per_s"] = run_tokens / max(train_time, 1e-9)
     if peak and flops_per_token:
         final["mfu"] = flops_per_token * final["tokens_per_s"] / (peak * world)
     return TrainResult(step, best_val, final, history, stopped_early)

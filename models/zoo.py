@@ -1,7 +1,8 @@
-"""The model families by name: config classes, construction, and the (config, weights) round trip.
+"""Models by family (corpusforge.models.family): construction, and the (config, weights) round trip.
 
-A saved LM is ``config.json`` ({"family": ..., "model": {...}}) plus ``model.safetensors``; loading
-never unpickles anything.
+A saved model is ``config.json`` ({"family": ..., "model": {...}}) plus ``model.safetensors``; loading never
+unpickles anything. Weights move in two ways: exactly (``load_state``: a saved model, a checkpoint's exact
+resume) and as a start (``load_weights``: ``init_from``, a backbone under a new head, what did not fit reported).
 """
 
 from __future__ import annotations
@@ -13,28 +14,36 @@ from typing import Any
 
 import torch.nn as nn
 
-from corpusforge.models.configs import FAMILY_CONFIGS
-from corpusforge.models.encoder import TransformerEncoder
-from corpusforge.models.gpt import GPT
-from corpusforge.models.nplm import NPLM
-from corpusforge.models.rnn import RNNLM
-
-MODULES: dict[str, type[nn.Module]] = {"gpt": GPT, "rnn": RNNLM, "nplm": NPLM, "encoder": TransformerEncoder}
-FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {name: (FAMILY_CONFIGS[name], MODULES[name]) for name in FAMILY_CONFIGS}
+from corpusforge.models.family import FamilySpec, families, family
 
 
-def build_model(family: str, model_cfg: Any) -> nn.Module:
-    if family not in FAMILIES:
-        raise ValueError(f"family: one of {', '.join(FAMILIES)}, got {family!r}")
-    cfg_cls, model_cls = FAMILIES[family]
-    if not isinstance(model_cfg, cfg_cls):
-        model_cfg = cfg_cls(**dict(model_cfg))
-    return model_cls(model_cfg)
+def build_model(name: str, model_cfg: Any) -> nn.Module:
+    """The family's module built from its config (a dataclass, or a dict of its fields)."""
+    spec = family(name)
+    if not isinstance(model_cfg, spec.config):
+        model_cfg = spec.config(**dict(model_cfg))
+    return spec.module_class()(model_cfg)
+
+
+def family_of(model: nn.Module) -> FamilySpec:
+    """The family a module belongs to: the spec whose class comes first in the module's MRO (a subclass of a
+    family's module, e.g. one with adapters, still saves as that family)."""
+    mro = type(model).__mro__
+    owned = [(mro.index(cls), spec) for spec in families().values() if (cls := spec.module_class()) in mro]
+    if not owned:
+        raise ValueError(f"{type(model).__name__} is no family's module; families: {', '.join(families())}")
+    return min(owned, key=lambda pair: pair[0])[1]
+
+
+def objective_for(model: nn.Module, splits: dict[str, Any]) -> Any:
+    """The family's default objective (its spec's factory) for this model on these token splits."""
+    from corpusforge.models.family import load_ref
+
+    return load_ref(family_of(model).objective)(model.cfg, splits)
 
 
 def model_config_dict(model: nn.Module) -> dict[str, Any]:
-    family = next(name for name, (_, cls) in FAMILIES.items() if type(model) is cls)
-    return {"family": family, "model": dataclasses.asdict(model.cfg)}
+    return {"family": family_of(model).name, "model": dataclasses.asdict(model.cfg)}
 
 
 def unique_state_dict(model: nn.Module) -> dict[str, Any]:
@@ -54,14 +63,40 @@ def unique_state_dict(model: nn.Module) -> dict[str, Any]:
     return out
 
 
+def _tied_names(model: nn.Module) -> set[str]:
+    """Second names of tied tensors, which unique_state_dict leaves out of saved weights."""
+    return {n for n, _ in model.named_parameters(remove_duplicate=False)} - {n for n, _ in model.named_parameters()}
+
+
 def load_state(model: nn.Module, tensors: dict[str, Any]) -> None:
+    """Exactly these weights (a saved model, a checkpoint): a missing or unexpected key is an error."""
     missing, unexpected = model.load_state_dict(tensors, strict=False)
-    tied = {n for n, p in model.named_parameters(remove_duplicate=False)} - {n for n, _ in model.named_parameters()}
-    if unexpected or set(missing) - tied:
-        raise ValueError(f"weights do not fit the model: missing {sorted(set(missing) - tied)}, unexpected {unexpected}")
+    if unexpected or set(missing) - _tied_names(model):
+        raise ValueError(f"weights do not fit the model: missing {sorted(set(missing) - _tied_names(model))}, "
+                         f"unexpected {unexpected}")
 
 
-def save_lm(model: nn.Module, directory: Path) -> None:
+def load_weights(model: nn.Module, tensors: dict[str, Any]) -> dict[str, list[str]]:
+    """Start ``model`` from another model's weights (``init_from``): every tensor whose name and shape fit is
+    loaded; the rest is reported, never silently dropped. Returns ``loaded`` (names), ``missing`` (the model's
+    tensors the weights lack: a new head keeps its fresh init), ``unexpected`` (tensors the model has no place
+    for: the parent's old head) and ``mismatched`` (same name, another shape: kept fresh, named with both
+    shapes). Raises when nothing fits, which is never what was meant."""
+    own = model.state_dict()
+    fitting = {k: v for k, v in tensors.items() if k in own and tuple(own[k].shape) == tuple(v.shape)}
+    mismatched = sorted(f"{k} {tuple(tensors[k].shape)} -> {tuple(own[k].shape)}" for k in tensors
+                        if k in own and k not in fitting)
+    if not fitting:
+        raise ValueError(f"init_from: none of the {len(tensors)} tensors fits this model (names or shapes differ)")
+    model.load_state_dict(fitting, strict=False)
+    tied = _tied_names(model)
+    return {"loaded": sorted(fitting),
+            "missing": sorted(k for k in own if k not in fitting and k not in tied and k not in tensors),
+            "unexpected": sorted(k for k in tensors if k not in own),
+            "mismatched": mismatched}
+
+
+def save_model(model: nn.Module, directory: Path) -> None:
     from safetensors.torch import save_file
 
     directory = Path(directory)
@@ -70,7 +105,7 @@ def save_lm(model: nn.Module, directory: Path) -> None:
     (directory / "config.json").write_text(json.dumps(model_config_dict(model), indent=2) + "\n", encoding="utf-8")
 
 
-def load_lm(directory: Path, device: str = "cpu") -> nn.Module:
+def load_model(directory: Path, device: str = "cpu") -> nn.Module:
     from safetensors.torch import load_file
 
     directory = Path(directory)

@@ -25,8 +25,7 @@ app = typer.Typer(help="Neural language models: train (NPLM, RNN/LSTM/GRU, GPT),
                   no_args_is_help=True)
 
 # after `app` exists: corpusforge.cli imports this module at its end, so either may be imported first
-from corpusforge.api import LM_PIPELINE_KEYS as PIPELINE_KEYS  # noqa: E402,F401
-from corpusforge.api import PRESET_DIR, load_preset, preset_names  # noqa: E402,F401
+from corpusforge.api import preset_names  # noqa: E402
 from corpusforge.api import lm_config as train_config  # noqa: E402 - the API builds the config
 from corpusforge.cli.common import (  # noqa: E402,E501
     SOURCES_HELP,
@@ -47,8 +46,9 @@ from corpusforge.tasks.lm.train import GENERATE_DEFAULTS  # noqa: E402
 def train(
     sources: Annotated[list[Path], typer.Argument(help=SOURCES_HELP)],
     preset: Annotated[str, typer.Option("--preset", metavar="NAME|FILE.yaml",
-                                        help=f"One of {', '.join(preset_names())} (configs/lm/NAME.yaml), "
-                                             "or the path to a YAML of that shape.")],
+                                        help=f"One of {', '.join(preset_names())} (shipped with the package: "
+                                             "configs/lm/NAME.yaml in the repository), or the path to a YAML of "
+                                             "that shape.")],
     set_: SetOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
@@ -142,7 +142,7 @@ def inspect(
         return
     from rich.table import Table
 
-    what = "[MASK] filled" if report["family"] == "encoder" else "next token"
+    what = "[MASK] filled" if report["fills_mask"] else "next token"
     table = Table(title=f"{what} after {prompt!r}")
     for col in ("rank", "token", "id", "probability"):
         table.add_column(col)

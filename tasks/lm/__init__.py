@@ -11,9 +11,11 @@ STAGE = Stage(
         # the weights go to MLflow once, inside the registered pyfunc model (corpusforge.tasks.lm.register)
         "lm": StepOutputs(mlflow=("config.json", "metrics.json", "loss_curve.png"),
                           plots=(("loss_curve.png", "Loss curves"),),
-                          report_plots="corpusforge.tasks.lm.report:report_plots"),
+                          report_plots="corpusforge.tasks.lm.report:report_plots",
+                          loader="corpusforge.tasks.lm.inference:load_artifact"),
         "lm_sample": StepOutputs(mlflow=("sample.txt",)),
     },
     registers=Registers(step="lm", wants="corpusforge.tasks.lm.register:generates",
                         register="corpusforge.tasks.lm.register:register_lm"),
+    adjust_upstream="corpusforge.tasks.lm.config:tokenizer_for",
 )

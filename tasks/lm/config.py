@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from corpusforge.models.configs import FAMILY_CONFIGS, EncoderConfig, GPTConfig, NPLMConfig, RNNConfig, TrainConfig
-from corpusforge.tasks.config import NOT_IN_ID, ConfigError, check_artifact_name, from_dict
+from corpusforge.models.configs import TrainConfig
+from corpusforge.models.family import FamilyConfigs, families
+from corpusforge.tasks.config import NOT_IN_ID, ConfigError, artifact_ref, check_artifact_name, from_dict
 
+# The token a family's role is given when a run adds it to the tokenizer (BERT's names)
+DEFAULT_ROLE_TOKENS = {"pad": "[PAD]", "mask": "[MASK]", "cls": "[CLS]", "sep": "[SEP]", "bos": "<s>", "eos": "</s>"}
 # The generation defaults, in one place: `corpusforge lm generate`, the lm_sample step (SampleConfig) and the
 # registered MLflow pyfunc (tasks.lm_pyfunc.DEFAULT_PARAMS) all read them. top_k/top_p None: off.
 GENERATE_DEFAULTS: dict[str, Any] = {"prompt": "\n", "max_new_tokens": 200, "temperature": 0.8, "top_k": None,
@@ -40,7 +43,8 @@ class SampleConfig:
             raise ValueError(f"top_p: must be in (0, 1], got {self.top_p}")
 
 
-ModelConfig = GPTConfig | RNNConfig | NPLMConfig | EncoderConfig
+# the lm stage trains the families that learn from a token stream (corpusforge.models.family: trains_on "tokens")
+LM_FAMILIES = FamilyConfigs("tokens")
 
 
 @dataclass(frozen=True)
@@ -48,33 +52,51 @@ class LMConfig:
     """A neural LM trained on the tokenizer stage's encoded shards."""
 
     name: str = field(default="lm", metadata={"doc": "Artifact name."})
-    family: Literal["gpt", "rnn", "nplm", "encoder"] = field(default="gpt", metadata={
-        "doc": "gpt (decoder Transformer), rnn (Elman/LSTM/GRU: see model.cell), nplm (Bengio 2003) or encoder "
-               "(bidirectional Transformer trained on masked tokens; its val_loss/val_ppl score the masked "
-               "tokens and it cannot generate)."})
-    model: ModelConfig | None = field(default=None, metadata={
-        "doc": "The family's config (GPTConfig, RNNConfig, NPLMConfig or EncoderConfig in corpusforge.models.configs, "
-               "picked by family; null: its defaults); vocab_size comes from the tokenizer.",
-        "variants": ("family", FAMILY_CONFIGS)})
+    family: str = field(default="gpt", metadata={
+        "doc": "The model family (a folder under models/ that trains on a token stream): gpt (decoder "
+               "Transformer), rnn (Elman/LSTM/GRU: see model.cell), nplm (Bengio 2003) or encoder (bidirectional "
+               "Transformer trained on masked tokens; its val_loss/val_ppl score the masked tokens and it cannot "
+               "generate)."})
+    # the family's config dataclass (models/<family>/config.py), picked by ``family``
+    model: object | None = field(default=None, metadata={
+        "doc": "The family's config (the dataclass in corpusforge.models.<family>.config, picked by family; null: "
+               "its defaults); vocab_size and the special-token ids come from the tokenizer.",
+        "variants": ("family", LM_FAMILIES)})
     train: TrainConfig = field(default_factory=TrainConfig, metadata={
         "doc": "How to train (corpusforge.models.configs.TrainConfig)."})
     sample: SampleConfig = field(default_factory=SampleConfig, metadata={
         "doc": "The sample generated after training (its own lm_sample artifact: editing it retrains nothing).",
         **NOT_IN_ID})
     evaluate_test: bool = field(default=True, metadata={"doc": "Also report loss/perplexity on the test split."})
+    init_from: str | None = field(default=None, metadata=artifact_ref(("lm",), doc=(
+        "Start from this lm's weights (the id or a unique prefix of an lm artifact in the store) with a fresh "
+        "optimizer: every tensor whose name and shape fit is loaded, the rest keeps its fresh init and is "
+        "reported (missing, unexpected, mismatched shapes) in the manifest. The parent's id joins this lm's "
+        "inputs (its id and lineage). null: a fresh init.")))
 
     def __post_init__(self) -> None:
         check_artifact_name(self.name)
-        wanted = FAMILY_CONFIGS[self.family]
+        if self.family not in LM_FAMILIES:
+            raise ValueError(f"family: one of {', '.join(LM_FAMILIES)}, got {self.family!r}")
+        wanted = LM_FAMILIES[self.family]
         if self.model is None:
             object.__setattr__(self, "model", wanted())
         elif type(self.model) is not wanted:
             raise ValueError(f"model: family {self.family!r} takes a {wanted.__name__}, got a {type(self.model).__name__}")
 
-    def model_config(self, vocab_size: int) -> ModelConfig:
-        """The model's config with the tokenizer's vocabulary size."""
+    def model_config(self, vocab_size: int, special_ids: dict[str, int] | None = None) -> object:
+        """The model's config with what the tokenizer sets: its vocabulary size, and the ids the family derives
+        from special-token roles (an encoder's mask_id, an NPLM's pad_id; corpusforge.models.family)."""
+        derived: dict[str, int] = {"vocab_size": vocab_size}
+        for name, roles in families()[self.family].derived.items():
+            found = next((special_ids[r] for r in roles if special_ids and special_ids.get(r) is not None), None)
+            if found is None:
+                raise ConfigError(f"family {self.family} needs the tokenizer's {' or '.join(roles)} token for "
+                                  f"model.{name}: set tokenizer.roles.{roles[0]} (e.g. "
+                                  f"{DEFAULT_ROLE_TOKENS.get(roles[0], '[' + roles[0].upper() + ']')})")
+            derived[name] = int(found)
         try:
-            return dataclasses.replace(self.model, vocab_size=vocab_size)
+            return dataclasses.replace(self.model, **derived)
         except ValueError as exc:
             raise ConfigError(f"model.{exc}") from None
 
@@ -84,3 +106,14 @@ class LMConfig:
 
 def lm_config_from_dict(data: dict[str, Any]) -> LMConfig:
     return from_dict(LMConfig, data, "lm")
+
+
+def tokenizer_for(cfg: LMConfig, tokenizer_cfg: Any) -> Any:
+    """The run's tokenizer config with the special-token roles the lm's family derives ids from (an encoder's
+    mask, corpusforge.models.family ``derived``), added when the tokenizer section has none of a field's roles
+    (its own value wins). The lm stage's ``adjust_upstream``: checked with the config, before any work."""
+    roles = dict(tokenizer_cfg.roles or {})
+    have = set(roles) | ({"unk"} if tokenizer_cfg.unk_token else set()) | ({"eot"} if tokenizer_cfg.eot_token else set())
+    added = {alts[0]: DEFAULT_ROLE_TOKENS.get(alts[0], f"[{alts[0].upper()}]")
+             for alts in families()[cfg.family].derived.values() if not set(alts) & have}
+    return dataclasses.replace(tokenizer_cfg, roles={**roles, **added}) if added else tokenizer_cfg

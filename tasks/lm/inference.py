@@ -2,9 +2,9 @@
 
 Inspection draws what the teaching texts draw: one attention heatmap per layer, one panel per head
 (rows: the query token, columns: the key token it attends to; the causal mask leaves the upper triangle
-empty), and a table of the k most probable next tokens. Only attention models have heatmaps. For an
-encoder (corpusforge.models.encoder) the matrices are full, and the table says what fills a ``[MASK]`` appended to
-the prompt.
+empty), and a table of the k most probable next tokens. Only families with the ``attention_maps`` capability have
+heatmaps. For one that can ``fill_mask`` (an encoder) the matrices are full, and the table says what fills the
+tokenizer's mask token appended to the prompt.
 """
 
 from __future__ import annotations
@@ -24,14 +24,19 @@ def generate_text(model, tok, prompt: str, max_new_tokens: int, *, greedy: bool 
                   top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
                   eot_id: int | None = None) -> str:
     from corpusforge.models.sampling import generate
+    from corpusforge.models.zoo import family_of
 
+    spec = family_of(model)
+    if not spec.can("generate"):
+        raise ValueError(f"a {spec.name} model cannot generate text ({spec.doc}); `corpusforge lm inspect` shows "
+                         "what it predicts")
     ids = tok.encode(prompt) if prompt else []
     if not ids:
         if eot_id is None:
             raise ValueError("prompt: empty, and the tokenizer has no end-of-text id to start from")
         ids = [int(eot_id)]
     new = generate(model, ids, max_new_tokens, greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
-                   seed=seed)
+                   seed=seed, recurrent=spec.recurrent)
     # decode in context: word-level tokenizers put the space *between* tokens, so decode(new) alone
     # would glue the first new word to the prompt
     full, prefix = render_ids(tok, ids + new, eot_id), render_ids(tok, ids, eot_id)
@@ -53,7 +58,7 @@ def render_ids(tok, ids: list[int], eot_id: int | None) -> str:
 def load_trained(lm_dir: str | Path, device: str = "cpu", tokenizer_dir: str | Path | None = None):
     """(model, tokenizer, spec) from an lm artifact directory. The tokenizer is the one recorded in
     config.json unless ``tokenizer_dir`` points at a copy (e.g. inside an MLflow model's artifacts)."""
-    from corpusforge.models.zoo import load_lm
+    from corpusforge.models.zoo import load_model
 
     lm_dir = Path(lm_dir)
     spec = json.loads((lm_dir / "config.json").read_text(encoding="utf-8"))
@@ -63,7 +68,13 @@ def load_trained(lm_dir: str | Path, device: str = "cpu", tokenizer_dir: str | P
     tok_path = str(tokenizer_dir) if tokenizer_dir else (str(resolve_recorded(recorded, lm_dir)) if recorded else None)
     if not tok_path or not Path(tok_path).exists():
         raise ValueError(f"{lm_dir}: its tokenizer ({tok_path}) is not in this store any more")
-    return load_lm(lm_dir, device=device), load_tokenizer(tok_path), spec
+    return load_model(lm_dir, device=device), load_tokenizer(tok_path), spec
+
+
+def load_artifact(lm_dir: Path, manifest: dict[str, Any]):
+    """``Artifact.load()`` of an lm: ``(torch module, tokenizer)``, the tokenizer recorded in its config.json."""
+    model, tok, _spec = load_trained(lm_dir)
+    return model, tok
 
 
 def generate_from(lm_dir: str | Path, prompt: str, max_new_tokens: int = 200, tokenizer_dir: str | Path | None = None,
@@ -93,30 +104,35 @@ def inspect_lm(lm_dir: str | Path, prompt: str, out_dir: str | Path, k: int = 10
     """Write ``attention_layer<L>.png`` per layer into out_dir; return the tokens, the top-k table, the files."""
     import torch
 
+    from corpusforge.models.family import family
     from corpusforge.models.sampling import next_token_table
 
     model, tok, spec = load_trained(lm_dir)
+    traits = family(spec["family"])
     ids = tok.encode(prompt)
     if not ids:
         raise ValueError("prompt: encodes to no tokens")
     ids = ids[-model.cfg.block_size:]
     labels = [_label(tok, i) for i in ids]
-    if getattr(model, "objective", "causal") == "masked":  # an encoder: what fills a [MASK] after the prompt
-        ids = ids[-(model.cfg.block_size - 1):] + [model.mask_id]
-        labels = labels[-(model.cfg.block_size - 1):] + ["[MASK]"]
-    table = [{"rank": r + 1, "id": i, "token": _token_text(tok, i), "prob": p}
-             for r, (i, p) in enumerate(next_token_table(model, ids, k))]
+    if traits.can("fill_mask"):  # what fills the tokenizer's mask token appended to the prompt
+        ids = ids[-(model.cfg.block_size - 1):] + [model.cfg.mask_id]
+        labels = labels[-(model.cfg.block_size - 1):] + [_token_text(tok, model.cfg.mask_id) or "[MASK]"]
+    ranked = next_token_table(model, ids, k + 1, recurrent=traits.recurrent)
+    if traits.can("fill_mask"):  # what fills the mask: never the mask token itself
+        ranked = [(i, p) for i, p in ranked if i != model.cfg.mask_id]
+    table = [{"rank": r + 1, "id": i, "token": _token_text(tok, i), "prob": p} for r, (i, p) in enumerate(ranked[:k])]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files: list[str] = []
-    if spec["family"] in ("gpt", "encoder"):
+    if traits.can("attention_maps"):
         with torch.no_grad():
             _, maps = model(torch.tensor([ids]), return_attention=True)
         for layer, weights in enumerate(maps):
             path = out_dir / f"attention_layer{layer}.png"
             plot_heads(weights[0].float().numpy(), labels, path, f"layer {layer}")
             files.append(str(path))
-    return {"tokens": labels, "next_tokens": table, "heatmaps": files, "family": spec["family"]}
+    return {"tokens": labels, "next_tokens": table, "heatmaps": files, "family": spec["family"],
+            "fills_mask": traits.can("fill_mask")}
 
 
 def plot_heads(weights, labels: list[str], path: Path, title: str) -> None:

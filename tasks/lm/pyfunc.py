@@ -3,7 +3,7 @@
 MLflow imports this module by name (the model's ``loader_module``) and calls ``_load_pyfunc(data_path)``.
 Nothing is pickled: the data directory holds ``lm/`` (``config.json`` + ``model.safetensors``) and
 ``tokenizer/`` (the tokenizer artifact's files). The PyTorch module itself is ``get_raw_model()``,
-or ``corpusforge.models.zoo.load_lm(<model dir>/data/lm)`` from a downloaded copy.
+or ``corpusforge.models.zoo.load_model(<model dir>/data/lm)`` from a downloaded copy.
 
 Input: a string, a list of strings, a dict with ``prompt``, or a DataFrame with a ``prompt`` column.
 Output: one continuation (without the prompt) per prompt. Params (all optional): see ``DEFAULT_PARAMS``.

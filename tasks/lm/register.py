@@ -8,10 +8,13 @@ from typing import Any
 
 
 def generates(lm_dir: Path) -> bool:
-    """Only left-to-right LMs are registered (as text generators); an encoder stays in the store and the run."""
+    """Only families that can generate are registered (as text generators); an encoder stays in the store and
+    the run."""
     import json
 
-    return json.loads((lm_dir / "config.json").read_text(encoding="utf-8")).get("family") != "encoder"
+    from corpusforge.models.family import family
+
+    return family(json.loads((lm_dir / "config.json").read_text(encoding="utf-8"))["family"]).can("generate")
 
 
 def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) -> dict[str, str]:
@@ -41,4 +44,5 @@ def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) ->
             "corpusforge.family": str(spec.get("family")), "corpusforge.tokenizer_id": str(spec["tokenizer"].get("id"))}
     return tracker.register_pyfunc_model(
         run_id, str(manifest["name"]), {"lm": lm_dir, "tokenizer": Path(tokenizer_dir)},
-        loader_module="corpusforge.tasks.lm.pyfunc", pip_requirements=requirements, params=DEFAULT_PARAMS, tags=tags)
+        loader_module="corpusforge.tasks.lm.pyfunc", pip_requirements=requirements, params=DEFAULT_PARAMS, tags=tags,
+        kind="lm", artifact_key="lm")

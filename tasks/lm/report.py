@@ -12,8 +12,10 @@ def attention_plot(lm_dir: Path, out_dir: Path) -> Path | None:
     import logging
 
     try:
+        from corpusforge.models.family import family
+
         spec = json.loads((Path(lm_dir) / "config.json").read_text(encoding="utf-8"))
-        if spec.get("family") not in ("gpt", "encoder"):
+        if not family(spec["family"]).can("attention_maps"):
             return None
         from corpusforge.tasks.lm.inference import inspect_lm
 

@@ -93,14 +93,38 @@ def test_load_refuses_a_tampered_artifact(api_store):
         target.write_bytes(data)
 
 
-def test_api_and_cli_build_the_same_configs():
-    from corpusforge import api
-    from corpusforge.cli.ngram import app  # noqa: F401 - the CLI module builds its config with the API's builder
+def test_api_and_cli_build_the_same_configs(tmp_path):
+    """The same request through the CLI and through the API makes the same config, so the same artifact: the CLI
+    builds it, and the API call after it is answered from the store with the CLI's ids (and the other way round
+    for embeddings), for the flags that take the most translating (--order, --set with and without a section
+    prefix, an eval file, a path relative to the working directory)."""
+    import json
 
-    cfg = api.ngram_config(["a.txt"], order=4, overrides=["memory_limit=1GB", "tracking.enabled=false"])
-    assert cfg["ngram"]["order"] == 4 and cfg["ngram"]["memory_limit"] == "1GB"
-    assert cfg["tracking"] == {"enabled": False}
-    emb = api.embed_config(["x/b.txt"], "glove", ["dim=20"])
-    assert emb["embeddings"] == {"kind": "glove", "name": "b-glove", "dim": 20}
-    sim = api.embed_config(["b.txt"], "word2vec", ["similarity=x.tsv"])["embeddings"]["similarity"]
-    assert sim == [str(Path("x.tsv").resolve())]
+    import corpusforge as cf
+
+    text = "the cat sat on the mat . the dog sat on the log .\n" * 30
+    (tmp_path / "a.txt").write_text(text)
+    (tmp_path / "b.txt").write_text(text.replace("cat", "cow"))
+    store = tmp_path / "store"
+    cli = str(Path(sys.executable).parent / "corpusforge")
+    env = {**os.environ, "CORPUSFORGE_LOCAL_SERVER": "off"}
+    res = subprocess.run([cli, "ngram", "estimate", "a.txt", "--order", "4", "--eval", "b.txt", "--set",
+                          "memory_limit=1GB", "--set", "tracking.enabled=false", "--store", str(store), "--json"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    from_cli = json.loads(res.stdout.strip().splitlines()[-1])
+    cwd = Path.cwd()
+    try:
+        os.chdir(tmp_path)
+        from_api = cf.ngram.estimate(["a.txt"], order=4, eval_files=["b.txt"],
+                                     overrides=["memory_limit=1GB", "tracking.enabled=false"], store=store)
+        vectors = cf.embed.train(["b.txt"], "word2vec", ["dim=8", "epochs=1", "workers=1", "tracking.enabled=false"],
+                                 store=store)
+    finally:
+        os.chdir(cwd)
+    assert from_api.id == from_cli["id"] and from_api.path == Path(from_cli["path"])
+    res = subprocess.run([cli, "embed", "train", "b.txt", "--kind", "word2vec", "--set", "dim=8", "--set", "epochs=1",
+                          "--set", "workers=1", "--set", "tracking.enabled=false", "--store", str(store), "--json"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1])["id"] == vectors.id

@@ -21,7 +21,7 @@ from corpusforge.models.attention import (
     scaled_dot_product_attention,
     sinusoidal_positions,
 )
-from corpusforge.models.training import loss_metrics
+from corpusforge.models.objectives import loss_metrics
 
 
 def np_softmax(s: np.ndarray) -> np.ndarray:
@@ -135,6 +135,6 @@ def test_cross_entropy_on_three_probabilities():
     logits = torch.log(probs.clamp_min(1e-300))
     loss = F.cross_entropy(logits, torch.tensor([0, 1, 2]), reduction="sum").item()
     assert loss == pytest.approx(total, abs=1e-12)
-    m = loss_metrics(total / 3, "val")
+    m = {f"val_{k}": v for k, v in loss_metrics(total / 3).items()}
     assert m["val_ppl"] == pytest.approx((0.10 * 0.05 * 0.30) ** (-1 / 3), rel=1e-12)  # geometric mean of 1/p
     assert m["val_bpt"] == pytest.approx(-math.fsum(math.log2(x) for x in p) / 3, rel=1e-12)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from corpusforge.models.gpt import GPT, GPTConfig, alibi_slopes, apply_rope, rope_tables
+from corpusforge.models.gpt.config import GPTConfig
+from corpusforge.models.gpt.model import GPT, alibi_slopes, apply_rope, rope_tables
 
 SCHEMES = ["learned", "sinusoidal", "rope", "alibi"]
 
@@ -86,10 +87,21 @@ def test_weight_tying_and_options():
     assert isinstance(tiny(norm="post").ln_f, torch.nn.Identity)
 
 
-def test_flops_per_token_matches_the_palm_formula():
-    model = tiny()
-    n = sum(p.numel() for p in model.parameters()) - model.wpe.weight.numel()
-    assert model.flops_per_token() == 6 * n + 12 * 2 * 16 * 16
+@pytest.mark.parametrize("positional", ["learned", "rope"])
+def test_flops_per_token_is_what_torch_counts_for_a_training_step(positional):
+    """MFU's numerator, measured rather than restated: torch's FlopCounterMode counts the matmuls of one forward
+    and backward pass (the explicit attention path, whose score and value matmuls it can see; it does not count
+    the fused SDPA kernel on CPU). PaLM's 6N + 12·L·C·T counts every parameter but the position table, so it
+    differs from the count by exactly the LayerNorm gains, which are no matmul (6 FLOPs each per token)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = tiny(vocab_size=50, positional=positional).train()
+    x = torch.randint(0, 50, (3, 16), generator=torch.Generator().manual_seed(0))
+    with FlopCounterMode(display=False) as counter:
+        logits, _ = model(x, return_attention=True)
+        logits.sum().backward()
+    norms = sum(p.numel() for name, p in model.named_parameters() if ".ln_" in name or name.startswith("ln_f"))
+    assert counter.get_total_flops() / x.numel() == model.flops_per_token(16) - 6 * norms
 
 
 def test_config_validation():

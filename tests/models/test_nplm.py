@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from corpusforge.models.nplm import NPLM, NPLMConfig
+from corpusforge.models.nplm.config import NPLMConfig
+from corpusforge.models.nplm.model import NPLM
 
 
 def test_hidden_layer_on_the_cat_sat_mat_example():
@@ -28,7 +29,7 @@ def test_hidden_layer_on_the_cat_sat_mat_example():
 
 def test_each_position_sees_exactly_its_window():
     torch.manual_seed(0)
-    model = NPLM(NPLMConfig(vocab_size=10, context=3, n_embd=4, n_hidden=5, block_size=8)).eval()
+    model = NPLM(NPLMConfig(vocab_size=10, context=3, n_embd=4, n_hidden=5, block_size=8, pad_id=9)).eval()
     idx = torch.randint(0, 10, (1, 8))
     base, _ = model(idx)
     changed = idx.clone()
@@ -37,5 +38,6 @@ def test_each_position_sees_exactly_its_window():
     # token 2 is in the windows of positions 2, 3, 4 only
     assert torch.equal(logits[0, :2], base[0, :2]) and torch.equal(logits[0, 5:], base[0, 5:])
     assert not torch.allclose(logits[0, 2:5], base[0, 2:5])
-    # position 0 sees [pad, pad, idx0]
-    assert model.contexts(idx)[0, 0].tolist() == [10, 10, idx[0, 0].item()]
+    # position 0 sees [pad, pad, idx0]: the tokenizer's pad id (or its end-of-text id), not an id of its own
+    assert model.contexts(idx)[0, 0].tolist() == [9, 9, idx[0, 0].item()]
+    assert model.C.weight.shape[0] == 10

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from corpusforge.models.rnn import (
+from corpusforge.models.rnn.config import RNNConfig
+from corpusforge.models.rnn.model import (
+    RNNLM,
     ElmanCell,
     GRUCell,
     LSTMCell,
     OurRecurrentStack,
-    RNNConfig,
     RNNEncoder,
-    RNNLM,
     copy_fused_to_ours,
     fused_stack,
 )

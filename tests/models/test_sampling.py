@@ -7,9 +7,12 @@ import math
 import pytest
 import torch
 
-from corpusforge.models.gpt import GPT, GPTConfig
-from corpusforge.models.rnn import RNNConfig, RNNLM
+from corpusforge.models.gpt.config import GPTConfig
+from corpusforge.models.gpt.model import GPT
+from corpusforge.models.rnn.config import RNNConfig
+from corpusforge.models.rnn.model import RNNLM
 from corpusforge.models.sampling import filter_logits, generate, next_token_table
+from corpusforge.models.zoo import family_of
 
 PROBS = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05], dtype=torch.float64)
 
@@ -42,13 +45,14 @@ def small_gpt():
 @pytest.mark.parametrize("make", [small_gpt, lambda: RNNLM(RNNConfig(vocab_size=17, n_embd=8, n_hidden=8, n_layer=1))])
 def test_seeded_sampling_repeats_and_top_k_1_is_greedy(make):
     model = make()
-    a = generate(model, [1, 2, 3], 20, temperature=1.5, seed=7)
-    b = generate(model, [1, 2, 3], 20, temperature=1.5, seed=7)
+    recurrent = family_of(model).recurrent  # an RNN reads the prompt once, then one token at a time
+    a = generate(model, [1, 2, 3], 20, temperature=1.5, seed=7, recurrent=recurrent)
+    b = generate(model, [1, 2, 3], 20, temperature=1.5, seed=7, recurrent=recurrent)
     assert a == b and len(a) == 20 and all(0 <= t < 17 for t in a)
-    greedy = generate(model, [1, 2, 3], 12, greedy=True)
-    assert generate(model, [1, 2, 3], 12, top_k=1, seed=1) == greedy
+    greedy = generate(model, [1, 2, 3], 12, greedy=True, recurrent=recurrent)
+    assert generate(model, [1, 2, 3], 12, top_k=1, seed=1, recurrent=recurrent) == greedy
     # greedy is the argmax of the next-token table at every step
-    assert next_token_table(model, [1, 2, 3], k=3)[0][0] == greedy[0]
+    assert next_token_table(model, [1, 2, 3], k=3, recurrent=recurrent)[0][0] == greedy[0]
 
 
 def test_window_model_generates_past_its_block_and_stops():

@@ -8,11 +8,21 @@ import numpy as np
 import pytest
 import torch
 
-from corpusforge.models.gpt import GPT, GPTConfig
-from corpusforge.models.nplm import NPLM, NPLMConfig
-from corpusforge.models.rnn import RNNConfig, RNNLM
-from corpusforge.models.training import TrainConfig, evaluate, learning_rate, read_checkpoint, train
-from corpusforge.models.zoo import load_lm, save_lm, unique_state_dict
+from corpusforge.models.checkpoint import read_checkpoint
+from corpusforge.models.configs import TrainConfig
+from corpusforge.models.gpt.config import GPTConfig
+from corpusforge.models.gpt.model import GPT
+from corpusforge.models.nplm.config import NPLMConfig
+from corpusforge.models.nplm.model import NPLM
+from corpusforge.models.rnn.config import RNNConfig
+from corpusforge.models.rnn.model import RNNLM
+from corpusforge.models.training import learning_rate, train
+from corpusforge.models.zoo import load_model, objective_for, save_model, unique_state_dict
+
+
+def fit(model, data, val, cfg, **kwargs):
+    """Train on a token stream with the model's family's own objective."""
+    return train(model, objective_for(model, {"train": data, "valid": val}), cfg, **kwargs)
 
 
 def pattern_tokens(n: int, vocab: int = 7, seed: int = 0) -> np.ndarray:
@@ -41,16 +51,16 @@ def test_resumed_run_ends_with_identical_weights(family, tmp_path):
     data, val = pattern_tokens(3000), pattern_tokens(400, seed=1)
     cfg = TrainConfig(**CFG)
     straight = make(family)
-    full = train(straight, data, val, cfg)
+    full = fit(straight, data, val, cfg)
 
     interrupted = make(family)
     ckpt = tmp_path / "ckpt.safetensors"
-    part = train(interrupted, data, val, cfg, checkpoint_path=ckpt, stop_after=7)  # 7: not an eval step
+    part = fit(interrupted, data, val, cfg, checkpoint_path=ckpt, stop_after=7)  # 7: not an eval step
     assert part.step == 7 and read_checkpoint(ckpt)[1]["step"] == 7
 
     resumed = make(family)
     torch.manual_seed(999)  # whatever the process did before must not matter
-    end = train(resumed, data, val, cfg, checkpoint_path=ckpt, resume_from=ckpt)
+    end = fit(resumed, data, val, cfg, checkpoint_path=ckpt, resume_from=ckpt)
     assert end.step == full.step == 12
     a, b = unique_state_dict(straight), unique_state_dict(resumed)
     assert a.keys() == b.keys()
@@ -63,8 +73,8 @@ def test_training_learns_and_reports_through_callbacks(tmp_path):
     data, val = pattern_tokens(4000), pattern_tokens(500, seed=1)
     seen, ckpts = [], []
     model = make("gpt")
-    before = evaluate(model, val, 8, 8)
-    result = train(model, data, val, TrainConfig(max_iters=60, batch_size=8, lr=1e-2, warmup_iters=5, eval_interval=30,
+    before = objective_for(model, {"train": data, "valid": val}).evaluate(model, "valid", 8)["loss"]
+    result = fit(model, data, val, TrainConfig(max_iters=60, batch_size=8, lr=1e-2, warmup_iters=5, eval_interval=30,
                                                  eval_iters=0, log_interval=10),
                    on_metrics=lambda s, m: seen.append((s, m)), on_checkpoint=ckpts.append,
                    checkpoint_path=tmp_path / "c.safetensors")
@@ -88,7 +98,7 @@ def test_early_stopping_stops(tmp_path):
     val = np.random.default_rng(3).integers(0, 7, 300).astype(np.uint16)  # unlearnable: val stops improving
     cfg = TrainConfig(max_iters=400, batch_size=4, lr=3e-2, warmup_iters=0, eval_interval=5, eval_iters=2,
                       log_interval=5, early_stopping_patience=2, lr_schedule="constant")
-    result = train(make("gpt"), data, val, cfg)
+    result = fit(make("gpt"), data, val, cfg)
     assert result.stopped_early and result.step < 400
     assert result.metrics["val_loss"] == pytest.approx(result.best_val_loss)  # keep_best: the best weights
 
@@ -106,8 +116,8 @@ def test_learning_rate_schedule():
 
 def test_save_and_load_lm_round_trip(tmp_path):
     model = make("gpt").eval()
-    save_lm(model, tmp_path / "m")
-    loaded = load_lm(tmp_path / "m")
+    save_model(model, tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
     idx = torch.randint(0, 7, (2, 8))
     torch.testing.assert_close(loaded(idx)[0], model(idx)[0])
     assert loaded.lm_head.weight is loaded.wte.weight
@@ -166,8 +176,8 @@ def test_weights_that_share_one_buffer_are_all_kept_and_tied_ones_once(tmp_path)
     _flatten_like_cudnn(lstm.rnn)
     kept = unique_state_dict(lstm)
     assert set(kept) == set(lstm.state_dict())
-    save_lm(lstm, tmp_path / "lstm")
-    again = load_lm(tmp_path / "lstm")
+    save_model(lstm, tmp_path / "lstm")
+    again = load_model(tmp_path / "lstm")
     for name, tensor in lstm.state_dict().items():
         assert torch.equal(again.state_dict()[name], tensor), name
     gpt = GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=16, tie_weights=True))
@@ -175,20 +185,29 @@ def test_weights_that_share_one_buffer_are_all_kept_and_tied_ones_once(tmp_path)
     assert len(unique_state_dict(gpt)) == len(gpt.state_dict()) - 1
 
 
-def test_compiled_model_and_loss_train_like_the_eager_ones(monkeypatch):
-    """compile=True compiles the model and its loss as one graph (WithLoss): the loss is fused into the head on
-    the GPU; on CPU without dropout the run must follow the eager one. Also the older path (model compiled
-    alone, loss eager) that benchmarks/lm_gpu.py --loss-outside measures against."""
-    import corpusforge.models.training as training
-
+def test_compiled_model_and_loss_train_like_the_eager_ones():
+    """compile=True compiles the model and its loss as one graph (the objective's loss module): the loss is fused
+    into the head on the GPU; on CPU without dropout the run must follow the eager one."""
     data = pattern_tokens(3000)
     cfg = {**CFG, "grad_accum": 1, "max_iters": 6, "eval_interval": 6}
     results = {}
-    for name, compiled, with_loss in (("eager", False, True), ("with_loss", True, True), ("model_only", True, False)):
-        monkeypatch.setattr(training, "COMPILE_WITH_LOSS", with_loss)
+    for name, compiled in (("eager", False), ("compiled", True)):
         torch.manual_seed(0)
         model = GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=16, dropout=0.0))
-        results[name] = train(model, data, data[:400], TrainConfig(**cfg, compile=compiled)).best_val_loss
+        results[name] = fit(model, data, data[:400], TrainConfig(**cfg, compile=compiled)).best_val_loss
     assert results["eager"] < math.log(7)
-    assert results["with_loss"] == pytest.approx(results["eager"], rel=1e-4)
-    assert results["model_only"] == pytest.approx(results["eager"], rel=1e-4)
+    assert results["compiled"] == pytest.approx(results["eager"], rel=1e-4)
+
+
+def test_noam_schedule_warms_up_then_falls_as_the_inverse_square_root():
+    cfg = TrainConfig(max_iters=10_000, lr=1.0, min_lr=0.0, warmup_iters=100, lr_schedule="noam")
+    assert learning_rate(0, cfg) == pytest.approx(1 / 101)
+    assert learning_rate(99, cfg) == pytest.approx(100 / 101)
+    assert learning_rate(399, cfg) == pytest.approx(0.5)  # sqrt(100 / 400)
+    assert learning_rate(9999, cfg) == pytest.approx(0.1)
+    # Vaswani et al.: lr = d^-0.5 * min(step^-0.5, step * warmup^-1.5); with lr = d^-0.5 * warmup^-0.5 the same
+    d, w = 512, 4000
+    paper = TrainConfig(max_iters=100_000, lr=d ** -0.5 * w ** -0.5, min_lr=0.0, warmup_iters=w, lr_schedule="noam")
+    for step in (4001, 10_000, 50_000):  # after the warmup (ours ends at (w - 1) / w of the peak, the paper's at it)
+        assert learning_rate(step - 1, paper) == pytest.approx(d ** -0.5 * min(step ** -0.5, step * w ** -1.5))
+    assert learning_rate(w - 1, paper) == pytest.approx(d ** -0.5 * w ** -0.5, rel=1e-3)

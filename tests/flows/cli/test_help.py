@@ -135,7 +135,7 @@ def test_corpus_help_names_the_presets_that_exist():
 
 
 def test_lm_train_help_names_the_lm_presets():
-    from corpusforge.cli.lm import preset_names
+    from corpusforge.api import preset_names
 
     text = _unboxed(_help(("lm", "train"), 200))
     assert all(name in text for name in preset_names())

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from corpusforge.cli.lm import load_preset, preset_names, train_config
+from corpusforge.api import load_preset, preset_names
+from corpusforge.cli.lm import train_config
 from corpusforge.tasks.config import ConfigError
 from tests.conftest import REPO, write
 
@@ -90,7 +91,7 @@ def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatc
     assert bad.returncode == 2 and "not an lm" in bad.stderr
 
     # the LM flow on its own (the GPU-pool entry point): same shards + same config -> the same artifact
-    from corpusforge.lm_flow import lm_flow
+    from corpusforge.training_flow import lm_flow
 
     config = train_config([src], "shakespeare-char-cpu", [a for a in TINY if a != "--set"])["lm"]
     flow_out = lm_flow(out["steps"]["encode"][:12], config, str(store), track=False)
@@ -102,7 +103,7 @@ def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatc
     import mlflow
     import torch
 
-    from corpusforge.models.zoo import load_lm
+    from corpusforge.models.zoo import load_model
 
     reg = out["registered_model"]
     assert (reg["name"], reg["version"], reg["latest_uri"]) == ("shakespeare-char-cpu", "1",
@@ -128,7 +129,7 @@ def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatc
     assert texts[0] == a["text"] and len(texts) == 2 and texts[1]
     # ... and is a PyTorch model underneath, with the artifact's weights
     module = model.get_raw_model()
-    reference = load_lm(lm_dir)
+    reference = load_model(lm_dir)
     assert isinstance(module, torch.nn.Module)
     assert all(torch.equal(module.state_dict()[k], v) for k, v in reference.state_dict().items())
 

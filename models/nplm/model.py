@@ -6,8 +6,9 @@ paper's optional direct connection), then softmax. Like an n-gram model it sees 
 one, similar words share statistical strength through their embeddings.
 
 The forward pass takes a whole (B, T) block and predicts every position at once, so the trainer and the
-sampler treat it exactly like the other LMs. Positions with fewer than ``context`` predecessors see a
-padding id (``vocab_size``), which has its own embedding row.
+sampler treat it exactly like the other LMs. Positions with fewer than ``context`` predecessors see the
+tokenizer's padding id (``cfg.pad_id``: its pad token, else its end-of-text token, which is what comes before a
+document in the token stream).
 """
 
 from __future__ import annotations
@@ -16,17 +17,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from corpusforge.models.configs import NPLMConfig  # noqa: F401 - the config lives with the others, torch-free
+from corpusforge.models.nplm.config import NPLMConfig
 
 
 class NPLM(nn.Module):
-    stateful = False
-
     def __init__(self, cfg: NPLMConfig):
         super().__init__()
         self.cfg = cfg
-        self.pad_id = cfg.vocab_size
-        self.C = nn.Embedding(cfg.vocab_size + 1, cfg.n_embd)  # +1: the padding row
+        self.pad_id = cfg.pad_id
+        self.C = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         n_x = cfg.context * cfg.n_embd
         self.H = nn.Linear(n_x, cfg.n_hidden)  # bias = the paper's d
         self.U = nn.Linear(cfg.n_hidden, cfg.vocab_size)  # bias = the paper's b

@@ -12,8 +12,8 @@ both compute the same outputs. One caveat, written down here on purpose: the tea
 *after* it, ``tanh(U x + r * (W h + b))``. ``GRUCell(reset="before")`` is the textbook form,
 ``reset="after"`` is torch's; only the latter can agree numerically with ``torch.nn.GRU``.
 
-The LM carries its hidden state across batches (truncated BPTT: the trainer detaches it between
-batches). Dropout sits on the non-recurrent connections only (Zaremba et al. 2014). A bidirectional
+The LM carries its hidden state across batches (truncated BPTT: corpusforge.models.objectives.TruncatedBPTT
+detaches it between batches). Dropout sits on the non-recurrent connections only (Zaremba et al. 2014). A bidirectional
 stack is available as :class:`RNNEncoder` (for encoders, never for a left-to-right LM).
 """
 
@@ -24,7 +24,7 @@ from typing import Literal
 import torch
 import torch.nn as nn
 
-from corpusforge.models.configs import RNNConfig  # noqa: F401 - the config lives with the others, torch-free
+from corpusforge.models.rnn.config import RNNConfig
 
 State = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 
@@ -213,8 +213,6 @@ def copy_fused_to_ours(fused: nn.Module, ours: OurRecurrentStack) -> None:
 class RNNLM(nn.Module):
     """Embedding -> recurrent stack -> linear head; the state flows from one batch to the next."""
 
-    stateful = True
-
     def __init__(self, cfg: RNNConfig):
         super().__init__()
         self.cfg = cfg
@@ -262,12 +260,3 @@ class RNNEncoder(nn.Module):
 
     def forward(self, idx: torch.Tensor, state: State | None = None):
         return self.rnn(self.drop(self.embedding(idx)), state)
-
-
-def detach_state(state: State | None) -> State | None:
-    """Cut the graph at the batch boundary (truncated BPTT) while keeping the values."""
-    if state is None:
-        return None
-    if isinstance(state, tuple):
-        return tuple(s.detach() for s in state)  # type: ignore[return-value]
-    return state.detach()

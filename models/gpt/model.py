@@ -24,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from corpusforge.models.attention import causal_mask, scaled_dot_product_attention, sinusoidal_positions
-from corpusforge.models.configs import GPTConfig  # noqa: F401 - the config lives with the others, torch-free
+from corpusforge.models.gpt.config import GPTConfig
 
 
 def alibi_slopes(n_head: int) -> torch.Tensor:
@@ -137,14 +137,11 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    stateful = False  # no hidden state between batches (contrast: corpusforge.models.rnn)
-    objective = "causal"  # trained on the next token (contrast: corpusforge.models.encoder, masked tokens)
-
-    def __init__(self, cfg: GPTConfig, causal: bool = True, extra_tokens: int = 0):
-        """``causal=False`` and ``extra_tokens`` (ids past the vocabulary, e.g. [MASK]) are for corpusforge.models.encoder."""
+    def __init__(self, cfg: GPTConfig, causal: bool = True):
+        """``causal=False`` (every position sees every other) is for corpusforge.models.encoder."""
         super().__init__()
-        self.cfg, self.extra_tokens = cfg, extra_tokens
-        self.wte = nn.Embedding(cfg.vocab_size + extra_tokens, cfg.n_embd)
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         if cfg.positional == "learned":
             self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
         elif cfg.positional == "sinusoidal":
@@ -153,7 +150,7 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg, causal) for _ in range(cfg.n_layer))
         # post-LN blocks already end in a LayerNorm
         self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias) if cfg.norm == "pre" else nn.Identity()
-        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size + extra_tokens, bias=False)
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         if cfg.tie_weights:
             self.lm_head.weight = self.wte.weight
         self.apply(self._init_weights)
@@ -197,6 +194,4 @@ class GPT(nn.Module):
             x, w = block(x, return_attention)
             maps.append(w)
         logits = self.lm_head(self.ln_f(x))
-        if self.extra_tokens:  # extra ids are inputs only, never predictions
-            logits = logits[..., : self.cfg.vocab_size]
         return (logits, maps) if return_attention else (logits, None)

@@ -1,0 +1,122 @@
+"""Model families, each declared once: one folder ``models/<family>/`` with a torch-free ``config.py``, the module(s),
+and a ``spec.py`` holding ``SPEC = FamilySpec(...)``.
+
+Everything outside the folder (the zoo, config validation, the trainer's objective, registration, the run report,
+inspection, sampling and the CLI) asks the spec for what it needs, a capability or a trait, never for a family's
+name (torchtitan's model folders and their spec). The registry is found, not written down: every subpackage of
+``corpusforge.models`` with a ``spec.py`` is a family, so adding one is adding its folder. Reading the specs imports
+no torch (``module`` and ``objective`` are "module:attribute" strings, loaded when a model is built).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# What a trained model can be asked to do; code outside a family's folder asks for these.
+CAPABILITIES = frozenset({
+    "generate",        # continue a text left to right (sampling, the lm_sample step, the registered pyfunc)
+    "attention_maps",  # forward(..., return_attention=True) gives one (B, heads, T, T) map per layer
+    "fill_mask",       # predicts the token under the tokenizer's mask role (an encoder's inspection)
+    "embed",           # gives vectors for tokens or sentences
+    "classify",        # gives a label and probabilities for a text
+    "translate",       # maps a source text to a target text
+})
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """What a model family is and can do.
+
+    ``derived`` names the config fields the tokenizer fills in, like ``vocab_size``: ``{field: (role, ...)}`` takes
+    the id of the first of those special-token roles the tokenizer has (``"vocab_size"`` is always derived).
+    ``trains_on`` says what data the family learns from, so a stage accepts the families it can feed: ``tokens``
+    (a token stream: language models), ``pairs`` (source and target: encoder-decoders), ``labelled`` (text and
+    label: classifiers). ``recurrent`` families carry a state from one call to the next (sampling feeds them one
+    token at a time; their LM objective reads contiguous streams, truncated BPTT)."""
+
+    name: str
+    config: type
+    module: str  # "module:Class" of the nn.Module, built as Class(config)
+    objective: str  # "module:factory" of its default training objective (corpusforge.models.objectives)
+    doc: str
+    trains_on: str = "tokens"
+    capabilities: frozenset[str] = frozenset()
+    recurrent: bool = False
+    derived: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    exporters: Mapping[str, str] = field(default_factory=dict)  # format -> "module:function(model_dir, out_dir)"
+
+    def __post_init__(self) -> None:
+        unknown = set(self.capabilities) - CAPABILITIES
+        if unknown:
+            raise ValueError(f"family {self.name}: unknown capabilities {sorted(unknown)}; known: {sorted(CAPABILITIES)}")
+        if self.trains_on not in ("tokens", "pairs", "labelled"):
+            raise ValueError(f"family {self.name}: trains_on must be tokens, pairs or labelled")
+
+    def can(self, capability: str) -> bool:
+        if capability not in CAPABILITIES:
+            raise ValueError(f"unknown capability {capability!r}")
+        return capability in self.capabilities
+
+    def module_class(self) -> type:
+        return load_ref(self.module)
+
+
+def load_ref(ref: str) -> Any:
+    """The object a "module:attribute" string names."""
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+_FAMILIES: dict[str, FamilySpec] | None = None
+
+
+def families() -> dict[str, FamilySpec]:
+    """Every family, by name: the ``SPEC`` of each ``corpusforge.models.<folder>.spec`` module, sorted by name."""
+    global _FAMILIES
+    if _FAMILIES is None:
+        import corpusforge.models as package
+
+        found: dict[str, FamilySpec] = {}
+        for info in pkgutil.iter_modules(package.__path__):
+            if not info.ispkg:
+                continue
+            folder = f"{package.__name__}.{info.name}"
+            if importlib.util.find_spec(f"{folder}.spec") is None:
+                continue
+            spec = importlib.import_module(f"{folder}.spec").SPEC
+            if not isinstance(spec, FamilySpec) or spec.name in found:
+                raise RuntimeError(f"{folder}.spec: SPEC must be one FamilySpec with a name of its own")
+            found[spec.name] = spec
+        _FAMILIES = dict(sorted(found.items()))
+    return _FAMILIES
+
+
+def family(name: str) -> FamilySpec:
+    specs = families()
+    if name not in specs:
+        raise ValueError(f"family: one of {', '.join(specs)}, got {name!r}")
+    return specs[name]
+
+
+class FamilyConfigs(Mapping[str, type]):
+    """family name -> config class of the families that train on ``trains_on`` data, read when first used: a
+    stage's config types its ``model`` field by its ``family`` field with it (tasks.config "variants")."""
+
+    def __init__(self, trains_on: str):
+        self.trains_on = trains_on
+
+    def _map(self) -> dict[str, type]:
+        return {n: s.config for n, s in families().items() if s.trains_on == self.trains_on}
+
+    def __getitem__(self, name: str) -> type:
+        return self._map()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._map())
+
+    def __len__(self) -> int:
+        return len(self._map())

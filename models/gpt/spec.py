@@ -1,0 +1,11 @@
+"""The GPT family's declaration (corpusforge.models.family)."""
+
+from corpusforge.models.family import FamilySpec
+from corpusforge.models.gpt.config import GPTConfig
+
+SPEC = FamilySpec(
+    name="gpt", config=GPTConfig, module="corpusforge.models.gpt.model:GPT",
+    objective="corpusforge.models.objectives:causal_lm",
+    doc="decoder Transformer trained on the next token",
+    capabilities=frozenset({"generate", "attention_maps"}),
+)

@@ -1,0 +1,290 @@
+"""Training objectives: what a task asks of the one trainer (corpusforge.models.training).
+
+The trainer knows no task. An objective makes the batches, wraps the model in the module that computes the
+loss (so the model and its loss compile as one graph), says whether a state is carried from one batch to the
+next, and evaluates with its own metrics (the Annotated Transformer's ``loss_compute``, torchtitan's loss
+config, sentence-transformers' losses that wrap the model). The language-model objectives here:
+
+- :class:`CausalLM`: random windows of the token stream, each position predicts the next token (nanoGPT);
+- :class:`TruncatedBPTT`: ``batch_size`` contiguous streams read in order, the recurrent state carried from one
+  batch to the next and detached at every boundary (Zaremba et al. 2014);
+- :class:`MaskedLM`: random windows, ~15% of positions chosen, 80% of those replaced by the tokenizer's
+  ``[MASK]``, 10% by a random token, 10% kept; the loss on the chosen positions only (Devlin et al. 2019).
+
+A family names its default objective in its spec (``objective="corpusforge.models.objectives:causal_lm"``); the
+factories below build one from the model's config and the token splits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+LN2 = math.log(2.0)
+IGNORE = -100  # F.cross_entropy's ignore_index: positions that carry no loss
+
+
+@dataclass
+class Batch:
+    """One micro-batch: the loss module's tensor inputs (on the CPU; the trainer moves them), how many input
+    tokens it holds (tokens/s and MFU count these), and whether the carried state starts afresh."""
+
+    tensors: tuple[torch.Tensor, ...]
+    tokens: int
+    fresh: bool = False
+
+
+class Objective:
+    """The interface the trainer uses. ``batch(index, gen)`` gives micro-batch ``index`` (a running count over
+    the whole run: step * grad_accum + micro), drawing any randomness from ``gen`` (the trainer saves it in its
+    checkpoints, so a resumed run draws the same batches). ``loss_module(model)`` returns a module whose
+    ``forward(*batch.tensors, state)`` is ``(mean loss, new state)``. ``evaluate(model, split, ...)`` returns the
+    split's metrics without prefix (``loss`` first, in nats: the trainer keeps the weights of the lowest)."""
+
+    def setup(self, model: nn.Module, batch_size: int, rank: int = 0, world: int = 1) -> None:
+        """Called once before training, with the micro-batch size and the DDP rank/world size."""
+
+    def batch(self, index: int, gen: torch.Generator) -> Batch:
+        raise NotImplementedError
+
+    def loss_module(self, model: nn.Module) -> nn.Module:
+        raise NotImplementedError
+
+    def carry(self, state: Any) -> Any:
+        """What of the new state the next batch gets (the default: nothing)."""
+        return None
+
+    def evaluate(self, model: nn.Module, split: str, batch_size: int, max_batches: int = 0,
+                 device: torch.device | str = "cpu", autocast: Callable = contextlib.nullcontext) -> dict[str, float]:
+        raise NotImplementedError
+
+    def has_split(self, split: str) -> bool:
+        raise NotImplementedError
+
+    def flops_per_token(self, model: nn.Module) -> float:
+        """Training FLOPs per input token, for MFU (0: unknown)."""
+        return 0.0
+
+
+def loss_metrics(loss: float) -> dict[str, float]:
+    """Mean cross-entropy in nats -> loss, perplexity exp(loss), bits per token loss / ln 2."""
+    return {"loss": loss, "ppl": math.exp(min(loss, 700.0)), "bpt": loss / LN2}
+
+
+class NextTokenLoss(nn.Module):
+    """A model and its mean cross-entropy as one module: ``(x, y, state) -> (loss, state)``.
+
+    Compiled as one graph, the cross-entropy is fused into the head's output: the float32 copy of the
+    (batch, block, vocab) logits and its log-softmax are never written out (nanoGPT computes its loss
+    inside the compiled forward for the same reason). Targets of ``IGNORE`` carry no loss (masked LM)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, state: Any = None) -> tuple[torch.Tensor, Any]:
+        logits, new_state = self.model(x, state)
+        return F.cross_entropy(logits.float().flatten(0, 1), y.flatten()), new_state
+
+
+def as_tokens(data: Any) -> np.ndarray:
+    arr = np.asarray(data)
+    if arr.ndim != 1:
+        raise ValueError("token data must be a flat 1-D array of ids")
+    return arr
+
+
+def random_windows(data: np.ndarray, block: int, batch: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch`` random windows of ``block`` tokens and their one-step-shifted targets (nanoGPT)."""
+    starts = torch.randint(len(data) - block - 1 + 1, (batch,), generator=gen).numpy()
+    rows = starts[:, None] + np.arange(block + 1)
+    chunk = torch.from_numpy(data[rows].astype(np.int64))
+    return chunk[:, :-1], chunk[:, 1:]
+
+
+class StreamBatches:
+    """Contiguous streams for recurrent models: the data is cut into ``batch`` equal rows and read left to
+    right ``block`` steps at a time, so row b of batch k+1 continues row b of batch k."""
+
+    def __init__(self, data: np.ndarray, block: int, batch: int, part: int = 0, parts: int = 1):
+        n = (len(data) - 1) // (batch * parts)
+        if n <= block:
+            raise ValueError(f"a split of {len(data)} tokens is too short for {batch * parts} streams of >{block} tokens")
+        rows = range(part * batch, (part + 1) * batch)  # under DDP each rank reads its own rows
+        self.x = np.stack([data[b * n: b * n + n] for b in rows])
+        self.y = np.stack([data[b * n + 1: b * n + n + 1] for b in rows])
+        self.block, self.per_epoch = block, n // block
+
+    def get(self, k: int) -> tuple[torch.Tensor, torch.Tensor, bool]:
+        """Batch k (wrapping around); the flag says a new pass starts (the state must be reset)."""
+        j = k % self.per_epoch
+        s = slice(j * self.block, (j + 1) * self.block)
+        return (torch.from_numpy(self.x[:, s].astype(np.int64)), torch.from_numpy(self.y[:, s].astype(np.int64)), j == 0)
+
+
+def detach_state(state: Any) -> Any:
+    """Cut the graph at the batch boundary (truncated BPTT) while keeping the values."""
+    if state is None:
+        return None
+    if isinstance(state, tuple):
+        return tuple(s.detach() for s in state)
+    return state.detach()
+
+
+class TokenStream(Objective):
+    """A language-modelling objective over flat token splits (``train``, ``valid``, ``test``; 1-D id arrays)."""
+
+    def __init__(self, splits: Mapping[str, Any], block: int):
+        self.splits = {name: as_tokens(data) for name, data in splits.items() if data is not None}
+        if "train" not in self.splits:
+            raise ValueError("the train split is empty: nothing to train on")
+        self.block = block
+
+    def has_split(self, split: str) -> bool:
+        return split in self.splits
+
+    def loss_module(self, model: nn.Module) -> nn.Module:
+        return NextTokenLoss(model)
+
+    def flops_per_token(self, model: nn.Module) -> float:
+        return model.flops_per_token(self.block) if hasattr(model, "flops_per_token") else 0.0
+
+    def _windows_score(self, model, data, batch_size, max_batches, device, autocast, prepare=None) -> dict[str, float]:
+        """Mean cross-entropy over consecutive non-overlapping windows of the split (deterministic); ``prepare``
+        turns (x, y) into what is scored (masked LM)."""
+        total, count = 0.0, 0
+        windows = (len(data) - 1) // self.block
+        starts = np.arange(windows) * self.block
+        if max_batches:
+            starts = starts[: max_batches * batch_size]
+        for i in range(0, len(starts), batch_size):
+            rows = starts[i: i + batch_size, None] + np.arange(self.block + 1)
+            chunk = torch.from_numpy(data[rows].astype(np.int64))
+            x, y = chunk[:, :-1], chunk[:, 1:]
+            if prepare is not None:
+                x, y = prepare(x, y)
+            x, y = x.to(device), y.to(device)
+            with autocast():
+                logits, _ = model(x)
+            total += F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="sum").item()
+            count += int((y != IGNORE).sum())
+        return self._mean(total, count, data)
+
+    def _mean(self, total: float, count: int, data) -> dict[str, float]:
+        if count == 0:
+            raise ValueError(f"the evaluation split ({len(data)} tokens) is shorter than one window of {self.block + 1}")
+        return loss_metrics(total / count)
+
+    def evaluate(self, model, split, batch_size, max_batches=0, device="cpu", autocast=contextlib.nullcontext):
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                return self._score(model, self.splits[split], batch_size, max_batches, device, autocast)
+        finally:
+            model.train(was_training)
+
+    def _score(self, model, data, batch_size, max_batches, device, autocast) -> dict[str, float]:
+        return self._windows_score(model, data, batch_size, max_batches, device, autocast)
+
+
+class CausalLM(TokenStream):
+    """Random windows; every position predicts the next token."""
+
+    def batch(self, index: int, gen: torch.Generator) -> Batch:
+        x, y = random_windows(self.splits["train"], self.block, self.batch_size, gen)
+        return Batch((x, y), x.numel())
+
+    def setup(self, model, batch_size, rank=0, world=1) -> None:
+        self.batch_size = batch_size
+
+
+class TruncatedBPTT(TokenStream):
+    """Contiguous streams read in order; the state flows from batch to batch, detached at each boundary (the
+    trainer keeps it in its checkpoints)."""
+
+    def setup(self, model, batch_size, rank=0, world=1) -> None:
+        self.streams = StreamBatches(self.splits["train"], self.block, batch_size, rank, world)
+
+    def batch(self, index: int, gen: torch.Generator) -> Batch:
+        x, y, fresh = self.streams.get(index)
+        return Batch((x, y), x.numel(), fresh)
+
+    def carry(self, state: Any) -> Any:
+        return detach_state(state)
+
+    def _score(self, model, data, batch_size, max_batches, device, autocast) -> dict[str, float]:
+        """The split as ``batch_size`` contiguous streams, the state carried through."""
+        streams = StreamBatches(data, self.block, min(batch_size, max(1, (len(data) - 1) // (self.block + 1))))
+        n = streams.per_epoch if not max_batches else min(max_batches, streams.per_epoch)
+        total, count, state = 0.0, 0, None
+        for k in range(n):
+            x, y, _ = streams.get(k)
+            with autocast():
+                logits, state = model(x.to(device), state)
+            total += F.cross_entropy(logits.float().flatten(0, 1), y.to(device).flatten(), reduction="sum").item()
+            count += y.numel()
+        return self._mean(total, count, data)
+
+
+class MaskedLM(TokenStream):
+    """Random windows with ~``mask_prob`` of the positions chosen: 80% of those become ``mask_id``, 10% a random
+    token, 10% stay; the loss is the cross-entropy of the original tokens at the chosen positions. Evaluation
+    masks with the same draws every time (a generator seeded 0), so its figure is comparable across runs."""
+
+    def __init__(self, splits: Mapping[str, Any], block: int, vocab_size: int, mask_id: int, mask_prob: float = 0.15):
+        super().__init__(splits, block)
+        if mask_id is None or not 0 <= mask_id < vocab_size:
+            raise ValueError(f"mask_id: a masked LM needs the tokenizer's mask token id, got {mask_id}")
+        self.vocab_size, self.mask_id, self.mask_prob = vocab_size, mask_id, mask_prob
+
+    def setup(self, model, batch_size, rank=0, world=1) -> None:
+        self.batch_size = batch_size
+
+    def mask(self, x: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """(inputs, targets) for the masked-LM loss from windows ``x`` (B, T); targets are ``IGNORE`` where no
+        prediction is asked. Every row gets at least one chosen position."""
+        B, T = x.shape
+        chosen = torch.rand(B, T, generator=gen) < self.mask_prob
+        forced = torch.randint(T, (B,), generator=gen)
+        chosen[torch.arange(B), forced] |= ~chosen.any(dim=1)  # a row with nothing chosen gets one position
+        action = torch.rand(B, T, generator=gen)
+        random_ids = torch.randint(self.vocab_size, (B, T), generator=gen)
+        inputs = x.clone()
+        inputs[chosen & (action < 0.8)] = self.mask_id
+        swap = chosen & (action >= 0.8) & (action < 0.9)
+        inputs[swap] = random_ids[swap]
+        targets = torch.where(chosen, x, torch.full_like(x, IGNORE))
+        return inputs, targets
+
+    def batch(self, index: int, gen: torch.Generator) -> Batch:
+        x, _ = random_windows(self.splits["train"], self.block, self.batch_size, gen)
+        x, y = self.mask(x, gen)
+        return Batch((x, y), x.numel())
+
+    def _score(self, model, data, batch_size, max_batches, device, autocast) -> dict[str, float]:
+        gen = torch.Generator().manual_seed(0)
+        return self._windows_score(model, data, batch_size, max_batches, device, autocast,
+                                   prepare=lambda x, _y: self.mask(x, gen))
+
+
+# --- the factories a family's spec names: (model config, token splits) -> objective -----------------------
+
+def causal_lm(model_cfg: Any, splits: Mapping[str, Any]) -> CausalLM:
+    return CausalLM(splits, model_cfg.block_size)
+
+
+def truncated_bptt(model_cfg: Any, splits: Mapping[str, Any]) -> TruncatedBPTT:
+    return TruncatedBPTT(splits, model_cfg.block_size)
+
+
+def masked_lm(model_cfg: Any, splits: Mapping[str, Any]) -> MaskedLM:
+    return MaskedLM(splits, model_cfg.block_size, model_cfg.vocab_size, model_cfg.mask_id, model_cfg.mask_prob)
