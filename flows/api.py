@@ -71,51 +71,14 @@ class Artifact:
         """
         from corpusforge.storage.store import ArtifactStore
 
+        from corpusforge.stages import step_outputs
+        from corpusforge.tasks.stage import load
+
         ArtifactStore(self.path.parents[1]).check_intact(self.path, self.manifest)
-        loader = LOADERS.get(self.step)
-        if loader is None:
+        declared = step_outputs(self.step)  # the stage that makes this step declares its loader
+        if declared is None or declared.loader is None:
             raise TypeError(f"{self.step} artifacts have no loader; read the files under {self.path}")
-        return loader(self)
-
-
-def _load_corpus(a: Artifact):
-    import polars as pl
-
-    return {split: pl.read_parquet(a.path / f"{split}.parquet") for split in ("train", "valid", "test")
-            if (a.path / f"{split}.parquet").is_file()}
-
-
-def _load_tokenizer(a: Artifact):
-    from corpusforge.models.tokenization import load_tokenizer
-
-    tok = load_tokenizer(a.path)
-    return getattr(tok, "hf", None) or tok  # the tokenizers.Tokenizer itself; classic-bpe: ours
-
-
-def _load_vectors(a: Artifact):
-    from gensim.models import KeyedVectors
-
-    rel = a.manifest.get("vectors_path")
-    if not rel:
-        raise TypeError(f"{a.step} {a.name} holds no dense vectors (kind {a.manifest.get('kind')!r})")
-    return KeyedVectors.load_word2vec_format(str(a.path / rel), binary=False)
-
-
-def _load_ngram(a: Artifact):
-    from corpusforge.tasks.ngram.build import load_ngram_model
-
-    return load_ngram_model(a.path)
-
-
-def _load_lm(a: Artifact):
-    from corpusforge.tasks.lm.inference import load_trained
-
-    model, tok, _spec = load_trained(a.path)  # the tokenizer recorded in the lm's config.json
-    return model, tok
-
-
-LOADERS = {"corpus": _load_corpus, "tokenizer": _load_tokenizer, "embeddings": _load_vectors,
-           "glove": _load_vectors, "ngram": _load_ngram, "lm": _load_lm}
+        return load(declared.loader)(self.path, self.manifest)
 
 
 @dataclass
@@ -306,23 +269,31 @@ def tokenizer_config(sources: list[str], kind: str, vocab_size: int | None, merg
     return apply_overrides(base, [s if s.startswith(TOKENIZER_PIPELINE_KEYS) else f"tokenizer.{s}" for s in overrides])
 
 
-PRESET_DIR = Path(__file__).resolve().parent.parent / "configs" / "lm"
 LM_PIPELINE_KEYS = pipeline_keys("lm")
 
 
-def preset_names() -> list[str]:
-    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+def preset_dir(kind: str = "lm") -> Path:
+    """Where a command's presets are: ``<kind>/`` in the package's presets (configs/ in the repository, package
+    data in the wheel: corpusforge.presets)."""
+    from importlib.resources import files
+
+    return Path(str(files("corpusforge.presets") / kind))
 
 
-def load_preset(name: str) -> dict:
-    """A preset by name (configs/lm/NAME.yaml) or a path to a YAML file of the same shape."""
+def preset_names(kind: str = "lm") -> list[str]:
+    return sorted(p.stem for p in preset_dir(kind).glob("*.yaml"))
+
+
+def load_preset(name: str, kind: str = "lm") -> dict:
+    """A preset by name (``configs/<kind>/NAME.yaml``, shipped with the package) or a path to a YAML file of the
+    same shape."""
     from corpusforge.tasks.config import ConfigError, load_yaml
 
     path = Path(name)
     if not (path.suffix in (".yaml", ".yml") and path.is_file()):
-        path = PRESET_DIR / f"{name}.yaml"
+        path = preset_dir(kind) / f"{name}.yaml"
     if not path.is_file():
-        raise ConfigError(f"--preset {name!r}: no such preset; choose one of {', '.join(preset_names())}")
+        raise ConfigError(f"--preset {name!r}: no such preset; choose one of {', '.join(preset_names(kind))}")
     return load_yaml(path)
 
 

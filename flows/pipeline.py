@@ -19,12 +19,13 @@ from prefect.utilities.annotations import unmapped
 
 from corpusforge.pipeline_config import PipelineConfig, RunnerConfig, TrackingConfig, pipeline_config_from_dict  # noqa: F401
 from corpusforge.plan import check_store_references, pipeline_summary, stage_references
-from corpusforge.stages import STAGES, load
+from corpusforge.stages import STAGES
 from corpusforge.storage.store import ArtifactStore, resolve_store_root
 from corpusforge.storage.tracking import open_tracker
 from corpusforge.tasks.config import ConfigError, to_dict
 from corpusforge.tasks.corpus.merge import corpus_task, discover_sources_task
 from corpusforge.tasks.corpus.shard import corpus_shard_task, pack_label
+from corpusforge.tasks.stage import load
 from corpusforge.tasks.step import StepResult
 from corpusforge.tasks.track import LiveRuns, ParentRun, track_results
 

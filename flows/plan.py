@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.pipeline_config import PipelineConfig
-from corpusforge.stages import STAGES, Stage, load
+from corpusforge.stages import STAGES
+from corpusforge.tasks.stage import Stage, load
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.storage.tracking import RegistryLedger, default_tracking_uri
 from corpusforge.tasks.corpus.merge import build_corpus, describe, discover, packs_in_corpus_order

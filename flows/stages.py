@@ -13,7 +13,7 @@ from typing import Any
 
 from corpusforge.tasks import corpus, embeddings, lm, ngram, tokenizer
 from corpusforge.tasks.config import ConfigError, is_artifact_id, references
-from corpusforge.tasks.stage import Stage, load  # noqa: F401 - load: re-exported for the flows
+from corpusforge.tasks.stage import Stage
 
 STAGES: tuple[Stage, ...] = (
     corpus.STAGE,
@@ -26,6 +26,21 @@ STAGES: tuple[Stage, ...] = (
 
 def stage_for(section: str) -> Stage | None:
     return next((s for s in STAGES if s.section == section), None)
+
+
+def step_outputs(step: str):
+    """What the stage that makes ``step`` declares about it (corpusforge.tasks.stage.StepOutputs), or None."""
+    return next((s.steps[step] for s in STAGES if step in s.steps), None)
+
+
+def export_formats() -> dict[str, tuple[str, ...]]:
+    """format -> the steps whose artifacts it exports, from the stages' declarations."""
+    found: dict[str, list[str]] = {}
+    for s in STAGES:
+        for step, out in s.steps.items():
+            for fmt in out.exports:
+                found.setdefault(fmt, []).append(step)
+    return {fmt: tuple(steps) for fmt, steps in sorted(found.items())}
 
 
 def downstream() -> tuple[Stage, ...]:

@@ -226,14 +226,20 @@ def check_registered_copy(store_root: Path, manifest: Mapping[str, Any], not_reb
                 problems.append(f"{where}: {rel} changed since it was registered")
         mlmodel = (root / "MLmodel").read_text(encoding="utf-8") if (root / "MLmodel").is_file() else ""
         loaders = re.findall(r"^\s*loader_module:\s*(\S+)", mlmodel, flags=re.M)
-        if loaders != ["corpusforge.tasks.lm.pyfunc"]:
-            problems.append(f"{where}: MLmodel loads {loaders or 'nothing'}, not corpusforge.tasks.lm.pyfunc")
+        recorded_loader = entry.get("loader_module")  # what registration used (entries before 2026-11-27: none)
+        if recorded_loader and loaders != [recorded_loader]:
+            problems.append(f"{where}: MLmodel loads {loaders or 'nothing'}, not {recorded_loader} (what it was "
+                            "registered with)")
+        elif not loaders:
+            problems.append(f"{where}: MLmodel names no loader module")
         if re.search(r"^\s*code:\s*(?!null\b)\S", mlmodel, flags=re.M) or (root / "code").exists():
             problems.append(f"{where}: has a code/ folder, which MLflow would import")
+        key = entry.get("artifact_key") or manifest.get("step")  # the data folder that is this artifact
         for rel, meta in (manifest.get("files") or {}).items():
-            copy = root / "data" / "data" / "lm" / rel
-            if copy.is_file() and actual.get(f"data/data/lm/{rel}") != meta.get("sha256"):
-                problems.append(f"{where}: data/data/lm/{rel} differs from the lm artifact's {rel}")
+            copy = root / "data" / "data" / key / rel
+            if copy.is_file() and actual.get(f"data/data/{key}/{rel}") != meta.get("sha256"):
+                problems.append(f"{where}: data/data/{key}/{rel} differs from the {manifest.get('step')} "
+                                f"artifact's {rel}")
     return problems
 
 
@@ -531,6 +537,8 @@ class Tracker:
         pip_requirements: Iterable[str],
         params: Mapping[str, Any],
         tags: Mapping[str, str],
+        kind: str = "lm",
+        artifact_key: str | None = None,
     ) -> dict[str, str]:
         """Log a pyfunc model built from directories (no pickle) to ``run_id`` and register a new version.
 
@@ -540,6 +548,11 @@ class Tracker:
         MLflow reserves the alias ``latest`` for itself: ``models:/NAME@latest`` (and ``models:/NAME/latest``)
         always resolve to the newest version, so each new version *is* ``@latest`` without an explicit
         ``set_registered_model_alias`` (which refuses that name).
+
+        ``kind`` tags the registered model (``corpusforge.kind``); ``artifact_key`` names the data folder that
+        is the artifact itself (default: the first). The result also says which ``loader_module`` and
+        ``artifact_key`` were used, for the store's ledger: ``artifacts verify`` checks the registered copy
+        against what was recorded, so this module names no loader of its own.
         """
         import shutil
         import tempfile
@@ -569,7 +582,7 @@ class Tracker:
             self.client.log_model_artifacts(logged.model_id, str(model_dir))
         self.client.finalize_logged_model(logged.model_id, "READY")
         try:
-            self.client.create_registered_model(registered_name, tags={"corpusforge.kind": "lm"})
+            self.client.create_registered_model(registered_name, tags={"corpusforge.kind": kind})
         except MlflowException as exc:
             if exc.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
@@ -577,7 +590,8 @@ class Tracker:
         # the latter through the *global* tracking URI (a TODO in mlflow 3.x), not this client's
         version = self.client.create_model_version(registered_name, logged.artifact_location, run_id=run_id,
                                                    tags=dict(tags), model_id=logged.model_id)
-        return _version_info(registered_name, version.version, logged.model_id, logged.artifact_location)
+        return {**_version_info(registered_name, version.version, logged.model_id, logged.artifact_location),
+                "loader_module": loader_module, "artifact_key": artifact_key or next(iter(data_dirs))}
 
     def find_model_version(self, registered_name: str, tag: str, value: str) -> dict[str, str] | None:
         """The newest version of ``registered_name`` whose tag ``tag`` is ``value`` (None when there is none)."""

@@ -29,6 +29,12 @@ class StepOutputs:
     highlights: str | None = None
     # "module:function(artifact_dir, scratch) -> [(caption, png)]": plots drawn for the run report (into scratch)
     report_plots: str | None = None
+    # "module:function(artifact_dir, manifest) -> object": what ``Artifact.load()`` (the Python API) returns for an
+    # artifact of this step, after the store checked its files against their digests
+    loader: str | None = None
+    # format -> "module:function(artifact_dir, manifest, out_dir) -> dict": ``corpusforge export ID --format F``
+    # (raise corpusforge.tasks.stage.ExportError for a request the user can fix)
+    exports: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,10 @@ class Stage:
     live: bool = False  # the task takes ``on_metrics`` (a trainer callback): its curves go to MLflow as they happen
     steps: Mapping[str, StepOutputs] = field(default_factory=dict)
     registers: Registers | None = None
+    # "module:function(config, upstream_config) -> upstream_config": what this stage's config needs of its upstream
+    # stage's, applied when the pipeline config is validated (an encoder family adds the mask role its model derives
+    # an id from to the run's tokenizer, unless the tokenizer section sets it). None: nothing.
+    adjust_upstream: str | None = None
 
     def references(self) -> list[tuple[str, tuple[str, ...]]]:
         """(dotted config field, allowed steps) of each artifact reference its config declares."""
@@ -77,6 +87,10 @@ class Stage:
         from corpusforge.tasks.config import from_dict
 
         return from_dict(self.config, data, self.section)
+
+
+class ExportError(ValueError):
+    """A bad export request (the output exists, a library is missing, nothing to export): one line for the user."""
 
 
 def load(ref: str) -> Any:

@@ -20,7 +20,6 @@ from corpusforge.cli.common import SOURCES_HELP, JsonOpt, SetOpt, StoreOpt, _fai
 
 KINDS = ("word", "char", "classic-bpe", "bpe", "byte-bpe", "wordpiece", "unigram")
 Kind = choices("TokenizerKind", KINDS)
-from corpusforge.api import TOKENIZER_PIPELINE_KEYS as PIPELINE_KEYS  # noqa: E402,F401
 from corpusforge.api import tokenizer_config as train_config  # noqa: E402 - the API builds the config
 
 app = typer.Typer(help="Train, apply and compare tokenizers (word, char, classic BPE, byte-level BPE, ...).",

@@ -12,6 +12,8 @@ STAGE = Stage(
                                     mlflow_dirs=(("gx/uncommitted/data_docs/local_site", "data_docs"),)),
         "corpus": StepOutputs(mlflow=("doc_lengths.png", "reasons.png", "report.md", "data_docs.html"),
                               plots=(("doc_lengths.png", "Document length histogram"),
-                                     ("reasons.png", "Why records were not kept"))),
+                                     ("reasons.png", "Why records were not kept")),
+                              loader="corpusforge.tasks.corpus.export:load_corpus",
+                              exports={"hf-datasets": "corpusforge.tasks.corpus.export:export_hf_datasets"}),
     },
 )

@@ -1,4 +1,5 @@
-"""Export a corpus artifact to a Hugging Face ``datasets`` folder (``corpusforge export ID --format hf-datasets``).
+"""Export a corpus artifact to a Hugging Face ``datasets`` folder (``corpusforge export ID --format hf-datasets``),
+declared on the corpus step (tasks/corpus/__init__.py, ``exports``).
 
 The folder is what ``DatasetDict.save_to_disk`` writes, so ``datasets.load_from_disk(OUT)`` opens it. Splits
 take the names that library uses (``train``, ``validation``, ``test``; empty splits are left out), and each
@@ -19,12 +20,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from corpusforge.tasks.stage import ExportError
+
 HF_SPLITS = {"train": "train", "valid": "validation", "test": "test"}
-FORMATS = ("hf-datasets",)
-
-
-class ExportError(ValueError):
-    """Bad export request (not a corpus, the output exists, datasets missing): one line for the user."""
 
 
 def _meta_column(values: list[str | None]):
@@ -111,3 +109,11 @@ def export_hf_datasets(artifact_dir: Path, manifest: dict[str, Any], out: Path) 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return summary
+
+
+def load_corpus(artifact_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """``Artifact.load()`` of a corpus: ``{split: polars.DataFrame}`` for the splits it has."""
+    import polars as pl
+
+    return {split: pl.read_parquet(artifact_dir / f"{split}.parquet") for split in ("train", "valid", "test")
+            if (artifact_dir / f"{split}.parquet").is_file()}

@@ -205,3 +205,13 @@ def highlights(artifact_dir: str | Path, top: int = 5) -> list[str]:
     for word, hits in (report.get("neighbors") or {}).items():
         lines.append(f"neighbours of {word}: " + (", ".join(w for w, _ in hits[:top]) if hits else "not in the vocabulary"))
     return lines
+
+
+def load_vectors(artifact_dir: Path, manifest: dict[str, Any]):
+    """``Artifact.load()`` of dense embeddings (word2vec, fastText, GloVe): gensim ``KeyedVectors``."""
+    from gensim.models import KeyedVectors
+
+    rel = manifest.get("vectors_path")
+    if not rel:
+        raise TypeError(f"{manifest['step']} {manifest['name']} holds no dense vectors (kind {manifest.get('kind')!r})")
+    return KeyedVectors.load_word2vec_format(str(Path(artifact_dir) / rel), binary=False)

@@ -8,5 +8,6 @@ STAGE = Stage(
     doc="Count n-grams and estimate a smoothed n-gram LM.",
     task="corpusforge.tasks.ngram.build:ngram_task", core="corpusforge.tasks.ngram.build:build_ngram",
     steps={"ngram": StepOutputs(mlflow=("stats.json", "zipf.png", "model.arpa.gz"),
-                                plots=(("zipf.png", "Zipf plot (rank vs frequency)"),))},
+                                plots=(("zipf.png", "Zipf plot (rank vs frequency)"),),
+                                loader="corpusforge.tasks.ngram.build:load_ngram_artifact")},
 )

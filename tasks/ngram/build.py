@@ -372,3 +372,7 @@ def ngram_task(upstream: dict[str, Any], config: dict[str, Any], store_root: str
     log_step_outcome(result)
     return result.to_dict()
 
+
+def load_ngram_artifact(artifact_dir: Path, manifest: dict[str, Any]):
+    """``Artifact.load()`` of an ngram artifact: the n-gram model (``prob``, ``score_sentence``, ``perplexity``)."""
+    return load_ngram_model(artifact_dir)

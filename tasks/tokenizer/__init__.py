@@ -8,5 +8,6 @@ STAGE = Stage(
     doc="Train a tokenizer (and encode the corpus).",
     task="corpusforge.tasks.tokenizer.train:tokenizer_task", core="corpusforge.tasks.tokenizer.train:run_tokenizer_stage",
     steps={"tokenizer": StepOutputs(mlflow=("tokenizer.json", "tokenizer_config.json", "tokenizer_meta.json",
-                                            "metrics.json", "trace.txt", "trace.json"))},
+                                            "metrics.json", "trace.txt", "trace.json"),
+                                     loader="corpusforge.tasks.tokenizer.load:load_tokenizer_artifact")},
 )

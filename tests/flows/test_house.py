@@ -101,7 +101,8 @@ def test_a_stage_with_artifact_references_takes_them_in_its_task_and_core():
     (corpusforge.tasks.config.artifact_ref); each declared step is made by some registered stage."""
     import inspect
 
-    from corpusforge.stages import STAGES, load
+    from corpusforge.stages import STAGES
+    from corpusforge.tasks.stage import load
 
     made = {step for s in STAGES for step in s.steps}
     with_refs = [s for s in STAGES if s.references()]
