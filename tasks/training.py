@@ -1,0 +1,138 @@
+"""What every training stage shares around the trainer (corpusforge.models.training): where its checkpoints wait,
+what it writes next to the weights, and how it reports while it trains.
+
+- :func:`training_scratch`: the step's scratch folder ``<store>/.scratch/<step>/<key>/``, keyed by the step's
+  version, config and inputs (what its artifact id is made of), so a run killed half way resumes from its last
+  checkpoint when the same step is started again; removed once the artifact is published;
+- :class:`MetricsLog`: the trainer's ``on_metrics`` callback that keeps the history and forwards it (to the
+  task's progress bar, log and MLflow), then writes ``metrics.json`` (what training computed, the same bytes on
+  every rebuild: speeds and durations go to the manifest and MLflow only) and ``loss_curve.png``;
+- :func:`training_report`: a training task's reporter: a progress bar on a terminal, the Prefect task log, and
+  the caller's callback (the flow's live MLflow run, corpusforge.tasks.track.LiveRuns).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from corpusforge.storage.hashing import config_hash
+from corpusforge.storage.store import ArtifactStore
+
+# Figures that vary from run to run (speed, duration): in the manifest's metrics and MLflow, never in a file
+TIMING_KEYS = frozenset({"train_seconds", "tokens_per_s", "mfu", "seconds"})
+Report = Callable[[int, dict[str, float]], None]
+
+
+@contextlib.contextmanager
+def training_scratch(store: ArtifactStore, step: str, version: int, config: Any,
+                     input_ids: Sequence[str]) -> Iterator[Path]:
+    """The step's checkpoint folder, kept while it trains (a killed run resumes from it) and removed once the
+    ``with`` block ends without an error (the artifact is published, or was already)."""
+    inputs: Any = input_ids[0] if len(input_ids) == 1 else list(input_ids)  # one input: the key the lm always had
+    key = config_hash({"config": config, "input": inputs, "version": version})
+    scratch = store.root / ".scratch" / step / key[:16]
+    scratch.mkdir(parents=True, exist_ok=True)
+    yield scratch
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+class MetricsLog:
+    """The trainer's metric callback: keeps every report (``history``) and forwards it to ``forward``."""
+
+    def __init__(self, forward: Report | None = None):
+        self.history: list[dict[str, Any]] = []
+        self.forward = forward
+
+    def __call__(self, step: int, metrics: dict[str, float]) -> None:
+        self.history.append({"step": step, **metrics})
+        if self.forward:
+            self.forward(step, metrics)
+
+    def write(self, out: Path, final: dict[str, float], title: str = "") -> None:
+        """``metrics.json`` ({"final": ..., "history": [...]}, timings left out) and ``loss_curve.png``."""
+        kept = {k: v for k, v in final.items() if k not in TIMING_KEYS}
+        points = [{k: v for k, v in point.items() if k not in TIMING_KEYS} for point in self.history]
+        (out / "metrics.json").write_text(json.dumps({"final": kept, "history": points}, indent=2) + "\n",
+                                          encoding="utf-8")
+        plot_loss_curve(self.history, out / "loss_curve.png", title=title)
+
+
+def plot_loss_curve(history: list[dict[str, Any]], path: Path, title: str = "") -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    train_pts = [(h["step"], h["train_loss"]) for h in history if "train_loss" in h and "lr" in h]
+    val_pts = [(h["step"], h["val_loss"]) for h in history if "val_loss" in h]
+    if train_pts:
+        ax.plot(*zip(*train_pts), label="train loss", lw=1)
+    if val_pts:
+        ax.plot(*zip(*val_pts), "o-", label="val loss", lw=1.5)
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+@contextlib.contextmanager
+def training_progress(description: str, total: int) -> Iterator[Report]:
+    """A rich progress bar on stderr (step / max_iters, losses, tokens/s, ETA), fed by the trainer's metric
+    callback. Silent when stderr is not a terminal (CI, logs, pipes): the task log has the same numbers."""
+    if not sys.stderr.isatty():
+        yield lambda step, metrics: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("loss {task.fields[loss]}  val {task.fields[val]}  {task.fields[speed]}"),
+                  TimeRemainingColumn(), console=Console(stderr=True), transient=True) as progress:
+        task_id = progress.add_task(description, total=total, loss="-", val="-", speed="")
+
+        def advance(step: int, metrics: dict[str, float]) -> None:
+            fields = {}
+            if "train_loss" in metrics:
+                fields["loss"] = f"{metrics['train_loss']:.3f}"
+            if "val_loss" in metrics:
+                extra = f" (ppl {metrics['val_ppl']:.1f})" if "val_ppl" in metrics else ""
+                fields["val"] = f"{metrics['val_loss']:.3f}{extra}"
+            if "tokens_per_s" in metrics:
+                fields["speed"] = f"{metrics['tokens_per_s']:,.0f} tok/s"
+            progress.update(task_id, completed=step, **fields)
+
+        yield advance
+
+
+@contextlib.contextmanager
+def training_report(description: str, total: int, logger, forward: Report | None = None) -> Iterator[Report]:
+    """A training task's reporter: the progress bar, one log line per evaluation and per logged step, and the
+    caller's callback (the flow's live MLflow run)."""
+
+    def log(step: int, metrics: dict[str, float]) -> None:
+        if "val_loss" in metrics:
+            shown = ", ".join(f"{k[4:]} {v:.4g}" for k, v in metrics.items() if k.startswith("val_") and k != "val_loss")
+            logger.info("step %d: val loss %.4f%s", step, metrics["val_loss"], f" ({shown})" if shown else "")
+        elif "tokens_per_s" in metrics:
+            logger.info("step %d: train loss %.4f, lr %.3g, %.0f tokens/s", step, metrics["train_loss"], metrics["lr"],
+                        metrics["tokens_per_s"])
+
+    with training_progress(description, total) as advance:
+        def report(step: int, metrics: dict[str, float]) -> None:
+            advance(step, metrics)
+            log(step, metrics)
+            if forward:
+                forward(step, metrics)
+
+        yield report
