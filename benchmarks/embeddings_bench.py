@@ -51,7 +51,7 @@ def main() -> None:
 
     from corpusforge.models.word2vec import load_vectors, write_sentences
     from corpusforge.storage.store import ArtifactStore
-    from corpusforge.tasks.embeddings.build import EmbeddingsConfig
+    from corpusforge.tasks.embeddings.config import EmbeddingsConfig
     from corpusforge.tasks.embeddings.word2vec import build_gensim_embeddings, gensim_params_for
     from corpusforge.tasks.embeddings.glove import build_cooccurrence, build_glove
     from corpusforge.tasks.step import StepResult

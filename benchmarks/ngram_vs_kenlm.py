@@ -90,7 +90,8 @@ from pathlib import Path
 import duckdb, numpy, zlib
 import corpusforge.models.ngram, corpusforge.models.ngram_arpa, corpusforge.models.ngram_arpa_text, corpusforge.storage.ngram_counts
 from corpusforge.models.ngram_arpa import write_arpa
-from corpusforge.tasks.ngram.build import NgramConfig, estimate_from_corpus
+from corpusforge.tasks.ngram.build import estimate_from_corpus
+from corpusforge.tasks.ngram.config import NgramConfig
 cfg = NgramConfig(order={order}, smoothing="modified-kneser-ney", memory_limit={memory!r},
                   temp_directory={spill!r}, threads={threads})
 out = Path({out!r})
@@ -365,7 +366,8 @@ def ratio_rows(rows: list, case: str, ours: dict, anchor: dict | None, target: f
 
 def quality(order: int, tmp: Path, corpus: Path, ours_arpa: Path, lmplz_arpa: Path | None) -> dict:
     """Perplexities (renamed <unk>, like the training text) next to DATA.md's KenLM figures."""
-    from corpusforge.tasks.ngram.build import NgramConfig, estimate_from_corpus
+    from corpusforge.tasks.ngram.build import estimate_from_corpus
+    from corpusforge.tasks.ngram.config import NgramConfig
 
     out = tmp / f"quality-o{order}"
     out.mkdir()

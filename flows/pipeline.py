@@ -17,7 +17,7 @@ from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
-from corpusforge.pipeline_config import PipelineConfig, RunnerConfig, TrackingConfig, pipeline_config_from_dict  # noqa: F401
+from corpusforge.pipeline_config import RunnerConfig, pipeline_config_from_dict
 from corpusforge.plan import check_store_references, pipeline_summary, stage_references
 from corpusforge.stages import STAGES
 from corpusforge.storage.store import ArtifactStore, resolve_store_root

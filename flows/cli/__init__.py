@@ -11,24 +11,6 @@ from typing import Annotated
 
 import typer
 
-from corpusforge.cli.common import (  # noqa: F401 - re-exported: scripts and tests import them from here
-    PRESET_HELP,
-    SOURCES_HELP,
-    CleanPreset,
-    JsonOpt,
-    SetOpt,
-    StoreOpt,
-    _fail,
-    _no_space,
-    _print_result,
-    _run_flow,
-    _store,
-    _writable_store,
-    choices,
-    err,
-    out,
-)
-
 app = typer.Typer(
     name="corpusforge",
     help="Turn raw text corpora into trained NLP artifacts, with content-addressed, reusable steps.",

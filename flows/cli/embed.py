@@ -118,7 +118,7 @@ def eval_(
 ) -> None:
     """Evaluate an embeddings artifact: analogy accuracy (per section, coverage), Spearman on word pairs."""
     from corpusforge.storage.store import ArtifactStore
-    from corpusforge.tasks.embeddings.build import EmbeddingsConfig
+    from corpusforge.tasks.embeddings.config import EmbeddingsConfig
     from corpusforge.tasks.embeddings.eval import build_embeddings_eval
     from corpusforge.tasks.step import StepResult
 

@@ -39,7 +39,7 @@ from corpusforge.cli.common import (  # noqa: E402,E501
     err,
     out,
 )
-from corpusforge.tasks.lm.train import GENERATE_DEFAULTS  # noqa: E402
+from corpusforge.tasks.lm.config import GENERATE_DEFAULTS  # noqa: E402
 
 
 @app.command("train")

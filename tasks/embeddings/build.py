@@ -24,13 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.embeddings.config import (  # noqa: F401
-    DENSE_KINDS,
-    EmbeddingsConfig,
-    Kind,
-    embeddings_config_from_dict,
-)
-from corpusforge.tasks.embeddings.inputs import train_split_path  # noqa: F401
+from corpusforge.tasks.embeddings.config import EmbeddingsConfig, embeddings_config_from_dict
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, log_step_outcome
 

@@ -23,13 +23,8 @@ from typing import Any
 
 from corpusforge.storage.store import ArtifactStore, resolve_recorded, store_relative
 from corpusforge.tasks.config import identity
-from corpusforge.tasks.lm.config import (  # noqa: F401
-    GENERATE_DEFAULTS,
-    LMConfig,
-    SampleConfig,
-    lm_config_from_dict,
-)
-from corpusforge.tasks.lm.inference import generate_text, load_tokenizer, render_ids  # noqa: F401
+from corpusforge.tasks.lm.config import LMConfig, SampleConfig, lm_config_from_dict
+from corpusforge.tasks.lm.inference import generate_text
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import (
     NotPublished,

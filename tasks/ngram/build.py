@@ -27,7 +27,7 @@ from typing import Any
 
 from corpusforge.storage.hashing import sha256_file
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.ngram.config import NgramConfig, Smoothing, identity_config, ngram_config_from_dict  # noqa: F401
+from corpusforge.tasks.ngram.config import NgramConfig, identity_config, ngram_config_from_dict
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import (StepResult, artifact_input, log_step_outcome, resolve_references, run_step,
                                    slug)

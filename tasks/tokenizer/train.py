@@ -24,7 +24,7 @@ from typing import Any
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
-from corpusforge.tasks.tokenizer.config import Kind, TokenizerConfig, identity_config, tokenizer_config_from_dict  # noqa: F401
+from corpusforge.tasks.tokenizer.config import TokenizerConfig, identity_config, tokenizer_config_from_dict
 from corpusforge.tasks.tokenizer.encode import check_columns
 
 TOKENIZER_STEP = "tokenizer"

@@ -17,7 +17,8 @@ from corpusforge.storage.ngram_counts import (count_ngram_tables, count_slice_pa
                                   tables_from_partitions)
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.config import ConfigError
-from corpusforge.tasks.ngram.build import build_ngram, ngram_config_from_dict
+from corpusforge.tasks.ngram.build import build_ngram
+from corpusforge.tasks.ngram.config import ngram_config_from_dict
 from tests.conftest import write
 from tests.flows.test_runners import dask_address  # noqa: F401 - the module's local Dask cluster
 
@@ -89,7 +90,7 @@ def test_partitions_is_validated_and_not_in_the_id():
     with pytest.raises(ConfigError, match=r"ngram.partitions: must be >= 0") as err:
         ngram_config_from_dict({"partitions": -1})
     assert "\n" not in str(err.value)
-    from corpusforge.tasks.ngram.build import NgramConfig, identity_config
+    from corpusforge.tasks.ngram.config import NgramConfig, identity_config
 
     assert identity_config(NgramConfig(partitions=4)) == identity_config(NgramConfig())
 

@@ -151,7 +151,7 @@ def test_bad_config_names_the_field(tmp_path):
 
 
 def test_lm_without_encoded_shards_is_a_config_error(tmp_path):
-    from corpusforge.pipeline import pipeline_config_from_dict
+    from corpusforge.pipeline_config import pipeline_config_from_dict
     from corpusforge.tasks.config import ConfigError
 
     base = {"corpus": {"sources": ["."]}, "lm": {"family": "gpt"}}

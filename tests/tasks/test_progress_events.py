@@ -10,10 +10,12 @@ import pytest
 
 from corpusforge.models.tokenization.classic_bpe import ClassicBPETokenizer
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.embeddings.build import EmbeddingsConfig, build_embeddings, phase_progress
+from corpusforge.tasks.embeddings.build import build_embeddings, phase_progress
+from corpusforge.tasks.embeddings.config import EmbeddingsConfig
 from corpusforge.tasks.embeddings.eval import evaluate_vectors
 from corpusforge.tasks.step import StepResult
-from corpusforge.tasks.tokenizer.train import TokenizerConfig, train_tokenizer
+from corpusforge.tasks.tokenizer.config import TokenizerConfig
+from corpusforge.tasks.tokenizer.train import train_tokenizer
 from tests.conftest import write
 
 TEXTBOOK = " ".join(["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3 + ["highest"] * 2)

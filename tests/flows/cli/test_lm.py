@@ -26,7 +26,7 @@ TINY = ["--set", "model.n_layer=1", "--set", "model.n_head=2", "--set", "model.n
 
 
 def test_every_issue_preset_exists_and_validates():
-    from corpusforge.pipeline import pipeline_config_from_dict
+    from corpusforge.pipeline_config import pipeline_config_from_dict
 
     assert preset_names() == PRESETS
     for name in PRESETS:

@@ -105,7 +105,7 @@ def test_cli_encode_unknown_id_and_bad_kind(tmp_path):
 
 def test_train_config_keeps_text_as_written_and_routes_overrides():
     from corpusforge.cli.tokenizer import train_config
-    from corpusforge.pipeline import pipeline_config_from_dict
+    from corpusforge.pipeline_config import pipeline_config_from_dict
 
     cfg = train_config(["/x/words.txt"], "classic-bpe", None, 5, True,
                        ["min_frequency=1", "name=mine", "corpus.split.valid=0.1", "runner.workers=1"])

@@ -13,7 +13,8 @@ from scipy import sparse
 
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.tasks.config import ConfigError
-from corpusforge.tasks.embeddings.build import EmbeddingsConfig, build_embeddings, embeddings_config_from_dict
+from corpusforge.tasks.embeddings.build import build_embeddings
+from corpusforge.tasks.embeddings.config import EmbeddingsConfig, embeddings_config_from_dict
 from corpusforge.tasks.step import StepResult
 from tests.conftest import SHARED
 

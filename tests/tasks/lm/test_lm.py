@@ -11,7 +11,8 @@ import torch
 
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.config import ConfigError, from_dict
-from corpusforge.tasks.lm.train import LMConfig, build_lm, lm_config_from_dict
+from corpusforge.tasks.lm.config import LMConfig, lm_config_from_dict
+from corpusforge.tasks.lm.train import build_lm
 from tests.tasks.lm.lm_fixtures import write_char_shards
 
 GPT_SECTION = {
@@ -187,7 +188,7 @@ def test_encoder_family_trains_skips_the_sample_and_inspects_a_mask(tmp_path):
 def test_generated_text_keeps_unk_and_breaks_lines_at_end_of_text():
     # PTB-style data: a literal "<unk>" word and an end-of-sentence token; a plain decode drops both silently
     from corpusforge.models.tokenization import make_tokenizer
-    from corpusforge.tasks.lm.train import render_ids
+    from corpusforge.tasks.lm.inference import render_ids
 
     tok = make_tokenizer("word", eot_token="<eos>", pre_tokenizer="whitespace_split")
     tok.train(["the <unk> sat on the mat", "a <unk> of cats"] * 3, vocab_size=50)
@@ -217,7 +218,6 @@ def test_editing_the_sample_reuses_the_model(tmp_path):
 
 def test_identity_follows_the_field_metadata():
     from corpusforge.tasks.config import identity
-    from corpusforge.tasks.lm.train import LMConfig
 
     cfg = lm_config_from_dict(GPT_SECTION)
     ident = identity(cfg)

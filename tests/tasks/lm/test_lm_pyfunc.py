@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.lm.train import build_lm, generate_text, lm_config_from_dict
+from corpusforge.tasks.lm.config import lm_config_from_dict
+from corpusforge.tasks.lm.inference import generate_text
+from corpusforge.tasks.lm.train import build_lm
 from corpusforge.tasks.lm.pyfunc import _load_pyfunc, _prompts
 from tests.tasks.lm.lm_fixtures import write_char_shards
 from tests.tasks.lm.test_lm import GPT_SECTION
@@ -51,7 +53,7 @@ def test_generation_defaults_agree_in_all_three_places():
     import inspect
 
     from corpusforge.cli.lm import generate
-    from corpusforge.tasks.lm.train import GENERATE_DEFAULTS, SampleConfig
+    from corpusforge.tasks.lm.config import GENERATE_DEFAULTS, SampleConfig
     from corpusforge.tasks.lm.pyfunc import DEFAULT_PARAMS
 
     cli = {name: p.default for name, p in inspect.signature(generate).parameters.items()}

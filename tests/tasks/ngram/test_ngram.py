@@ -17,7 +17,8 @@ from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.tasks.config import ConfigError
 from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
 from corpusforge.tasks.corpus.shard import build_corpus_shard
-from corpusforge.tasks.ngram.build import build_ngram, load_ngram_model, ngram_config_from_dict
+from corpusforge.tasks.ngram.build import build_ngram, load_ngram_model
+from corpusforge.tasks.ngram.config import ngram_config_from_dict
 from tests.conftest import write
 from tests.models.test_ngram import CORPUS, naive_mkn
 
@@ -158,7 +159,8 @@ def test_pipeline_end_to_end(prefect_harness, tmp_path):
 def test_counting_over_a_trained_tokenizer(tmp_path):
     """With ngram.tokenizer, n-grams are over the tokenizer's tokens: here a char tokenizer, so the
     unigram counts are character counts (computed by hand from the text below)."""
-    from corpusforge.tasks.tokenizer.train import build_tokenizer, tokenizer_config_from_dict
+    from corpusforge.tasks.tokenizer.config import tokenizer_config_from_dict
+    from corpusforge.tasks.tokenizer.train import build_tokenizer
 
     store = ArtifactStore(tmp_path / "store")
     corpus = line_corpus(tmp_path, "abba\nab\n", store)

@@ -17,8 +17,8 @@ from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.tasks.config import ConfigError, identity
 from corpusforge.tasks.step import run_step
 from corpusforge.tasks.tokenizer.encode import ENCODE_STEP, ENCODE_VERSION, build_encode
-from corpusforge.tasks.tokenizer.train import (TOKENIZER_STEP, TOKENIZER_VERSION, build_tokenizer, identity_config,
-                                               tokenizer_config_from_dict)
+from corpusforge.tasks.tokenizer.config import identity_config, tokenizer_config_from_dict
+from corpusforge.tasks.tokenizer.train import TOKENIZER_STEP, TOKENIZER_VERSION, build_tokenizer
 from tests.tasks.tokenizer.test_tokenizer import make_corpus, split_texts
 
 BERT = {"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}

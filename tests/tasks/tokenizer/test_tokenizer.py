@@ -15,7 +15,8 @@ from corpusforge.tasks.config import ConfigError
 from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
 from corpusforge.tasks.corpus.shard import build_corpus_shard
 from corpusforge.tasks.tokenizer.encode import build_encode, dtype_for
-from corpusforge.tasks.tokenizer.train import build_tokenizer, tokenizer_config_from_dict
+from corpusforge.tasks.tokenizer.config import tokenizer_config_from_dict
+from corpusforge.tasks.tokenizer.train import build_tokenizer
 from tests.conftest import REPO, write
 
 SAMPLE = REPO / "data" / "sample" / "tinyshakespeare.txt"
