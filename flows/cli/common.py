@@ -214,13 +214,24 @@ def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> 
         _fail(f"validation stopped the publish: {exc}", 1)
     except typer.Exit:
         raise
-    except Exception as exc:  # noqa: BLE001 - the flow already logged the traceback
+    except (Exception, _panic()) as exc:  # noqa: BLE001 - the flow already logged the traceback
         full = _no_space(exc, store_root)
         if full:
             _fail(f"no space left on device: {full}. The store is intact (nothing half-written is visible); "
                   "free some space and run the command again", 1)
         _fail(f"{type(exc).__name__}: {exc}", 1)
     raise AssertionError("unreachable")
+
+
+def _panic() -> type[BaseException]:
+    """polars' PanicException (a BaseException, from pyo3): a bug or an allocation failure inside polars, which
+    must still end in one line, not a traceback."""
+    try:
+        from polars.exceptions import PanicException
+
+        return PanicException
+    except ImportError:  # pragma: no cover - polars is a dependency
+        return Exception
 
 
 def _print_result(summary: dict, as_json: bool, json_payload: dict) -> None:
