@@ -117,7 +117,7 @@ def proc_cpu(pid: int | None) -> float:
 
 
 def server_state(store: Path) -> dict:
-    """The store's local server (flows/local_server.py): its pid, its Prefect API's pid and URL, ...; {} if none."""
+    """The store's local server (flows/server/): its pid, its Prefect API's pid and URL, ...; {} if none."""
     path = Path(store) / "prefect" / "local-server.json"
     try:
         return json.loads(path.read_text())

@@ -7,7 +7,7 @@ Cases, each measured on the real `corpusforge` console script:
 1. **A tiny step** (`corpusforge corpus tiny.txt --name ...`, a new 3-line corpus every call, so the corpus
    step really runs: read, clean, dedup, split, GX validation, Parquet, manifest, a Prefect flow run and an
    MLflow run). Two sides, interleaved:
-   - *warm*: the store's local server is up (flows/local_server.py). The command's work runs in a process
+   - *warm*: the store's local server is up (flows/server/). The command's work runs in a process
      forked from the server, so its CPU is counted from every process involved: the client's process tree
      (run_process), the forked command (its rusage, reported by the server: CORPUSFORGE_SERVER_RUSAGE), the
      server's own loop and the Prefect API server (their utime+stime from /proc, before and after);

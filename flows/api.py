@@ -148,7 +148,7 @@ def run_config(config: Mapping[str, Any], store: PathLike | None = None, base_di
     summary = answer_from_store(cfg, root, plan_pipeline(cfg, root, base))
     if summary is not None:
         return summary
-    from corpusforge.local_server import ensure_prefect_api
+    from corpusforge.server.client import ensure_prefect_api
     from corpusforge.pipeline import run_pipeline
 
     ensure_prefect_api(root)

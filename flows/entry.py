@@ -1,7 +1,7 @@
 """The ``corpusforge`` console script: hand the command to the store's warm local server, else run it here.
 
 This module imports nothing but the standard library, so a command handed to the local server costs a
-few hundredths of a second of start-up. The local server (flows/local_server.py) has Prefect, MLflow,
+few hundredths of a second of start-up. The local server (flows/server/) has Prefect, MLflow,
 Great Expectations, torch and the rest imported already; it forks a child per command, and the child
 runs the command with this process's arguments, working directory, environment and terminal (stdin,
 stdout and stderr are passed over the socket), so output, colours, progress bars, ``--json`` and exit

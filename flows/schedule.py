@@ -80,7 +80,8 @@ def serve_schedule(config: Path, cron: str, name: str | None, overrides: list[st
     keepalive = None  # held while serving, so the local server does not stop as idle
     if not api:  # the store's local server (started if needed) holds the deployment and its runs
         from corpusforge.door import server_enabled
-        from corpusforge.local_server import hold_local_server, refresh_prefect_settings
+        from corpusforge.server.client import hold_local_server
+        from corpusforge.server.prefect_api import refresh_prefect_settings
 
         url, keepalive = hold_local_server(store_root, console)
         if url is None:

@@ -45,7 +45,7 @@ def latest_data_docs(store_root: Path) -> str | None:
 
 
 def serve_uis(store_root: Path, host: str, prefect_port: int, mlflow_port: int, *, fail, console) -> None:
-    from corpusforge.local_server import hold_local_server
+    from corpusforge.server.client import hold_local_server
     from corpusforge.settings import configure_environment
 
     store_root.mkdir(parents=True, exist_ok=True)

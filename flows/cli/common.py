@@ -196,7 +196,7 @@ def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> 
         summary = answer_from_store(cfg, store_root, plan_pipeline(cfg, store_root, base_dir))
         if summary is not None:
             return summary
-        from corpusforge.local_server import ensure_prefect_api, hand_over
+        from corpusforge.server.client import ensure_prefect_api, hand_over
 
         code = hand_over(store_root, console=err)  # the warm local server runs this command, if it can
         if code is not None:

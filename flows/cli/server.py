@@ -1,7 +1,7 @@
 """``corpusforge server ...``: the store's local server (a Prefect API plus warm imports), by hand.
 
 The first command that has work to orchestrate starts it in the background anyway; these commands are
-for seeing what runs, starting it ahead of time, and stopping it. See flows/local_server.py.
+for seeing what runs, starting it ahead of time, and stopping it. See flows/server/ (corpusforge.server).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def start(
     may need imported; a command that starts the server itself waits only for the ones every pipeline uses)."""
     from corpusforge.door import pid_alive, read_state
     from corpusforge.door import UnsafeSocketPlace, socket_path
-    from corpusforge.local_server import start_in_background, wait_for
+    from corpusforge.server.client import start_in_background, wait_for
     from corpusforge.settings import configure_environment
 
     root = _store(store)
@@ -56,7 +56,7 @@ def start(
 @app.command()
 def stop(store: StoreOpt = None) -> None:
     """Stop the store's local server (running commands finish first) and its Prefect API."""
-    from corpusforge.local_server import stop as stop_server
+    from corpusforge.server.client import stop as stop_server
 
     root = _store(store)
     if stop_server(root):

@@ -180,7 +180,7 @@ def test_a_command_on_a_new_store_does_not_wait_for_the_neural_libraries(tmp_pat
     """A command that starts the store's server runs there as soon as the server has imported what every
     pipeline uses; the tokenizer, embedding and neural libraries (LATER_MODULES) come after, while no command
     runs, and then the state says warm."""
-    from corpusforge.local_server import LATER_MODULES
+    from corpusforge.server.warm import LATER_MODULES
 
     store = tmp_path / "store"
     env = server_env()
@@ -232,7 +232,7 @@ def test_idle_server_stops_and_a_killed_server_takes_its_prefect_api_along(tmp_p
 
 def test_the_socket_directory_must_be_private(tmp_path, monkeypatch):
     from corpusforge.door import UnsafeSocketPlace
-    from corpusforge.local_server import socket_path_for
+    from corpusforge.server.process import socket_path_for
 
     shared = tmp_path / f"corpusforge-{os.getuid()}"
     shared.mkdir(mode=0o777)

@@ -56,7 +56,7 @@ def test_a_symlinked_socket_directory_is_refused(tmp_path, monkeypatch, sticky):
     """The other user pre-creates corpusforge-<uid> as a symlink to a 0700 directory the victim owns: the old
     check followed the link (stat) and accepted it, so the other user could later re-point it."""
     from corpusforge.door import UnsafeSocketPlace
-    from corpusforge.local_server import socket_path_for
+    from corpusforge.server.process import socket_path_for
 
     place = private_tmp(tmp_path, sticky)
     victims = tmp_path / "victims-private"
@@ -156,7 +156,8 @@ def test_a_listener_that_took_the_prefect_port_gets_nothing(tmp_path, monkeypatc
     """The port was free when chosen; another user binds it before Prefect does and answers every health
     check. The server must see that the port is not held by its own Prefect process, send it nothing, and
     start Prefect on another port."""
-    from corpusforge import local_server
+    from corpusforge.server import process
+    from corpusforge.server.prefect_api import listens_on, url_port
 
     hits = tmp_path / "hits"
     hits.touch()
@@ -179,20 +180,20 @@ server.serve_forever()
     server = None
     try:
         taken = int(attacker.stdout.readline())
-        monkeypatch.setattr(local_server, "_free_port", lambda preferred, real=local_server._free_port:
+        monkeypatch.setattr(process, "free_port", lambda preferred, real=process.free_port:
                             taken if preferred != 0 else real(0))
         monkeypatch.delenv("PREFECT_API_URL", raising=False)
         monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
         (tmp_path / "prefect-home").mkdir()
         (tmp_path / "store" / "prefect").mkdir(parents=True)
-        server = local_server.LocalServer(tmp_path / "store", 60, run_command=lambda: None)
+        server = process.LocalServer(tmp_path / "store", 60, run_command=lambda: None)
         server.start_prefect()
         assert server.prefect_url.endswith(f":{taken}")
         server.wait_prefect_ready()
-        port = local_server.url_port(server.prefect_url)
-        assert port != taken and local_server.listens_on(server.prefect.pid, port)
+        port = url_port(server.prefect_url)
+        assert port != taken and listens_on(server.prefect.pid, port)
         assert hits.read_text() == ""  # not even a health check reached it
-        assert not local_server.listens_on(server.prefect.pid, taken)
+        assert not listens_on(server.prefect.pid, taken)
     finally:
         if server is not None:
             server.stop_prefect()
@@ -203,9 +204,9 @@ server.serve_forever()
 def test_two_stores_starting_together_get_their_own_prefect_apis(tmp_path):
     """Both servers prefer the same free port and start at the same moment: the one whose Prefect could not
     bind it moves to another port instead of using the other store's API."""
-    from corpusforge.local_server import _free_port, listens_on, url_port
+    from corpusforge.server.prefect_api import free_port, listens_on, url_port
 
-    port = _free_port(0)
+    port = free_port(0)
     env = {**server_env(), "CORPUSFORGE_PREFECT_PORT": str(port)}
     stores = [tmp_path / "a", tmp_path / "b"]
     starts = [subprocess.Popen([CLI, "server", "start", "--store", str(s)], env=env, stdout=subprocess.PIPE,

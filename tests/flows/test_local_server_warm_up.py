@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from corpusforge import local_server
+from corpusforge.server import process, warm
 
 
 @pytest.fixture
@@ -29,10 +29,10 @@ def test_prefect_clients_share_a_verified_context_per_ca_file(prefect_ssl, tmp_p
     import certifi
     from prefect.client.orchestration import PrefectClient, SyncPrefectClient
 
-    local_server.share_prefect_tls_contexts()
-    local_server.share_prefect_tls_contexts()  # twice: one wrapper, not a wrapper of a wrapper
+    warm.share_prefect_tls_contexts()
+    warm.share_prefect_tls_contexts()  # twice: one wrapper, not a wrapper of a wrapper
     shim = prefect_ssl.ssl
-    assert isinstance(shim, local_server._SharedVerifiedContexts) and shim._ssl is ssl
+    assert isinstance(shim, warm._SharedVerifiedContexts) and shim._ssl is ssl
     ctx = shim.create_default_context(cafile=certifi.where())
     assert ctx is shim.create_default_context(cafile=certifi.where())  # built before the fork, reused after
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname  # what Prefect verifies is unchanged
@@ -63,7 +63,7 @@ def test_warm_tracking_leaves_no_engine_file_or_thread_behind():
 
     before = set(os.listdir(tempfile.gettempdir()))
     engines = (set(SqlAlchemyStore._engine_map), set(RegistryStore._engine_map))
-    local_server.warm_tracking()
+    warm.warm_tracking()
     assert (set(SqlAlchemyStore._engine_map), set(RegistryStore._engine_map)) == engines
     assert not [n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("corpusforge-warm-")]
     assert threading.active_count() == 1 or all(t.daemon or t is threading.main_thread()
@@ -86,7 +86,7 @@ def test_torch_libraries_are_not_deregistered_at_exit():
     others = {ref: ref.atexit for ref, info in list(weakref.finalize._registry.items())
               if getattr(info.func, "__module__", "") != "torch.library"}
     try:
-        local_server.skip_torch_library_cleanup_at_exit()
+        warm.skip_torch_library_cleanup_at_exit()
         assert not any(ref.atexit for ref in torch_finalizers())
         assert all(ref.alive for ref in refs)  # still there: a collected library object still cleans up
         assert {ref: ref.atexit for ref in others} == others  # nobody else's finalizers touched
@@ -107,8 +107,8 @@ def test_later_modules_are_imported_one_at_a_time_then_the_state_says_warm(tmp_p
         (mods / f"{name}.py").write_text("LOADED = True\n")
     monkeypatch.syspath_prepend(str(mods))
     checks = []
-    monkeypatch.setattr(local_server, "_check_single_threaded", lambda: checks.append(1))
-    server = local_server.LocalServer(tmp_path / "store", 60.0, run_command=lambda: None)
+    monkeypatch.setattr(process, "_check_single_threaded", lambda: checks.append(1))
+    server = process.LocalServer(tmp_path / "store", 60.0, run_command=lambda: None)
     (tmp_path / "store" / "prefect").mkdir(parents=True)
     server.later = ["cf_later_a", "cf_later_b"]
     server.write_state("ready")
@@ -130,11 +130,11 @@ def test_later_modules_are_imported_one_at_a_time_then_the_state_says_warm(tmp_p
 def test_what_is_warmed_before_and_after_ready():
     """Every pipeline runs orchestration, tracking and the corpus stage: warmed before ready. torch and the
     tokenizer/embedding libraries only some stages need: after."""
-    assert not set(local_server.WARM_MODULES) & set(local_server.LATER_MODULES)
+    assert not set(warm.WARM_MODULES) & set(warm.LATER_MODULES)
     for name in ("prefect", "mlflow", "great_expectations", "polars", "duckdb", "corpusforge.tasks.corpus.shard"):
-        assert name in local_server.WARM_MODULES
+        assert name in warm.WARM_MODULES
     for name in ("torch", "gensim.models", "tokenizers", "corpusforge.tasks.lm.train"):
-        assert name in local_server.LATER_MODULES
+        assert name in warm.LATER_MODULES
 
 
 def test_warm_corpus_compiles_the_data_docs_page_once_and_leaves_no_thread_or_folder(monkeypatch):
@@ -152,13 +152,13 @@ def test_warm_corpus_compiles_the_data_docs_page_once_and_leaves_no_thread_or_fo
         tqdm.tqdm.monitor = None
     before = set(os.listdir(tempfile.gettempdir()))
     threads = set(threading.enumerate())
-    local_server.warm_corpus()
+    warm.warm_corpus()
     assert set(threading.enumerate()) <= threads
     assert not [n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("corpusforge-warm-")]
     view = validate._PAGE_VIEW
     assert view is not None and view.env.cache  # compiled templates, kept for the commands
     compiled = len(view.env.cache)
-    local_server.warm_corpus()
+    warm.warm_corpus()
     assert validate._PAGE_VIEW is view and len(view.env.cache) == compiled  # nothing compiled twice
 
 
@@ -166,7 +166,7 @@ def test_freeze_heap_puts_the_inherited_objects_out_of_the_collectors_reach():
     import gc
 
     try:
-        local_server.freeze_heap()
+        warm.freeze_heap()
         frozen = gc.get_freeze_count()
         assert frozen > 10_000  # this process's modules; a forked command's collections skip them
         assert gc.get_count()[2] == 0  # no full collection left due for the forked commands

@@ -1,42 +1,18 @@
-"""The store's local server: one Prefect API and one warm corpusforge process, shared by every CLI call.
-
-Without it, every command started its own ephemeral Prefect API (~10 CPU-s) and imported Prefect, MLflow
-and Great Expectations again (~7 CPU-s) before doing any work. The local server pays for both once:
-
-- a **Prefect API server** for the store (``prefect server start`` on 127.0.0.1, its database under
-  ``<store>/prefect``, the same one ``corpusforge ui`` shows), so flow runs are recorded without a
-  server start per command;
-- a **warm process** that has imported the heavy libraries and forks a child per command
-  (see flows/entry.py for the client side): the child runs the command with the caller's arguments,
-  working directory, environment and terminal.
-
-The first command that needs orchestration starts it in the background (``CORPUSFORGE_LOCAL_SERVER=off``
-turns that off and falls back to an ephemeral API per command); it stops itself after
-``CORPUSFORGE_LOCAL_SERVER_IDLE`` seconds without a command (default 1200). ``corpusforge server
-start|stop|status`` control it by hand. One server per store: a lock file makes a second start exit.
-When corpusforge's code changes (an edited checkout, a reinstall) the server finishes its running
-commands and re-executes itself; meanwhile commands run in their own processes as before.
-
-Everything binds 127.0.0.1; the command socket lives in a 0700 directory of the user and checks the
-peer's uid, so no other user can run commands through it.
-"""
+"""The local server process: it starts the store's Prefect API, warms up, listens on its socket, and forks a
+child per command (see the package docstring)."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import selectors
 import signal
 import socket
-import struct
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,7 +20,6 @@ from corpusforge.door import (
     RLIMITS,
     UnsafeSocketPlace,
     code_fingerprint,
-    connect_to_server,
     die_with_parent,
     effective_environ,
     env_fingerprint,
@@ -53,123 +28,40 @@ from corpusforge.door import (
     read_state,
     recv_message,
     send_message,
-    server_enabled,
     socket_path,
     state_path,
 )
+from corpusforge.server.log import log as _log
+from corpusforge.server.prefect_api import (
+    PREFERRED_PREFECT_PORT,
+    READY_TIMEOUT_S,
+    executable,
+    free_port,
+    own_prefect_healthy,
+    prefect_items,
+    refresh_prefect_settings,
+)
+from corpusforge.server.warm import (
+    LATER_MODULES,
+    WARM_MODULES,
+    _check_single_threaded,
+    _import_quietly,
+    freeze_heap,
+    share_prefect_tls_contexts,
+    skip_torch_library_cleanup_at_exit,
+    warm_corpus,
+    warm_tracking,
+)
 
 IDLE_SECONDS = 1200
-SERVER_MODULE = "corpusforge.server_main"  # the server process's entry point (python -m), which wires in the CLI
-READY_TIMEOUT_S = 180
+SERVER_MODULE = "corpusforge.cli.server_main"  # the server process's entry point (python -m), which wires in the CLI
 KILL_GRACE_S = 10.0  # after SIGTERM to a command whose client went away, then SIGKILL
-PREFERRED_PREFECT_PORT = 4200
-# Imported once by the server so that commands do not pay for them: everything a stage may need. First what
-# every pipeline runs (orchestration, tracking, the corpus stage, n-grams): the server is ready after these.
-WARM_MODULES = (
-    "prefect", "prefect.flow_engine", "prefect.task_engine", "prefect.task_runners", "prefect.artifacts",
-    "prefect.client.orchestration", "prefect.events.clients", "prefect.logging.handlers",
-    "mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store",
-    "mlflow.store.model_registry.sqlalchemy_store", "mlflow.pyfunc", "alembic", "alembic.migration",
-    "great_expectations", "great_expectations.render.renderer", "pandas", "polars", "pyarrow", "pyarrow.parquet",
-    "duckdb", "numpy", "matplotlib", "matplotlib.pyplot", "rich", "typer", "yaml", "httpx", "rensa",
-    "fontTools.subset", "corpusforge.pipeline", "corpusforge.plan", "corpusforge.tasks.corpus.shard",
-    "corpusforge.tasks.corpus.merge", "corpusforge.tasks.ngram.build", "corpusforge.tasks.track",
-    "corpusforge.storage.tracking", "corpusforge.storage.db_templates",
-)
-# Then, after the server is ready and only while no command runs, one module at a time: what the tokenizer,
-# embedding and neural stages add (torch alone is ~2 CPU-s). The first command on a new store does not wait
-# for them; a command that needs one before it is warm imports it itself, as it would without a server.
-LATER_MODULES = (
-    "tokenizers", "corpusforge.tasks.tokenizer.train", "corpusforge.tasks.tokenizer.encode", "scipy.sparse",
-    "gensim.models", "corpusforge.tasks.embeddings.build", "torch", "safetensors.torch",
-    "corpusforge.models.training", "corpusforge.tasks.lm.train",
-)
-
-
-def _log(message: str) -> None:
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} [{os.getpid()}] {message}", file=sys.stderr, flush=True)
 
 
 def socket_path_for(store_root: Path) -> str:
     """The server's socket path, in this user's checked private directory (made if absent); see
     corpusforge.door.socket_dir. Raises door.UnsafeSocketPlace when that place cannot be trusted."""
     return socket_path(store_root, create=True)
-
-
-def prefect_healthy(url: str, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/api/health", timeout=timeout) as response:
-            return response.status == 200
-    except (OSError, ValueError):
-        return False
-
-
-def tcp_listener_inodes(port: int) -> set[int]:
-    """Inodes of the sockets listening on TCP ``port`` (IPv4 and IPv6) in this network namespace."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table, encoding="ascii") as fh:
-                next(fh, None)
-                for line in fh:
-                    fields = line.split()
-                    if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(int(fields[9]))
-        except OSError:
-            continue
-    return inodes
-
-
-def listens_on(pid: int, port: int) -> bool:
-    """Whether process ``pid`` holds the socket listening on 127.0.0.1:``port``: the kernel's word, not the
-    answer of whatever replies on that port (another store's Prefect API, or another user's listener that took
-    the port between our check and its bind)."""
-    inodes = tcp_listener_inodes(port)
-    if not inodes:
-        return False
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:[") and int(target[8:-1]) in inodes:
-            return True
-    return False
-
-
-def url_port(url: str) -> int:
-    from urllib.parse import urlsplit
-
-    return urlsplit(url).port or 80
-
-
-def own_prefect_healthy(url: str, pid: int | None, timeout: float = 2.0) -> bool:
-    """A Prefect API we started is healthy: its port is held by its process (checked before a request is
-    sent, so nothing reaches a listener that is not ours), and it answers /api/health."""
-    if not pid or not listens_on(int(pid), url_port(url)):
-        return False
-    return prefect_healthy(url, timeout)
-
-
-def _free_port(preferred: int) -> int:
-    for port in (preferred, 0):
-        with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return s.getsockname()[1]
-    raise OSError("no free TCP port on 127.0.0.1")
-
-
-def _executable(name: str) -> str:
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else name
 
 
 class LocalServer:
@@ -219,14 +111,14 @@ class LocalServer:
     # --- the Prefect API ----------------------------------------------------------------------------------
     def start_prefect(self, port: int | None = None) -> None:
         if port is None:
-            port = _free_port(int(os.environ.get("CORPUSFORGE_PREFECT_PORT", PREFERRED_PREFECT_PORT)))
+            port = free_port(int(os.environ.get("CORPUSFORGE_PREFECT_PORT", PREFERRED_PREFECT_PORT)))
         logs = self.store_root / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
         self.seed_prefect_database(env)
         with open(logs / "prefect-server.log", "ab") as log:
             self.prefect = subprocess.Popen(
-                [_executable("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                [executable("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent)
         self.prefect_url = f"http://127.0.0.1:{port}"
 
@@ -276,7 +168,7 @@ class LocalServer:
             if self.prefect.poll() is not None and attempts > 1 and time.monotonic() < deadline:
                 attempts -= 1
                 _log(f"the Prefect API could not start on {self.prefect_url} (the port was taken?): another port")
-                self.start_prefect(port=_free_port(0))
+                self.start_prefect(port=free_port(0))
                 self.write_state("warming")
                 continue
             if self.prefect.poll() is not None or time.monotonic() > deadline:
@@ -735,314 +627,3 @@ def apply_limits(limits: dict[str, list[int]]) -> None:
         which = getattr(resource, f"RLIMIT_{name}")
         if resource.getrlimit(which) != (soft, hard):
             resource.setrlimit(which, (soft, hard))
-
-
-class _SharedVerifiedContexts:
-    """Stands in for the ``ssl`` module in Prefect's client module: a verified context built from a CA file is
-    built once per (file, its size and mtime) and shared. Any other call goes to ``ssl`` itself (Prefect's
-    insecure branch changes the context it gets, so that one is never shared)."""
-
-    def __init__(self, ssl_module):
-        import threading
-
-        self._ssl = ssl_module
-        self._made: dict[tuple, object] = {}
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name):
-        return getattr(self._ssl, name)
-
-    def create_default_context(self, purpose=None, *, cafile=None, capath=None, cadata=None):
-        purpose = self._ssl.Purpose.SERVER_AUTH if purpose is None else purpose
-        if cafile is None or capath is not None or cadata is not None or purpose != self._ssl.Purpose.SERVER_AUTH:
-            return self._ssl.create_default_context(purpose, cafile=cafile, capath=capath, cadata=cadata)
-        st = os.stat(cafile)
-        key = (os.fspath(cafile), st.st_size, st.st_mtime_ns)
-        with self._lock:
-            if key not in self._made:
-                self._made[key] = self._ssl.create_default_context(purpose, cafile=cafile)
-            return self._made[key]
-
-
-def share_prefect_tls_contexts() -> None:
-    """Prefect builds a verified TLS context from a CA file (certifi's ~150 CAs, ~30 ms) for every API client it
-    creates, even for a plain ``http://`` API; a flow run creates four (flow engine, log worker, events worker
-    and its version check), ~0.13 CPU-s per command. Share one per CA file, built here before the fork. Verified
-    contexts are shared by design (an SSLContext serves many connections); what Prefect verifies is unchanged."""
-    import ssl
-
-    import certifi
-    from prefect.client import orchestration
-    from prefect.settings import PREFECT_API_SSL_CERT_FILE
-
-    if not isinstance(orchestration.ssl, _SharedVerifiedContexts):
-        orchestration.ssl = _SharedVerifiedContexts(ssl)
-    orchestration.ssl.create_default_context(cafile=PREFECT_API_SSL_CERT_FILE.value() or certifi.where())
-
-
-def warm_tracking() -> None:
-    """One tracked run on a throw-away sqlite store, so that the forked commands find what SQLAlchemy builds
-    once per process (mapper configuration, generated cache-key and loader code) already built. The engine is
-    closed and forgotten before the fork; nothing of it reaches the store.
-
-    Its database is made by MLflow's migrations, not copied from the cached template (corpusforge.storage.
-    db_templates) that new stores start from: with a copy, the warm-up ended with a full garbage collection
-    due (the migrations' allocations had just run one), which every forked command then paid (+0.5 CPU-s per
-    command measured, for ~0.8 CPU-s saved once per server start)."""
-    import tempfile
-
-    from mlflow.store.model_registry.sqlalchemy_store import SqlAlchemyStore as RegistryStore
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
-    from corpusforge.storage.tracking import Tracker
-
-    with tempfile.TemporaryDirectory(prefix="corpusforge-warm-") as tmp:
-        root = Path(tmp)
-        # not <root>/mlflow.db, which the Tracker would create from the template
-        tracker = Tracker(root, "warm-up", tracking_uri=f"sqlite:///{root / 'warm-up.db'}")
-        parent = tracker.start_pipeline_run("warm-up", {"warm": {"up": 1}}, {"corpusforge.warm_up": "1"})
-        artifact = root / "artifact"
-        artifact.mkdir()
-        manifest = {"id": "0" * 64, "step": "warm_up", "name": "warm-up", "config": {"a": 1}, "files": {},
-                    "metrics": {"n": 1}, "inputs": [{"id": "1" * 64, "kind": "warm_up", "name": "in"}]}
-        (artifact / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-        tracker.log_step(parent, manifest, artifact)
-        tracker.finish_pipeline_run(parent, {"steps_computed": 1})
-        for engines in (SqlAlchemyStore._engine_map, RegistryStore._engine_map):
-            for uri in [u for u in engines if tmp in u]:
-                engines.pop(uri).dispose()
-
-
-def warm_corpus() -> None:
-    """One GX validation and Data Docs page of a three-row frame (corpusforge.tasks.corpus.validate.
-    warm_validation), in a throw-away folder: GX's lazily built machinery and the page's compiled templates,
-    which every command's first shard paid (~0.05-0.1 CPU-s), are built once, here."""
-    from corpusforge.tasks.corpus.validate import warm_validation
-
-    with tempfile.TemporaryDirectory(prefix="corpusforge-warm-") as scratch:
-        warm_validation(Path(scratch))
-
-
-def freeze_heap() -> None:
-    """Move every object the server holds (the imported modules, the warm-ups' caches) out of the garbage
-    collector's reach: a forked command's collections then scan only the objects it made itself, not the
-    millions it inherited, and do not write to the inherited pages (which stay shared, not copied). What
-    Python's docs advise before forking (``gc.freeze``); the server's own later garbage is collected as usual."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
-
-
-def skip_torch_library_cleanup_at_exit() -> None:
-    """torch deregisters each operator library it loaded from a ``weakref.finalize`` run at exit: ~0.05 CPU-s
-    that every forked command paid on its way to ``os._exit``, where nothing is left to clean. Those finalizers
-    (and only those) no longer run at exit; they still run if a library object is collected."""
-    import weakref
-
-    for ref, info in list(weakref.finalize._registry.items()):  # no public way to list them
-        if getattr(info.func, "__module__", "") == "torch.library":
-            ref.atexit = False
-
-
-def _import_quietly(name: str) -> None:
-    import importlib
-
-    try:
-        importlib.import_module(name)
-    except Exception as exc:  # noqa: BLE001 - an optional library missing only costs its import later
-        _log(f"warm-up: could not import {name}: {exc}")
-
-
-def _check_single_threaded() -> None:
-    import threading
-
-    threads = [t.name for t in threading.enumerate()]
-    if len(threads) > 1:  # forking a multi-threaded process can deadlock a child: serve cold instead
-        raise RuntimeError(f"warm-up left threads running ({', '.join(threads)}); not forking from this process")
-
-
-def prefect_items(environ) -> dict[str, str]:
-    return {k: v for k, v in environ.items() if k.startswith("PREFECT_")}
-
-
-def refresh_prefect_settings(logging_too: bool = False) -> None:
-    """Prefect reads its settings from the environment when it is imported; after the environment changed
-    (a forked command, PREFECT_API_URL set to the local server), make it read them again."""
-    if "prefect.context" not in sys.modules:
-        return
-    from prefect.context import refresh_global_settings_context
-
-    refresh_global_settings_context()
-    if logging_too:
-        from prefect.logging.configuration import setup_logging
-
-        setup_logging(incremental=False)
-
-
-# --- used by the CLI (the client side of the life cycle) ----------------------------------------------------
-
-def start_in_background(store_root: Path, idle_seconds: float | None = None) -> subprocess.Popen:
-    logs = store_root / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    idle = idle_seconds if idle_seconds is not None else float(os.environ.get("CORPUSFORGE_LOCAL_SERVER_IDLE",
-                                                                             IDLE_SECONDS))
-    with open(logs / "local-server.log", "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "serve", "--store", str(store_root),
-                                 "--idle", str(idle)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
-
-
-def wait_for(store_root: Path, statuses: tuple[str, ...], proc: subprocess.Popen | None,
-             timeout: float = READY_TIMEOUT_S, warm: bool = False) -> dict | None:
-    """The server's state once its status is one of ``statuses`` (and, with ``warm``, once it has imported
-    LATER_MODULES too); None if it died or timed out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = read_state(store_root)
-        if (state and state.get("status") in statuses and pid_alive(int(state.get("pid", 0)))
-                and (state.get("warm") or not warm)):
-            return state
-        if proc is not None and proc.poll() is not None:
-            state = read_state(store_root)  # lost the start race to another server: use that one
-            if not (state and pid_alive(int(state.get("pid", 0)))):
-                return None
-        time.sleep(0.1)
-    return None
-
-
-def running_prefect_url(store_root: Path) -> str | None:
-    state = read_state(store_root)
-    if not state or not pid_alive(int(state.get("pid", 0))):
-        return None
-    return state_prefect_url(state)
-
-
-def state_prefect_url(state: dict) -> str | None:
-    """The Prefect API a server's state names, if it answers: one the server started must be served by the
-    process the state names (own_prefect_healthy); an external (team) API has no pid of ours to check."""
-    url = state.get("prefect_url")
-    if not url:
-        return None
-    if state.get("prefect_pid"):
-        return url if own_prefect_healthy(url, state["prefect_pid"]) else None
-    return url if state.get("status") in ("warming", "ready") and prefect_healthy(url) else None
-
-
-_socket_place_problem: str | None = None
-
-
-def socket_place_problem(console=None) -> str:
-    """Why this user's local-server socket place cannot be used (empty if it can), checked once per process
-    before any server is started; the first caller with a problem says it in one line."""
-    global _socket_place_problem
-    if _socket_place_problem is None:
-        try:
-            socket_path(Path("/"), create=True)
-            _socket_place_problem = ""
-        except UnsafeSocketPlace as exc:
-            _socket_place_problem = str(exc)
-            line = (f"not using the local server: {exc}; running this command in its own process "
-                    "(CORPUSFORGE_LOCAL_SERVER=off says this without the check)")
-            if console is not None:
-                console.print(line, highlight=False, markup=False, soft_wrap=True)
-            else:
-                print(line, file=sys.stderr, flush=True)
-    return _socket_place_problem
-
-
-def hand_over(store_root: Path, console=None, timeout: float = READY_TIMEOUT_S) -> int | None:
-    """For a command that runs in its own process and has work to orchestrate: start the store's local server
-    if none runs, wait until it is warm, and run this same command there. Returns its exit code, or None
-    when this process should run the command itself (server turned off, not the real CLI, a server started
-    with another environment, or a server that failed to start)."""
-    from corpusforge import door
-
-    if (not door.ENTRY_USED or door.IN_SERVER or not server_enabled() or door.limits_need_own_process()
-            or socket_place_problem(console)):
-        return None
-    state = read_state(store_root)
-    mine = env_fingerprint(effective_environ(os.environ, store_root))
-    proc = None
-    if state and pid_alive(int(state.get("pid", 0))):
-        if state.get("env") != mine:
-            return None  # another environment's server: run here, against its Prefect API
-    else:
-        proc = start_in_background(store_root)
-        if console is not None:
-            console.print("starting the local server for this store in the background (Prefect API + warm "
-                          "imports; it stops after 20 min idle, `corpusforge server stop` stops it now) ...",
-                          highlight=False)
-    if wait_for(store_root, ("ready",), proc, timeout) is None:
-        return None
-    return door.delegate(sys.argv[1:], store_root)
-
-
-def ensure_prefect_api(store_root: Path, console=None) -> str | None:
-    """Point Prefect at an API for this command: $PREFECT_API_URL if set, else the store's local server
-    (started in the background on first use), else an ephemeral API in this process. Returns the URL, or
-    None for the ephemeral fallback."""
-    if os.environ.get("PREFECT_API_URL"):
-        return os.environ["PREFECT_API_URL"]
-    url = running_prefect_url(store_root)
-    if url is None and server_enabled() and not socket_place_problem(console):
-        state = read_state(store_root)
-        proc = None if state and pid_alive(int(state.get("pid", 0))) else start_in_background(store_root)
-        state = wait_for(store_root, ("warming", "ready"), proc)
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while state is not None:  # the server warms up while its Prefect API starts (maybe on a second port)
-            url = state_prefect_url(state)
-            if url or time.monotonic() > deadline or (proc is not None and proc.poll() is not None):
-                break
-            time.sleep(0.2)
-            state = read_state(store_root)
-    if url is None:
-        from corpusforge.settings import start_ephemeral_prefect
-
-        start_ephemeral_prefect()
-        return None
-    os.environ["PREFECT_API_URL"] = url + "/api"
-    refresh_prefect_settings()
-    return os.environ["PREFECT_API_URL"]
-
-
-def hold_local_server(store_root: Path, console=None, prefect_port: int | None = None):
-    """The store's local server's Prefect API (started if needed) and a connection that keeps the server from
-    stopping while a long-lived command (`ui`, `schedule`) runs; (None, None) when the local server is turned
-    off or cannot start."""
-    if not server_enabled():
-        return None, None
-    url = running_prefect_url(store_root)
-    if url is None:
-        if socket_place_problem(console):
-            return None, None
-        if prefect_port:
-            os.environ.setdefault("CORPUSFORGE_PREFECT_PORT", str(prefect_port))
-        if console is not None:
-            console.print("starting the store's local server (Prefect API + warm imports) ...")
-        state = wait_for(store_root, ("ready",), start_in_background(store_root))
-        url = state.get("prefect_url") if state else None
-        if url is None:
-            return None, None
-    state = wait_for(store_root, ("ready",), None, timeout=READY_TIMEOUT_S) or {}
-    hold = None
-    if state:
-        try:
-            hold = connect_to_server(store_root, state)
-            send_message(hold, {"keepalive": True})
-        except OSError:
-            hold = None
-    return url, hold
-
-
-def stop(store_root: Path, timeout: float = 60) -> bool:
-    """Ask the store's local server to stop (it lets running commands finish first). True if it was running."""
-    state = read_state(store_root)
-    if not state or not pid_alive(int(state.get("pid", 0))):
-        return False
-    os.kill(int(state["pid"]), signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while pid_alive(int(state["pid"])) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return True
