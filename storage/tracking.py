@@ -87,7 +87,8 @@ class RegistryLedger:
         location = entry.get("location", "")
         if location.startswith("file://") and not Path(location[len("file://"):]).exists():
             return None  # the registered copy is gone (a cleaned or moved MLflow store)
-        return {k: v for k, v in entry.items() if k not in ("location", "files")}
+        return {k: v for k, v in entry.items()  # what a run reports; the rest is for `artifacts verify`
+                if k not in ("location", "files", "loader_module", "artifact_key", "signature")}
 
     def put(self, tracking_uri: str, artifact_id: str, info: Mapping[str, str], location: str = "") -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -232,6 +233,9 @@ def check_registered_copy(store_root: Path, manifest: Mapping[str, Any], not_reb
                             "registered with)")
         elif not loaders:
             problems.append(f"{where}: MLmodel names no loader module")
+        recorded_signature = entry.get("signature")
+        if recorded_signature and _mlmodel_signature(mlmodel) != recorded_signature:
+            problems.append(f"{where}: MLmodel's signature is not the one it was registered with")
         if re.search(r"^\s*code:\s*(?!null\b)\S", mlmodel, flags=re.M) or (root / "code").exists():
             problems.append(f"{where}: has a code/ folder, which MLflow would import")
         key = entry.get("artifact_key") or manifest.get("step")  # the data folder that is this artifact
@@ -241,6 +245,18 @@ def check_registered_copy(store_root: Path, manifest: Mapping[str, Any], not_reb
                 problems.append(f"{where}: data/data/{key}/{rel} differs from the {manifest.get('step')} "
                                 f"artifact's {rel}")
     return problems
+
+
+def _mlmodel_signature(mlmodel: str) -> dict[str, Any] | None:
+    """The ``signature`` section of an MLmodel file (YAML), as MLflow's ``ModelSignature.to_dict()`` writes it."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(mlmodel) or {}
+    except yaml.YAMLError:
+        return None
+    signature = data.get("signature") if isinstance(data, dict) else None
+    return signature if isinstance(signature, dict) else None
 
 
 class NullTracker:
@@ -551,7 +567,7 @@ class Tracker:
 
         ``kind`` tags the registered model (``corpusforge.kind``); ``artifact_key`` names the data folder that
         is the artifact itself (default: the first). The result also says which ``loader_module`` and
-        ``artifact_key`` were used, for the store's ledger: ``artifacts verify`` checks the registered copy
+        ``artifact_key`` were used and the model's signature (inputs, outputs, params), for the store's ledger: ``artifacts verify`` checks the registered copy
         against what was recorded, so this module names no loader of its own.
         """
         import shutil
@@ -591,7 +607,8 @@ class Tracker:
         version = self.client.create_model_version(registered_name, logged.artifact_location, run_id=run_id,
                                                    tags=dict(tags), model_id=logged.model_id)
         return {**_version_info(registered_name, version.version, logged.model_id, logged.artifact_location),
-                "loader_module": loader_module, "artifact_key": artifact_key or next(iter(data_dirs))}
+                "loader_module": loader_module, "artifact_key": artifact_key or next(iter(data_dirs)),
+                "signature": signature.to_dict()}
 
     def find_model_version(self, registered_name: str, tag: str, value: str) -> dict[str, str] | None:
         """The newest version of ``registered_name`` whose tag ``tag`` is ``value`` (None when there is none)."""

@@ -168,11 +168,11 @@ def _try_register(tracker, run_id, manifest: dict[str, Any], lm_dir: Path, regis
         # remembered in the store, so a later run whose every step is published answers without MLflow
         location = info.pop("source", "")
         recorded = dict(info)
-        for key in ("loader_module", "artifact_key"):  # for `artifacts verify`, not for the user
+        for key in ("loader_module", "artifact_key", "signature"):  # for `artifacts verify`, not for the user
             info.pop(key, None)
         if if_missing and not recorded.get("loader_module"):  # found again: what it was registered with
             previous_entry = RegistryLedger(tracker.store_root)._read().get(tracker.tracking_uri, {})
-            for key in ("loader_module", "artifact_key"):
+            for key in ("loader_module", "artifact_key", "signature"):
                 value = previous_entry.get(manifest["id"], {}).get(key)
                 if value:
                     recorded[key] = value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from corpusforge.storage.tracking import Tracker, flatten
 
@@ -129,3 +130,28 @@ def test_verify_of_a_copied_store_rebases_its_registered_copies_or_says_what_to_
     ledger = json.loads((copy / ".tracking" / "registry.json").read_text())
     assert str(original) + "/" not in json.dumps(ledger)  # the copy now names its own files
     assert Catalog(ArtifactStore(original)).verify(aid).ok  # the original is untouched
+
+
+def test_verify_checks_the_registered_copy_against_the_loader_and_signature_it_was_registered_with(tmp_path):
+    """The ledger records what registration used (loader module, artifact folder, signature); verify compares the
+    registered copy's MLmodel with that, so storage names no loader of its own (issue 31, item 5)."""
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.storage.tracking import RegistryLedger
+
+    root = tmp_path / "store"
+    aid = registered_lm_store(root)
+    (uri, entries), = RegistryLedger(root)._read().items()
+    entry = entries[aid]
+    assert entry["loader_module"] == "corpusforge.tasks.lm.pyfunc" and entry["artifact_key"] == "lm"
+    assert json.loads(entry["signature"]["inputs"]) == [{"type": "string", "required": True}]
+    assert set(RegistryLedger(root).get(uri, aid)) & {"loader_module", "artifact_key", "signature"} == set()
+    assert Catalog(ArtifactStore(root)).verify(aid).ok
+    mlmodel = Path(entry["location"][len("file://"):]) / "MLmodel"
+    original = mlmodel.read_text()
+    mlmodel.write_text(original.replace("loader_module: corpusforge.tasks.lm.pyfunc", "loader_module: somewhere.else"))
+    problems = Catalog(ArtifactStore(root)).verify(aid).problems
+    assert any("loads ['somewhere.else'], not corpusforge.tasks.lm.pyfunc" in p for p in problems), problems
+    mlmodel.write_text(original.replace('"type": "string"', '"type": "long"', 1))
+    problems = Catalog(ArtifactStore(root)).verify(aid).problems
+    assert any("signature is not the one it was registered with" in p for p in problems), problems
