@@ -16,9 +16,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from corpusforge.storage.compression import Chunked
+from corpusforge.storage.compression import Chunked, CorruptSource
 from corpusforge.storage.fast_csv import row_record
-from corpusforge.storage.records import RAW_CAP, RawRecord, decode_strict
+from corpusforge.storage.records import RAW_CAP, FieldSpec, RawRecord, decode_strict
 
 _WS = b" \t\n\r\f\v"
 
@@ -236,10 +236,12 @@ def pop_path(obj: dict, dotted: str) -> None:
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def record_from_object(locator: str, obj: Any, text_field: str, raw: bytes) -> RawRecord:
-    """A record from one decoded JSON value (JSONL line or JSON array item)."""
+def record_from_object(locator: str, obj: Any, text_field: str, raw: bytes, spec: FieldSpec | None = None) -> RawRecord:
+    """A record from one decoded JSON value (JSONL line or JSON array item); with ``spec``, its named fields."""
     if not isinstance(obj, dict):
         return RawRecord(locator, reason="not_an_object", detail=type(obj).__name__, raw=raw[:RAW_CAP])
+    if spec is not None:
+        return _fields_from_object(locator, obj, raw, spec)
     found, value = get_path(obj, text_field)
     if not found:
         return RawRecord(locator, reason="missing_text_field", detail=f"no field {text_field!r}", raw=raw[:RAW_CAP])
@@ -256,15 +258,33 @@ def record_from_object(locator: str, obj: Any, text_field: str, raw: bytes) -> R
     return RawRecord(locator, text=value, meta=obj or None)
 
 
-def jsonl_records(stream: io.BufferedReader, text_field: str, limit: int) -> Iterator[RawRecord]:
+def _fields_from_object(locator: str, obj: dict, raw: bytes, spec: FieldSpec) -> RawRecord:
+    """The named fields of a JSON object; the keys they are not read from stay as ``meta``."""
+    rec = spec.record(locator, lambda key: get_path(obj, key), raw)
+    if not rec.ok:
+        return rec
+    if _SURROGATE_ESCAPE.search(raw):  # JSON escapes can encode lone surrogates, which are not text
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return RawRecord(locator, reason="invalid_utf8", detail=f"lone surrogate escape: {exc.reason}",
+                             raw=raw[:RAW_CAP])
+    for key in spec.keys:
+        if get_path(obj, key)[0]:
+            pop_path(obj, key)
+    return RawRecord(locator, meta=obj or None, fields=rec.fields)
+
+
+def jsonl_records(stream: io.BufferedReader, text_field: str, limit: int, spec: FieldSpec | None = None
+                  ) -> Iterator[RawRecord]:
     for lineno, line, total in _sized_lines(stream, limit):
         locator = f"line:{lineno}"
         if total > limit:
             yield RawRecord(locator, reason="too_large", detail=f"{total} bytes > max_document_bytes {limit}",
                             raw=line[:RAW_CAP])
             continue
-        if not line.strip():
-            yield RawRecord(locator, text="")  # an empty record: the filter stage counts it as 'empty'
+        if not line.strip():  # an empty record: the filter stage counts it as 'empty'
+            yield RawRecord(locator, text="") if spec is None else RawRecord(locator, fields=spec.blank())
             continue
         rec = decode_strict(locator, line, "none")
         if not rec.ok:
@@ -276,7 +296,7 @@ def jsonl_records(stream: io.BufferedReader, text_field: str, limit: int) -> Ite
             detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
             yield RawRecord(locator, reason="invalid_json", detail=detail, raw=line[:RAW_CAP])
             continue
-        yield record_from_object(locator, obj, text_field, line)
+        yield record_from_object(locator, obj, text_field, line, spec)
 
 
 JSON_CHUNK = 1 << 16
@@ -333,7 +353,8 @@ class _ItemBytes:
         return b"".join(self.pieces).strip(JSON_WS)
 
 
-def _json_value(locator: str, item: _ItemBytes, text_field: str) -> tuple[RawRecord, bool]:
+def _json_value(locator: str, item: _ItemBytes, text_field: str, spec: FieldSpec | None = None
+                ) -> tuple[RawRecord, bool]:
     """(record, parsed) for one complete JSON value: too_large without parsing it, else parsed."""
     if item.too_large:
         return RawRecord(locator, reason="too_large", detail=f"{item.size - item.tail_ws} bytes > "
@@ -344,7 +365,7 @@ def _json_value(locator: str, item: _ItemBytes, text_field: str) -> tuple[RawRec
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
         return RawRecord(locator, reason="invalid_json", detail=detail, raw=data[:RAW_CAP]), False
-    return record_from_object(locator, obj, text_field, data), True
+    return record_from_object(locator, obj, text_field, data, spec), True
 
 
 def _broken(count: int, detail: str, raw: bytes | None = None) -> RawRecord:
@@ -352,7 +373,8 @@ def _broken(count: int, detail: str, raw: bytes | None = None) -> RawRecord:
     return RawRecord(f"after-item:{count}", reason="invalid_json", detail=f"stream broken: {detail}", raw=raw)
 
 
-def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 20) -> Iterator[RawRecord]:
+def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 20, spec: FieldSpec | None = None
+                 ) -> Iterator[RawRecord]:
     """A JSON document: an array of objects (streamed item by item) or a single object.
 
     Memory stays bounded by ``limit`` whatever the document holds: a byte scanner finds where each array
@@ -401,7 +423,7 @@ def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 2
                     count += 1
                     whole = _ItemBytes(limit)
                     whole.add(m.group(1))
-                    rec, parsed = _json_value(f"item:{count}", whole, text_field)
+                    rec, parsed = _json_value(f"item:{count}", whole, text_field, spec)
                     if not parsed:
                         yield _broken(count - 1, rec.detail, rec.raw)
                         return
@@ -443,7 +465,7 @@ def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 2
                 mark = pos
                 if c == 0x2C or item.started or seen_comma:  # '[]' has no item; '[1,]' an empty (bad) one
                     count += 1
-                    rec, parsed = _json_value(f"item:{count}", item, text_field)
+                    rec, parsed = _json_value(f"item:{count}", item, text_field, spec)
                     if not parsed:
                         yield _broken(count - 1, rec.detail, rec.raw)
                         return
@@ -459,15 +481,17 @@ def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 2
         if not closed:
             item.add(chunk[mark:])
     if mode == "value":
-        yield _json_value("item:1", item, text_field)[0]
+        yield _json_value("item:1", item, text_field, spec)[0]
     elif mode == "array" and not closed:
         yield _broken(count, "the file ends inside the array")
 
 
-def csv_records(stream: io.BufferedReader, text_field: str, delimiter: str, limit: int) -> Iterator[RawRecord]:
+def csv_records(stream: io.BufferedReader, text_field: str, delimiter: str, limit: int, spec: FieldSpec | None = None
+                ) -> Iterator[RawRecord]:
     """CSV/TSV with a header row; quoted fields may hold newlines. Other columns go to meta. A text field
     over ``limit`` bytes, a field over the csv module's field-size limit and a physical line too long to
-    hold (``max_line_chars``, skipped unread) are quarantined as ``too_large``."""
+    hold (``max_line_chars``, skipped unread) are quarantined as ``too_large``. With ``spec``, the named
+    fields' columns must all be in the header (else the file is one ``missing_text_field`` record)."""
     from corpusforge.storage.fast_csv import LineTooLong, TextSource, csv_error, max_line_chars, too_long_row
 
     csv.field_size_limit(max(limit, 1 << 20))
@@ -480,11 +504,19 @@ def csv_records(stream: io.BufferedReader, text_field: str, delimiter: str, limi
     except (csv.Error, LineTooLong) as exc:
         yield RawRecord("row:0", reason="invalid_csv", detail=f"header: {exc}")
         return
-    if text_field not in header:
+    if spec is not None:
+        missing = [key for key in spec.keys if key not in header]
+        if missing:
+            yield RawRecord("header", reason="missing_text_field",
+                            detail=f"no column {missing[0]!r} (reader.fields/labels); columns are {header[:20]}")
+            return
+        idx = -1
+    elif text_field not in header:
         yield RawRecord("header", reason="missing_text_field",
                         detail=f"no column {text_field!r}; columns are {header[:20]}")
         return
-    idx = header.index(text_field)
+    else:
+        idx = header.index(text_field)
     rowno = 0
     while True:
         rowno += 1
@@ -499,16 +531,54 @@ def csv_records(stream: io.BufferedReader, text_field: str, delimiter: str, limi
         except csv.Error as exc:
             yield csv_error(f"row:{rowno}", exc, limit)
             continue
-        yield row_record(f"row:{rowno}", row, header, idx, delimiter, limit)
+        if spec is not None:
+            yield fields_row_record(f"row:{rowno}", row, header, spec, delimiter, limit)
+        else:
+            yield row_record(f"row:{rowno}", row, header, idx, delimiter, limit)
 
 
-def parquet_records(path, text_field: str, limit: int = 8 << 20) -> Iterator[RawRecord]:
+def fields_row_record(locator: str, row: list[str], header: list[str], spec: FieldSpec, delimiter: str,
+                      limit: int) -> RawRecord:
+    """One parsed CSV/TSV row with named fields: a row too short to hold a field's column is that field's
+    ``missing_text_field`` (or ``missing_label``); a text field over ``limit`` bytes is ``too_large``."""
+    from corpusforge.storage.fast_csv import _UNDECODED
+
+    joined = delimiter.join(row)
+    raw = joined.encode("utf-8", "surrogateescape")
+    if _UNDECODED.search(joined):
+        bad = next((h for h, v in zip(header, row) if _UNDECODED.search(v)), "?")
+        named = next((f"field {name!r} ({key!r})" if name != key else f"field {name!r}"
+                      for name, key in (*spec.text, *((n, k) for n, k, _ in spec.labels)) if key == bad), f"column {bad!r}")
+        return RawRecord(locator, reason="invalid_utf8", detail=f"{named}: undecodable bytes", raw=raw[:RAW_CAP])
+    position = {h: i for i, h in enumerate(header)}  # a repeated column name: its last one, as for meta
+    values = {h: row[i] for h, i in position.items() if i < len(row)}
+    for name, key in spec.text:
+        value = values.get(key)
+        if value is not None and len(value) * 4 > limit and len(value.encode("utf-8")) > limit:
+            return RawRecord(locator, reason="too_large", detail=f"field {name!r}: {len(value.encode('utf-8'))} bytes > "
+                             f"max_document_bytes {limit}", raw=raw[:RAW_CAP])
+    rec = spec.record(locator, lambda key: (key in values, values.get(key)), raw)
+    if not rec.ok:
+        if len(row) < len(header):
+            return RawRecord(locator, reason=rec.reason, detail=f"{rec.detail} (the row has {len(row)} of "
+                             f"{len(header)} columns)", raw=rec.raw)
+        return rec
+    used = set(spec.keys)
+    meta = {h: v for h, v in values.items() if h not in used}
+    return RawRecord(locator, meta=meta or None, fields=rec.fields)
+
+
+def parquet_records(path, text_field: str, limit: int = 8 << 20, spec: FieldSpec | None = None) -> Iterator[RawRecord]:
     """Parquet in row batches. A text value over ``limit`` bytes is quarantined as ``too_large`` from its
     Arrow length: it is never turned into a Python string (only its first RAW_CAP bytes are). Parquet
     stores a value whole inside one data page, so pyarrow holds that page while reading it."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
+
+    if spec is not None:
+        yield from _parquet_fields(path, spec, limit)
+        return
 
     try:
         pf = pq.ParquetFile(path)
@@ -551,3 +621,120 @@ def parquet_records(path, text_field: str, limit: int = 8 << 20) -> Iterator[Raw
                     yield RawRecord(locator, text=value, meta=json.loads(json.dumps(meta, default=str)) or None)
     except (pa.ArrowException, OSError) as exc:
         yield RawRecord(f"after-row:{rowno}", reason="invalid_parquet", detail=str(exc)[:200])
+
+
+def _parquet_fields(path, spec: FieldSpec, limit: int) -> Iterator[RawRecord]:
+    """Parquet with named fields: each row's fields from their columns (labels keep an integer column's
+    integers), the other columns as meta. A text value over ``limit`` bytes is ``too_large`` from its Arrow
+    length, never made a Python string."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        yield RawRecord("file", reason="invalid_parquet", detail=str(exc)[:200])
+        return
+    names = pf.schema_arrow.names
+    missing = [key for key in spec.keys if key not in names]
+    if missing:
+        yield RawRecord("schema", reason="missing_text_field",
+                        detail=f"no column {missing[0]!r} (reader.fields/labels); columns are {names[:20]}")
+        return
+    rowno = 0
+    text_keys = {key: name for name, key in spec.text}
+    try:
+        for batch in pf.iter_batches(batch_size=8192):
+            big: dict[int, str] = {}  # row -> detail of its first oversize field
+            for key, name in text_keys.items():
+                column = batch.column(key)
+                if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                    sizes = pc.binary_length(column)
+                    if (pc.max(sizes).as_py() or 0) > limit:
+                        for i in pc.indices_nonzero(pc.greater(sizes, limit)).to_pylist():
+                            big.setdefault(i, f"field {name!r}: {sizes[i].as_py()} bytes > max_document_bytes {limit}")
+                        keep = pc.invert(pc.fill_null(pc.greater(sizes, limit), False))
+                        batch = batch.set_column(names.index(key), key, pc.if_else(keep, column, pa.scalar(None, column.type)))
+            columns = batch.to_pydict()
+            for i in range(batch.num_rows):
+                rowno += 1
+                locator = f"row:{rowno}"
+                if i in big:
+                    yield RawRecord(locator, reason="too_large", detail=big[i])
+                    continue
+                row = {k: v[i] for k, v in columns.items()}
+                rec = spec.record(locator, lambda key: (key in row, row[key]), b"")
+                if not rec.ok:
+                    yield RawRecord(locator, reason=rec.reason, detail=rec.detail)
+                    continue
+                used = set(spec.keys)
+                meta = {k: v for k, v in row.items() if k not in used}
+                yield RawRecord(locator, meta=json.loads(json.dumps(meta, default=str)) or None, fields=rec.fields)
+    except (pa.ArrowException, OSError) as exc:
+        yield RawRecord(f"after-row:{rowno}", reason="invalid_parquet", detail=str(exc)[:200])
+
+
+def aligned_line_records(streams: dict[str, io.BufferedReader], spec: FieldSpec, limit: int,
+                         fallback: dict[str, str], wide: dict[str, str], files: dict[str, str]) -> Iterator[RawRecord]:
+    """Line-aligned files as records: line ``i`` of every stream (keyed as the keys ``spec`` reads) is record
+    ``line:i``. A line undecodable (or over ``limit`` bytes) in one file quarantines the record, the detail naming
+    the field and its file; lines that one file has past the end of another are ``missing_pair_line``, one
+    record each. ``fallback``: each stream's encoding fallback; ``wide``: the UTF-16/32 encoding of a transcoded
+    stream (its bad units are ``invalid_utf16``/``invalid_utf32``); ``files``: each key's file name, for details."""
+    field_of = {}
+    for name, key in spec.text:
+        field_of.setdefault(key, name)
+    lines = {key: _sized_lines(stream, limit) for key, stream in streams.items()}
+    ends: dict[str, int] = {}  # key -> the number of lines of a file that has ended
+    lineno = 0
+    while True:
+        lineno += 1
+        got = {}
+        for key, it in lines.items():
+            try:
+                got[key] = None if key in ends else next(it, None)
+            except CorruptSource as exc:  # say which file broke
+                raise CorruptSource(f"{files.get(key, key)}: {exc.detail}") from exc
+            if got[key] is None:
+                ends.setdefault(key, lineno - 1)
+        present = [key for key, line in got.items() if line is not None]
+        if not present:
+            return
+        locator = f"line:{lineno}"
+
+        def where(key: str) -> str:
+            return f"field {field_of.get(key, key)!r} ({files.get(key, key)})"
+
+        if len(present) < len(got):
+            ended = [key for key in got if got[key] is None]
+            yield RawRecord(locator, reason="missing_pair_line",
+                            detail=f"{' and '.join(where(k) for k in present)} has line {lineno}, "
+                                   + " and ".join(f"{where(k)} ended at line {ends[k]}" for k in ended),
+                            raw=got[present[0]][1][:RAW_CAP])
+            continue
+        texts: dict[str, str] = {}
+        encodings: dict[str, str] = {}
+        bad: RawRecord | None = None
+        for key, (_, line, total) in got.items():
+            if total > limit:
+                bad = RawRecord(locator, reason="too_large",
+                                detail=f"{where(key)}: {total} bytes > max_document_bytes {limit}", raw=line[:RAW_CAP])
+                break
+            rec = decode_strict(locator, line, fallback.get(key, "none"))
+            if not rec.ok:
+                reason, detail = rec.reason, rec.detail
+                if wide.get(key):
+                    reason = "invalid_" + wide[key][:6].replace("-", "")
+                    detail = (f"invalid {wide[key]}: a lone surrogate, a cut code unit or a code point over U+10FFFF "
+                              "(raw: the line as UTF-8, each bad byte b as U+DC00+b)")
+                bad = RawRecord(locator, reason=reason, detail=f"{where(key)}: {detail}", raw=rec.raw)
+                break
+            texts[key] = rec.text  # type: ignore[assignment]
+            if rec.meta:
+                encodings[key] = rec.meta["_encoding"]
+        if bad is not None:
+            yield bad
+            continue
+        rec = spec.record(locator, lambda key: (key in texts, texts.get(key)), b"")
+        yield RawRecord(locator, meta={"_encoding": encodings} if encodings else None, fields=rec.fields) if rec.ok else rec

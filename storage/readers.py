@@ -13,10 +13,18 @@ JSON. Decoding is strict UTF-8 (a UTF-8 BOM is dropped; UTF-16/32 files are reco
 nothing undecodable becomes text unless the charset-normalizer fallback is switched on, and then the
 detected encoding is kept in the record's meta.
 
+Named fields (``fields``/``labels``, :class:`corpusforge.storage.records.FieldSpec`): a record is several text
+fields and labels read from the columns (CSV/TSV/Parquet) or keys (JSON/JSONL) of one row, or from line ``i`` of
+each of several line-aligned files (:func:`read_aligned`: ``train.de`` + ``train.en``). A record with any bad
+field is one quarantine record whose detail names the field. These go through the per-record readers (the
+vectorized fast paths handle the one ``text`` field only).
+
 Reason codes (stable, used in manifests): ``empty_file``, ``no_records``, ``binary_file``,
 ``invalid_utf8``, ``invalid_utf16``, ``invalid_utf32``, ``invalid_json``, ``not_an_object``, ``missing_text_field``, ``text_not_string``,
 ``invalid_csv``, ``invalid_parquet``, ``corrupt_compressed``, ``too_large``, ``unreadable``,
-``symlink_escape``, ``symlink_loop``, ``unsupported_format``, ``not_a_regular_file``.
+``symlink_escape``, ``symlink_loop``, ``unsupported_format``, ``not_a_regular_file``; with named fields also
+``missing_label``, ``bad_label`` and ``missing_pair_line`` (a line that one of line-aligned files has and
+another lacks).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,10 +45,11 @@ from corpusforge.storage.fast_jsonl import fast_jsonl
 from corpusforge.storage.formats import (TextRecords, csv_records, json_records, jsonl_records, normalize_line_ends,
                              parquet_records)
 from corpusforge.storage.line_blocks import fast_lines
-from corpusforge.storage.records import RAW_CAP, RawRecord, RecordBatch, meta_json
+from corpusforge.storage.records import (LABEL_TYPES, RAW_CAP, RESERVED_COLUMNS, FieldSpec, RawRecord, RecordBatch,
+                                         meta_json)
 
-__all__ = ["RAW_CAP", "RawRecord", "RecordBatch", "ReaderConfig", "SourceChanged", "SourceError", "SourceFile", "Discovery",
-           "discover_sources", "read_records", "read_batches"]
+__all__ = ["RAW_CAP", "FieldSpec", "LabelSpec", "RawRecord", "RecordBatch", "ReaderConfig", "SourceChanged", "SourceError", "SourceFile", "Discovery",
+           "discover_sources", "read_records", "read_batches", "read_aligned"]
 BATCH_ROWS = 65536
 
 FORMATS = {
@@ -50,6 +60,21 @@ FORMATS = {
 SUPPORTED_SUFFIXES = set(FORMATS)
 TXT_MODES = ("line", "paragraph", "file")
 DEFAULT_MAX_DOCUMENT_BYTES = 8 << 20
+
+
+FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+@dataclass(frozen=True)
+class LabelSpec:
+    """A label field: the source column (or JSON key) it is read from, and its type."""
+
+    column: str = field(metadata={"doc": "The CSV/TSV/Parquet column or JSON key (dotted paths allowed) of the label."})
+    type: Literal["int", "str"] = field(
+        default="int",
+        metadata={"doc": "int: integers (JSON/Parquet integers, or CSV cells of decimal digits) stored as Int64; str: "
+                         "text labels (an integer is written in decimal). A label that is not one is quarantined as "
+                         "bad_label."})
 
 
 @dataclass(frozen=True)
@@ -82,11 +107,62 @@ class ReaderConfig:
         metadata={"doc": "Decode non-UTF-8 text records with charset-normalizer's guess (kept in meta._encoding)."},
     )
 
+    fields: dict[str, str] = field(
+        default_factory=dict, metadata={
+            "identity": lambda cfg: bool(cfg.fields),
+            "doc": "Named text fields instead of one text: {field: source column or JSON key}, e.g. {src: de, tgt: en} "
+                   "or {prompt: prompt, chosen: chosen, rejected: rejected}. Each becomes a column of the corpus named "
+                   "after the field; every field is cleaned and filtered, dedup keys on all of them, and a record with "
+                   "any bad field is quarantined whole. text_field is then not used. Line-aligned files need no "
+                   "fields here: their keys are the fields (corpus.sources: [{fields: {de: train.de, en: train.en}}])."})
+    labels: dict[str, str | LabelSpec] = field(
+        default_factory=dict, metadata={
+            "identity": lambda cfg: bool(cfg.labels),
+            "doc": "Label fields, carried with the record and never cleaned: {field: column} (an int label) or "
+                   "{field: {column: c, type: int|str}}. Without fields, the text is {text: text_field}. The same "
+                   "text with another label than its first occurrence is dropped as conflicting_label."})
+
     def __post_init__(self) -> None:
         if not self.text_field:
             raise ValueError("text_field: must be a non-empty field name")
         if self.max_document_bytes < 1024:
             raise ValueError(f"max_document_bytes: must be at least 1024, got {self.max_document_bytes}")
+        labels = {name: LabelSpec(spec) if isinstance(spec, str) else spec for name, spec in self.labels.items()}
+        object.__setattr__(self, "labels", labels)  # one form, so {label: label} and its long form share an id
+        for kind, names in (("fields", self.fields), ("labels", labels)):
+            for name in names:
+                if not isinstance(name, str) or not FIELD_NAME.fullmatch(name):
+                    raise ValueError(f"{kind}: {name!r} is not a field name (letters, digits and _, not first a digit)")
+                if name in RESERVED_COLUMNS:
+                    raise ValueError(f"{kind}: {name!r} is a column every corpus has; name the field otherwise "
+                                     f"(reserved: {', '.join(RESERVED_COLUMNS)})")
+        for name, column in self.fields.items():
+            if not isinstance(column, str) or not column:
+                raise ValueError(f"fields.{name}: the source column or key to read, a non-empty string")
+        for name, spec in labels.items():
+            if not isinstance(spec, LabelSpec) or not spec.column or spec.type not in LABEL_TYPES:
+                raise ValueError(f"labels.{name}: a column name, or {{column: name, type: int|str}}")
+        text = set(self.fields) or ({"text"} if labels else set())
+        both = sorted(text & set(labels))
+        if both:
+            raise ValueError(f"labels: {both[0]!r} is also a text field; a field is text or a label")
+        clash = sorted(set(labels) & {f"{f}_ids" for f in text})
+        if clash:  # the encode step writes <field>_ids beside the labels
+            raise ValueError(f"labels: {clash[0]!r} would clash with the token ids column of a text field")
+
+    def field_spec(self, aligned_keys: tuple[str, ...] = ()) -> FieldSpec | None:
+        """The named fields records are read with, or None for one ``text`` per record (as before fields existed).
+        ``aligned_keys``: the keys of the corpus's line-aligned files, the fields when ``fields`` is empty."""
+        if self.fields:
+            text = tuple(self.fields.items())
+        elif aligned_keys:
+            text = tuple((key, key) for key in aligned_keys)
+        elif self.labels:
+            text = (("text", self.text_field),)
+        else:
+            return None
+        labels = tuple((name, spec.column, spec.type) for name, spec in self.labels.items())  # type: ignore[union-attr]
+        return FieldSpec(text, labels)
 
 
 class SourceError(ValueError):
@@ -236,34 +312,44 @@ def read_records(
     txt_mode: str | None = None,
     text_field: str | None = None,
     expect_sha256: str | None = None,
+    spec: FieldSpec | None = None,
 ) -> Iterator[RawRecord]:
     """Yield every record of one source file, good or bad. Always yields at least one record.
 
     With ``expect_sha256`` (the digest the caller's id was made from), the bytes read are hashed as they are read
     and, after the last record, :class:`SourceChanged` is raised if they are not those bytes or the file
     changed while it was read: records read from a file rewritten under the reader are never passed off as
-    that digest's."""
-    for item in _read(source, cfg, txt_mode, text_field, batches=False, expect=expect_sha256):
+    that digest's. With ``spec`` the records have named fields (``RawRecord.fields``)."""
+    for item in _read(source, cfg, txt_mode, text_field, batches=False, expect=expect_sha256, spec=spec):
         yield item  # type: ignore[misc]  # never a RecordBatch when batches=False
 
 
-def read_batches(source: SourceFile, cfg: ReaderConfig | None = None, *, expect_sha256: str | None = None
-                 ) -> Iterator[RecordBatch | RawRecord]:
+def read_batches(source: SourceFile, cfg: ReaderConfig | None = None, *, expect_sha256: str | None = None,
+                 spec: FieldSpec | None = None) -> Iterator[RecordBatch | RawRecord]:
     """Like read_records, but good records come in RecordBatches (bad ones stay single RawRecords).
 
     Text in line mode, JSONL and CSV/TSV take vectorized paths (corpusforge.storage.line_blocks, corpusforge.storage.fast_jsonl,
     corpusforge.storage.fast_csv) that give the same records as the per-record readers; records of other formats are
-    grouped into batches of up to BATCH_ROWS. Each record is yielded exactly once, good ones in order.
+    grouped into batches of up to BATCH_ROWS. Each record is yielded exactly once, good ones in order. With
+    ``spec`` a batch's frame has the named fields as columns (``FieldSpec.polars_schema``).
     """
+    yield from _batched(_read(source, cfg, None, None, batches=True, expect=expect_sha256, spec=spec), spec)
+
+
+def _batched(items: Iterator[RecordBatch | RawRecord], spec: FieldSpec | None) -> Iterator[RecordBatch | RawRecord]:
+    """Good single records grouped into RecordBatches of up to BATCH_ROWS (batches and bad records pass)."""
     pending: list[RawRecord] = []
 
     def flush() -> Iterator[RecordBatch]:
         if pending:
-            yield RecordBatch([r.locator for r in pending], [r.text for r in pending],
-                              [meta_json(r.meta) for r in pending])
+            if spec is not None:
+                yield spec.batch(pending)
+            else:
+                yield RecordBatch([r.locator for r in pending], [r.text for r in pending],
+                                  [meta_json(r.meta) for r in pending])
             pending.clear()
 
-    for item in _read(source, cfg, None, None, batches=True, expect=expect_sha256):
+    for item in items:
         if isinstance(item, RecordBatch):
             yield from flush()
             yield item
@@ -290,7 +376,7 @@ def _wide_reasons(records: Iterator[RawRecord | RecordBatch], encoding: str) -> 
         yield rec
 
 
-def _read(source, cfg, txt_mode, text_field, batches: bool, expect: str | None = None):
+def _read(source, cfg, txt_mode, text_field, batches: bool, expect: str | None = None, spec: FieldSpec | None = None):
     cfg = cfg or ReaderConfig()
     mode = txt_mode or cfg.txt_mode
     field_name = text_field or cfg.text_field
@@ -304,7 +390,7 @@ def _read(source, cfg, txt_mode, text_field, batches: bool, expect: str | None =
     try:
         try:
             raw = SourceBytes(source.path)
-            for rec in _records(source, raw, cfg, mode, field_name, batches):
+            for rec in _records(source, raw, cfg, mode, field_name, batches, spec):
                 count += len(rec) if isinstance(rec, RecordBatch) else 1
                 yield rec
         except CorruptSource as exc:
@@ -337,11 +423,18 @@ def _check(source: SourceFile, raw: SourceBytes, expect: str) -> None:
                                          f"{proof.sha256[:12]} as read ({proof.size:,} bytes)")
 
 
-def _records(source: SourceFile, raw: SourceBytes, cfg: ReaderConfig, mode: str, field_name: str, batches: bool
-             ) -> Iterator[RawRecord | RecordBatch]:
+def _records(source: SourceFile, raw: SourceBytes, cfg: ReaderConfig, mode: str, field_name: str, batches: bool,
+             spec: FieldSpec | None = None) -> Iterator[RawRecord | RecordBatch]:
     """The records of one source, its bytes read through ``raw``. Raises CorruptSource or OSError on a break."""
+    if spec is not None:
+        batches = False  # the vectorized paths read one text field; named fields take the per-record readers
+        if source.format == "txt":
+            yield RawRecord("file", reason="unsupported_format",
+                            detail=f"a plain text file has no named fields ({', '.join(spec.names)}); give line-aligned "
+                                   "files as one source ({fields: {src: a.txt, tgt: b.txt}}) or a table/JSON file")
+            return
     if source.format == "parquet":  # pyarrow reads the file itself (footer first); ``raw`` hashes it afterwards
-        yield from parquet_records(source.path, field_name, cfg.max_document_bytes)
+        yield from parquet_records(source.path, field_name, cfg.max_document_bytes, spec)
         return
     opened = open_source(source.path, raw)
     if opened.empty:
@@ -358,11 +451,12 @@ def _records(source: SourceFile, raw: SourceBytes, cfg: ReaderConfig, mode: str,
     delimiter = "," if source.format == "csv" else "\t"
     records: Iterator[RawRecord | RecordBatch]
     if source.format == "jsonl":
-        records = (fast_jsonl if batches else jsonl_records)(stream, field_name, limit)
+        records = fast_jsonl(stream, field_name, limit) if batches else jsonl_records(stream, field_name, limit, spec)
     elif source.format == "json":
-        records = json_records(stream, field_name, limit)
+        records = json_records(stream, field_name, limit, spec)
     elif source.format in ("csv", "tsv"):
-        records = (fast_csv if batches else csv_records)(stream, field_name, delimiter, limit)
+        records = (fast_csv(stream, field_name, delimiter, limit) if batches
+                   else csv_records(stream, field_name, delimiter, limit, spec))
     elif mode == "line" and batches:
         stream = normalize_line_ends(stream)  # CR, LF and CRLF all end a line
         records = fast_lines(stream, TextRecords(mode, limit, cfg.oversize, fallback))
@@ -376,3 +470,90 @@ def _records(source: SourceFile, raw: SourceBytes, cfg: ReaderConfig, mode: str,
         yield from records
     finally:
         opened.stream.close()
+
+
+def aligned_file(path: Path, name: str) -> SourceFile:
+    """One of several line-aligned files: read as lines whatever its suffix (``train.de``), under an optional
+    compression suffix; refused only when it is not a readable regular file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return SourceFile(name, path, "unreadable", exc.strerror or str(exc))
+    if not stat.S_ISREG(mode):
+        return SourceFile(name, path, "not_a_regular_file", "a directory, device, socket or pipe")
+    return SourceFile(name, path)
+
+
+def read_aligned(name: str, files: dict[str, SourceFile], cfg: ReaderConfig | None = None, *, spec: FieldSpec,
+                 expect_sha256: dict[str, str] | None = None, batches: bool = True
+                 ) -> Iterator[RecordBatch | RawRecord]:
+    """The records of line-aligned files read as one source ``name``: line ``i`` of each file (``files``: source
+    key -> file, the keys ``spec`` reads) is one record (storage.formats.aligned_line_records). A file that cannot
+    be read as lines (refused, empty, binary) makes the whole source one quarantine record naming its field, as
+    a plain file is one. With ``expect_sha256`` (key -> digest) each file is hashed as it is read and checked
+    after the last record: :class:`SourceChanged` names the source ``name`` and the file. Good records come in
+    RecordBatches unless ``batches`` is false."""
+    items = _aligned(name, files, cfg or ReaderConfig(), spec, expect_sha256)
+    yield from (_batched(items, spec) if batches else items)
+
+
+def _aligned(name: str, files: dict[str, SourceFile], cfg: ReaderConfig, spec: FieldSpec,
+             expect: dict[str, str] | None) -> Iterator[RawRecord]:
+    from corpusforge.storage.formats import aligned_line_records
+
+    field_of: dict[str, str] = {}
+    for field_name, key in spec.text:
+        field_of.setdefault(key, field_name)
+
+    def where(key: str) -> str:
+        return f"field {field_of.get(key, key)!r} ({files[key].name})"
+
+    refused = next((key for key, sf in files.items() if sf.refused), None)
+    if refused is not None:
+        yield RawRecord("file", reason=files[refused].refused or "", detail=f"{where(refused)}: {files[refused].detail}")
+        return
+    raws: dict[str, SourceBytes] = {}
+    opened = {}
+    count = 0
+    try:
+        try:
+            for key, sf in files.items():
+                raws[key] = SourceBytes(sf.path)
+                opened[key] = open_source(sf.path, raws[key])
+            key = next((k for k, o in opened.items() if o.empty or o.binary), None)
+            if key is not None:
+                count += 1
+                if opened[key].empty:
+                    yield RawRecord("file", reason="empty_file", detail=f"{where(key)}: 0 bytes"
+                                    + (" after decompression" if files[key].compression else ""))
+                else:
+                    yield RawRecord("file", reason="binary_file", detail=f"{where(key)}: NUL bytes in the first 8 KiB",
+                                    raw=opened[key].head[:RAW_CAP])
+            else:
+                streams = {k: normalize_line_ends(o.stream) for k, o in opened.items()}
+                wide = {k: o.encoding for k, o in opened.items() if o.encoding.startswith(("utf-16", "utf-32"))}
+                fallback = {k: "none" if k in wide else cfg.encoding_fallback for k in opened}
+                names = {k: sf.name for k, sf in files.items()}
+                for rec in aligned_line_records(streams, spec, cfg.max_document_bytes, fallback, wide, names):
+                    count += 1
+                    yield rec
+        except CorruptSource as exc:
+            count += 1
+            yield RawRecord(f"after-record:{count - 1}", reason="corrupt_compressed", detail=exc.detail)
+        except OSError as exc:
+            count += 1
+            yield RawRecord(f"after-record:{count - 1}", reason="unreadable", detail=exc.strerror or str(exc))
+        if count == 0:
+            yield RawRecord("file", reason="no_records", detail="the files hold no line")
+        if expect is not None:
+            for key, raw in raws.items():
+                try:
+                    _check(files[key], raw, expect[key])
+                except SourceChanged as exc:
+                    raise SourceChanged(name, f"{files[key].name}: {exc.detail}") from exc
+    finally:
+        for o in opened.values():
+            if o.stream is not None:
+                o.stream.close()
+        for raw in raws.values():
+            raw.release()

@@ -1,7 +1,8 @@
-"""The record type every reader yields, and strict decoding."""
+"""The record type every reader yields, strict decoding, and named fields (:class:`FieldSpec`)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ class RawRecord:
     reason: str | None = None
     detail: str = ""
     raw: bytes | None = None
+    fields: dict[str, Any] | None = None  # a record with named fields: field -> text (str) or label (int or str)
 
     @property
     def ok(self) -> bool:
@@ -102,3 +104,116 @@ def ids_column(field: str) -> str:
     one rule for the tokenizer stage that writes it and the stages and collates that read it. (A corpus with only
     ``text`` and no named fields keeps its one ``ids`` column, as before fields existed.)"""
     return f"{field}_ids"
+
+
+# --- named fields --------------------------------------------------------------------------------------------
+
+# Columns every corpus row has besides its fields: a field cannot take one of these names.
+RESERVED_COLUMNS = ("doc_id", "source", "locator", "split", "n_chars", "n_words", "content_hash", "lang", "meta")
+LABEL_TYPES = ("int", "str")
+_INT64 = 2**63
+_DECIMAL = re.compile(r"[+-]?[0-9]{1,19}")
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """The named fields of a record: its text fields and its labels, each read from a key of the source (a
+    JSON key or dotted path, a CSV/TSV/Parquet column, or the key of a file of line-aligned files).
+
+    ``text``: (field, key) pairs, in column order; ``labels``: (field, key, type) with type ``int`` or ``str``.
+    A record is good only if every field is: the first bad field makes the whole record a quarantine record
+    whose detail names that field (``missing_text_field``, ``text_not_string``, ``missing_label``,
+    ``bad_label``)."""
+
+    text: tuple[tuple[str, str], ...]
+    labels: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The text fields, in order."""
+        return tuple(name for name, _ in self.text)
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _, _ in self.labels)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.names + self.label_names
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The source keys the fields are read from (what the rest of a record's ``meta`` leaves out)."""
+        return tuple(dict.fromkeys([key for _, key in self.text] + [key for _, key, _ in self.labels]))
+
+    def record(self, locator: str, lookup, raw: bytes, meta: dict[str, Any] | None = None) -> RawRecord:
+        """The record of one source row: ``lookup(key) -> (found, value)``; ``raw`` is kept (capped) when it is
+        quarantined, ``meta`` when it is good."""
+        values: dict[str, Any] = {}
+
+        def bad(reason: str, detail: str) -> RawRecord:
+            return RawRecord(locator, reason=reason, detail=detail, raw=raw[:RAW_CAP])
+
+        for name, key in self.text:
+            found, value = lookup(key)
+            where = f"field {name!r}" + (f" ({key!r})" if key != name else "")
+            if not found or value is None:
+                return bad("missing_text_field", f"{where}: {'null' if found else 'absent'}")
+            if not isinstance(value, str):
+                return bad("text_not_string", f"{where}: {type(value).__name__}")
+            values[name] = value
+        for name, key, kind in self.labels:
+            found, value = lookup(key)
+            where = f"label {name!r}" + (f" ({key!r})" if key != name else "")
+            if not found or value is None or (isinstance(value, str) and not value.strip()):
+                return bad("missing_label", f"{where}: {'absent' if not found else 'null' if value is None else 'empty'}")
+            ok, got = parse_label(value, kind)
+            if not ok:
+                return bad("bad_label", f"{where}: {got}")
+            values[name] = got
+        return RawRecord(locator, meta=meta or None, fields=values)
+
+    def blank(self) -> dict[str, Any]:
+        """The fields of a blank line (JSONL): empty texts, no labels; the ``empty`` filter drops it, as it drops a
+        blank line without named fields."""
+        return {**dict.fromkeys(self.names, ""), **dict.fromkeys(self.label_names)}
+
+    def polars_schema(self) -> dict[str, Any]:
+        """locator, the text fields, the labels (Int64 or String) and meta: a batch's columns."""
+        import polars as pl
+
+        return {"locator": pl.String, **dict.fromkeys(self.names, pl.String),
+                **{name: pl.Int64 if kind == "int" else pl.String for name, _, kind in self.labels},
+                "meta": pl.String}
+
+    def batch(self, records: list[RawRecord]) -> RecordBatch:
+        """Good records with fields as one batch (a polars frame of :meth:`polars_schema`)."""
+        import polars as pl
+
+        data: dict[str, list] = {"locator": [r.locator for r in records]}
+        for name in self.columns:
+            data[name] = [r.fields[name] for r in records]  # type: ignore[index]
+        data["meta"] = [meta_json(r.meta) for r in records]
+        return RecordBatch(frame=pl.DataFrame(data, schema=self.polars_schema()))
+
+
+def parse_label(value: Any, kind: str) -> tuple[bool, Any]:
+    """(True, the label as ``kind``) or (False, why not). ``int``: a JSON/Parquet integer or a string of decimal
+    digits (CSV/TSV cells), within 64 bits; not a bool or a float (``1.0`` is refused rather than guessed).
+    ``str``: a string as it is (labels are never cleaned), or an integer written in decimal."""
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            return False, f"{value!r} is not an integer ({type(value).__name__}); a text label needs type: str"
+        if isinstance(value, str):
+            digits = value.strip()
+            if not _DECIMAL.fullmatch(digits):
+                return False, f"{value[:40]!r} is not an integer; a text label needs type: str"
+            value = int(digits)
+        if not -_INT64 <= value < _INT64:
+            return False, f"{value} does not fit in 64 bits"
+        return True, value
+    if isinstance(value, str):
+        return True, value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return True, str(value)
+    return False, f"{value!r} is not a string ({type(value).__name__})"

@@ -4,10 +4,12 @@ A leaf module: it imports no step module of its stage, so the pipeline can valid
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from corpusforge.storage.readers import ReaderConfig
+from corpusforge.storage.readers import FIELD_NAME, ReaderConfig
+from corpusforge.storage.records import RESERVED_COLUMNS, FieldSpec
 from corpusforge.tasks.config import ConfigError, check_artifact_name, from_dict
 from corpusforge.tasks.corpus.clean import CleanConfig
 from corpusforge.tasks.corpus.filters import FilterConfig
@@ -32,11 +34,42 @@ class DedupConfig:
 
 
 @dataclass(frozen=True)
+class AlignedSource:
+    """Line-aligned files read as one source: line ``i`` of every file is one record (Multi30k's ``train.de`` and
+    ``train.en``), each file's lines one named field. In YAML: ``{fields: {de: data/train.de, en: data/train.en}}``;
+    in Python: :func:`aligned_files`. Lines that one file has past the end of another are quarantined as
+    ``missing_pair_line``, one record each."""
+
+    fields: dict[str, str] = field(metadata={"doc": "{key: file}: two or more line-aligned text files (any suffix, "
+                                                    "optionally compressed). The keys are the fields, or the columns "
+                                                    "that reader.fields maps fields to."})
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.fields, dict) or len(self.fields) < 2:
+            raise ValueError("fields: two or more line-aligned files, {key: file}, e.g. {de: train.de, en: train.en}")
+        for key, path in self.fields.items():
+            if not isinstance(path, (str, os.PathLike)) or not str(path):
+                raise ValueError(f"fields.{key}: a file path")
+        object.__setattr__(self, "fields", {k: os.fspath(p) for k, p in self.fields.items()})
+
+
+def aligned_files(*paths: str | os.PathLike[str], fields: tuple[str, ...] = ("src", "tgt")) -> AlignedSource:
+    """One source of records from line-aligned files: ``aligned_files("train.de", "train.en")`` gives the fields
+    ``src`` and ``tgt`` (``seq2seq train SRC_FILE TGT_FILE``); ``fields`` names them otherwise. It goes into
+    ``CorpusConfig.sources`` (or, as ``dataclasses.asdict`` / ``tasks.config.to_dict`` writes it, a YAML config)."""
+    if len(paths) != len(fields):
+        raise ValueError(f"aligned_files: {len(paths)} file(s) for {len(fields)} field(s) {list(fields)}")
+    return AlignedSource(dict(zip(fields, (os.fspath(p) for p in paths))))
+
+
+@dataclass(frozen=True)
 class CorpusConfig:
     """The corpus stage: which sources, how to read, clean, dedup, split and validate them."""
 
     name: str = field(default="corpus", metadata={"steps": ("corpus",), "doc": "Artifact name of the merged corpus."})
-    sources: tuple[str, ...] = field(default=(), metadata={"steps": (), "doc": "Files or directories (read recursively)."})
+    sources: tuple[str | AlignedSource, ...] = field(default=(), metadata={"steps": (), "doc":
+        "Files or directories (read recursively), and line-aligned files as one source of records: "
+        "{fields: {de: train.de, en: train.en}}."})
     reader: ReaderConfig = field(default_factory=ReaderConfig, metadata={"steps": ("corpus_shard",), "doc": "How files become records."})
     clean: CleanConfig = field(default_factory=CleanConfig, metadata={"steps": ("corpus_shard",), "doc": "Text normalization preset."})
     filters: FilterConfig = field(default_factory=FilterConfig,
@@ -63,6 +96,42 @@ class CorpusConfig:
         if self.shard_compression not in SHARD_COMPRESSIONS:
             raise ConfigError(f"corpus.shard_compression: one of {', '.join(SHARD_COMPRESSIONS)}, "
                               f"not {self.shard_compression!r}")
+        self._check_fields()
+
+    @property
+    def aligned(self) -> tuple[AlignedSource, ...]:
+        return tuple(s for s in self.sources if isinstance(s, AlignedSource))
+
+    @property
+    def field_spec(self) -> FieldSpec | None:
+        """The named fields of this corpus's records (reader.fields/labels, or the keys of its line-aligned files),
+        or None for one ``text`` per record."""
+        aligned = self.aligned
+        return self.reader.field_spec(tuple(aligned[0].fields) if aligned else ())
+
+    def _check_fields(self) -> None:
+        aligned = self.aligned
+        if aligned:
+            if self.reader.labels:
+                raise ConfigError("corpus.reader.labels: line-aligned files hold text only; read labelled records from "
+                                  "a CSV/TSV, JSON(L) or Parquet source")
+            want = set(self.reader.fields.values()) if self.reader.fields else set(aligned[0].fields)
+            for i, source in enumerate(aligned):
+                if set(source.fields) != want:
+                    which = "the columns reader.fields reads" if self.reader.fields else "the first one's"
+                    raise ConfigError(f"corpus.sources: line-aligned source {list(source.fields)} has other keys than "
+                                      f"{which} ({sorted(want)}); every source must give the same fields")
+            for key in () if self.reader.fields else aligned[0].fields:  # the keys are the fields
+                if not FIELD_NAME.fullmatch(key) or key in RESERVED_COLUMNS:
+                    raise ConfigError(f"corpus.sources: {key!r} cannot name a field (letters, digits and _, not one of "
+                                      f"{', '.join(RESERVED_COLUMNS)}); map it with reader.fields: {{name: {key}}}")
+        spec = self.field_spec
+        if spec is not None and self.filters.lang_id:
+            raise ConfigError("corpus.filters.lang_id: not available with named fields (one `lang` per record would "
+                              "not say which field); filter each side's language before the corpus stage")
+        if spec is None and self.filters.max_length_ratio is not None:
+            raise ConfigError("corpus.filters.max_length_ratio: compares the text fields of a record; it needs named "
+                              "fields (reader.fields or line-aligned files)")
 
 
 def corpus_config_from_dict(data: dict[str, Any], path: str = "corpus") -> CorpusConfig:

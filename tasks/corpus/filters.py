@@ -22,6 +22,10 @@ reason of the *first* failing filter in this order (the reason codes are stable)
    13, 12, 11, 10 % of the characters; overlapping repeats count each word once).
 6. ``lang``: optional offline language id (py3langid); it also fills the ``lang`` column of kept rows.
 
+Records with named fields (reader.fields, line-aligned files) go through these filters field by field, the first
+failing field's reason winning (its detail starts with the field's name); then, with ``max_length_ratio``,
+``length_ratio`` compares the fields' word counts (tasks/corpus/shard.py). ``lang`` is not available there.
+
 Definitions, where the paper leaves room: words are whitespace-separated tokens; lines split on runs of
 "\\n"; paragraphs on blank lines; a repeat is any occurrence after the first in the document; the top
 n-gram counts only when it occurs at least twice (a single occurrence is not repetition); character
@@ -109,6 +113,12 @@ class FilterConfig:
         default=0.0, metadata={"doc": "With lang_id: drop documents whose top language probability is lower ('lang')."})
     lang_max_chars: int = field(
         default=2000, metadata={"doc": "With lang_id: characters from the start of a document given to the identifier."})
+    max_length_ratio: float | None = field(
+        default=None, metadata={
+            "identity": lambda cfg: cfg.max_length_ratio is not None,
+            "doc": "Named fields (translation pairs): drop a record whose longest text field has more than this many "
+                   "times the words of its shortest ('length_ratio'; Moses' clean-corpus-n uses 9); null: off. The "
+                   "length filters above (max_words, max_chars, ...) apply to each field."})
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -134,6 +144,9 @@ class FilterConfig:
                 raise ValueError(f"{name}: {len(ns)} fractions (n = {ns[0]}..{ns[-1]}) or [] for off")
             if any(not 0 <= v <= 1 for v in value):
                 raise ValueError(f"{name}: fractions between 0 and 1")
+        if self.max_length_ratio is not None and self.max_length_ratio < 1:
+            raise ValueError(f"max_length_ratio: a ratio >= 1 (longest field / shortest field, in words), got "
+                             f"{self.max_length_ratio}")
         if self.lang_max_chars < 1:
             raise ValueError("lang_max_chars: an integer >= 1")
         bad = [code for code in self.languages if not (code.isascii() and code.isalpha() and code.islower())]

@@ -57,8 +57,9 @@ def _connection():
     return con
 
 
-def add_identity(df, source_name: str | None, source_digest: str | None, split: SplitConfig):
-    """Add ``doc_id``, ``content_hash`` and ``split`` columns to a polars frame with locator and text.
+def add_identity(df, source_name: str | None, source_digest: str | None, split: SplitConfig, text: str = "text"):
+    """Add ``doc_id``, ``content_hash`` and ``split`` columns to a polars frame with locator and text (the column
+    ``text``: the content hash is of it; named fields hash their columns joined, see tasks/corpus/shard.py).
 
     One source (``source_name`` and ``source_digest`` given) or several (both None): then every row names its
     own in the frame's ``source`` and ``source_digest`` columns (a shard that packs several small files)."""
@@ -73,7 +74,7 @@ def add_identity(df, source_name: str | None, source_digest: str | None, split: 
         ids = [doc_id_for(n, d, loc) for n, d, loc in zip(names, digests, df["locator"].to_list())]
         return df.with_columns(
             pl.Series("doc_id", ids, pl.Utf8),
-            pl.Series("content_hash", [content_hash_for(t) for t in df["text"].to_list()], pl.Utf8),
+            pl.Series("content_hash", [content_hash_for(t) for t in df[text].to_list()], pl.Utf8),
             pl.Series("split", [split_for(i, split) for i in ids], pl.Utf8),
         )
     held_out = split.valid > 0 or split.test > 0  # else every document is train: no split draw to hash
@@ -83,11 +84,11 @@ def add_identity(df, source_name: str | None, source_digest: str | None, split: 
         # large_string copies every byte, which cost as much as the hashing itself)
         if per_row:
             docs = df.select((pl.col("source") + SEP + pl.col("source_digest") + SEP).alias("prefix"), "locator",
-                             "text")
+                             pl.col(text).alias("text"))
             key = "prefix || locator"
             params = {}
         else:
-            docs, key = df.select("locator", "text"), "$prefix || locator"
+            docs, key = df.select("locator", pl.col(text).alias("text")), "$prefix || locator"
             params = {"prefix": f"{source_name}{SEP}{source_digest}{SEP}"}
         con.register("docs", docs.to_arrow(compat_level=pl.CompatLevel.newest()))
         # DuckDB keeps insertion order for plain projections (preserve_insertion_order is on by default).

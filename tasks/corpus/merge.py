@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corpusforge.storage.readers import discover_sources
+from corpusforge.storage.readers import SourceError, aligned_file, discover_sources
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.tasks.config import ConfigError, identity
 from corpusforge.tasks.corpus.accounting import accounting_from_counts
-from corpusforge.tasks.corpus.config import CorpusConfig, DedupConfig, corpus_config_from_dict  # noqa: F401
+from corpusforge.tasks.corpus.config import AlignedSource, CorpusConfig, DedupConfig, corpus_config_from_dict  # noqa: F401
 from corpusforge.tasks.corpus.near_dedup import NearDedupConfig, near_duplicates_streamed
-from corpusforge.tasks.corpus.shard import SourceRef, digest_source, drop_examples, pack_sources, shard_sources
+from corpusforge.tasks.corpus.shard import (SourceRef, aligned_ref, conflict_detail, digest_source, drop_examples,
+                                            pack_sources, shard_sources)
 from corpusforge.tasks.corpus.split import SPLITS
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
@@ -55,16 +56,55 @@ def packs_in_corpus_order(refs: list[SourceRef], cfg: CorpusConfig, store: Artif
 
 
 def discover(cfg: CorpusConfig, base_dir: Path | None = None) -> tuple[list[SourceRef], list[str]]:
-    """(hashed source files, names of hidden or glob-excluded entries that were skipped)."""
+    """(hashed source files, names of hidden or glob-excluded entries that were skipped). Line-aligned files
+    (``{fields: {de: a.de, en: a.en}}``) are one source each, in their place among the others."""
     if not cfg.sources:
         raise ConfigError("corpus.sources: give at least one file or directory")
-    paths = [p if os.path.isabs(p) or base_dir is None else str(base_dir / p) for p in cfg.sources]
-    discovery = discover_sources(paths, cfg.reader.include, cfg.reader.exclude)
-    skipped = sorted(discovery.skipped_hidden + discovery.skipped_excluded)
-    if not discovery.files:
+
+    def absolute(p: str) -> str:
+        return p if os.path.isabs(p) or base_dir is None else str(base_dir / p)
+
+    refs: list[SourceRef] = []
+    skipped: list[str] = []
+    # runs of plain paths are discovered together, as when every source was one (their names, order and globs)
+    runs: list[list[str] | AlignedSource] = []
+    for source in cfg.sources:
+        if isinstance(source, AlignedSource):
+            runs.append(source)
+        elif runs and isinstance(runs[-1], list):
+            runs[-1].append(absolute(source))
+        else:
+            runs.append([absolute(source)])
+    for run in runs:
+        if isinstance(run, AlignedSource):
+            refs.append(_aligned_ref(run, absolute))
+            continue
+        discovery = discover_sources(run, cfg.reader.include, cfg.reader.exclude)
+        skipped += discovery.skipped_hidden + discovery.skipped_excluded
+        refs += [_digest_once(sf) for sf in discovery.files]
+    skipped = sorted(skipped)
+    if not refs:
         hint = f" (skipped hidden or excluded entries: {', '.join(skipped[:5])})" if skipped else ""
-        raise ConfigError(f"corpus.sources: no files found in {', '.join(cfg.sources)}{hint}")
-    return [_digest_once(sf) for sf in discovery.files], skipped
+        raise ConfigError(f"corpus.sources: no files found in {', '.join(map(str, cfg.sources))}{hint}")
+    if len(runs) > 1:  # discover_sources checks the names of one run
+        seen: dict[str, SourceRef] = {}
+        for ref in refs:
+            if ref.name in seen:
+                raise SourceError(f"two sources would both be named {ref.name!r} ({seen[ref.name].path} and "
+                                  f"{ref.path}); pass their common parent directory instead")
+            seen[ref.name] = ref
+    return refs, skipped
+
+
+def _aligned_ref(source: AlignedSource, absolute) -> SourceRef:
+    """The hashed source of line-aligned files (tasks.corpus.shard.aligned_ref); each file named by its base name."""
+    files = {}
+    for key, path in source.fields.items():
+        full = Path(absolute(path)).expanduser()
+        if not full.exists() and not full.is_symlink():
+            raise SourceError(f"source {path!r} (line-aligned, {key}) does not exist")
+        files[key] = _digest_once(aligned_file(full, full.name))
+    return aligned_ref(files)
 
 
 _DIGESTS: dict[tuple, SourceRef] = {}
@@ -114,8 +154,6 @@ def build_corpus(
 def _refuse_empty(shards: list[StepResult], cfg: CorpusConfig) -> None:
     """Sources that yield no document at all (a PNG alone, only broken records) are an error, not an empty
     corpus published with exit 0: the user most likely pointed at the wrong files."""
-    from corpusforge.storage.readers import SourceError
-
     read = kept = 0
     reasons: dict[str, int] = {}
     for s in shards:
@@ -160,18 +198,29 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
     exact_rows = exact_of = near_rows = near_of = empty
     if cfg.dedup.exact and n_docs:
         keep, exact_rows, exact_of = _exact_across_shards(paths)
+    spec = cfg.field_spec
+    text_columns = spec.names if spec is not None else ("text",)
+    labels = spec.label_names if spec is not None else ()
     if cfg.dedup.near.enabled and keep.sum() > 1:
-        near_rows, near_of = _near_duplicates(paths, sizes, keep, cfg.dedup.near)
+        near_rows, near_of = _near_duplicates(paths, sizes, keep, cfg.dedup.near, text_columns)
         keep = keep.scatter(near_rows, False)
 
-    kept = _write_splits(out, paths, sizes, keep, pl.concat([exact_rows, near_rows]), pl.concat([exact_of, near_of]))
+    kept = _write_splits(out, paths, sizes, keep, pl.concat([exact_rows, near_rows]), pl.concat([exact_of, near_of]),
+                         labels)
 
     def drop_rows(rows, of, reason: str, note: str):
-        return (pl.DataFrame({"row": rows, "of": of})
-                .join(kept.picked, on="row", how="left", maintain_order="left")
-                .join(kept.doc_ids.rename({"row": "of"}), on="of", how="left", maintain_order="left")
-                .select("source", "locator", pl.lit("dedup").alias("stage"), pl.lit(reason).alias("reason"),
-                        ("duplicate_of=" + pl.col("doc_id") + note).alias("detail")))
+        frame = (pl.DataFrame({"row": rows, "of": of})
+                 .join(kept.picked, on="row", how="left", maintain_order="left")
+                 .join(kept.doc_ids.rename({"row": "of", **{c: f"first_{c}" for c in labels}}), on="of", how="left",
+                       maintain_order="left"))
+        if labels and reason == "exact":  # the same texts under another label: conflicting_label (shard.py)
+            conflict = pl.any_horizontal(pl.col(c).ne_missing(pl.col(f"first_{c}")) for c in labels)
+            return frame.with_columns(conflict.alias("conflict"), pl.col("doc_id").alias("duplicate_of")).select(
+                "source", "locator", pl.lit("dedup").alias("stage"),
+                pl.when("conflict").then(pl.lit("conflicting_label")).otherwise(pl.lit(reason)).alias("reason"),
+                (conflict_detail(labels) + note).alias("detail"))
+        return frame.select("source", "locator", pl.lit("dedup").alias("stage"), pl.lit(reason).alias("reason"),
+                            ("duplicate_of=" + pl.col("doc_id") + note).alias("detail"))
 
     dropped = pl.concat([dropped, drop_rows(exact_rows, exact_of, "exact", " (across files)"),
                          drop_rows(near_rows, near_of, "near", " (MinHash)")], how="vertical")
@@ -189,7 +238,12 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
     for split in SPLITS:
         metrics[f"docs_{split}"] = kept.per_split.get(split, 0)
     examples = drop_examples(quarantine, dropped)
-    write_corpus_report(out, cfg.name, accounting, metrics, examples)
+    report = write_corpus_report(out, cfg.name, accounting, metrics, examples)
+    label_counts = {}
+    if labels:  # class counts, for a labelled corpus (in the manifest and the report)
+        label_counts = _label_counts(kept.label_values, labels)
+        with report.open("a", encoding="utf-8") as fh:
+            fh.write(_labels_markdown(label_counts))
     return {
         "accounting": accounting,
         "drop_examples": examples,
@@ -198,7 +252,38 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
         "shards": [_shard_entry(s, m) for s, m in zip(shards, manifests)],
         "data_docs": "data_docs.html",
         "splits": {split: f"{split}.parquet" for split in SPLITS},
+        **({"named_fields": {"text": list(text_columns), "labels": list(labels)}} if spec is not None else {}),
+        **({"label_counts": label_counts} if labels else {}),
     }
+
+
+def _label_counts(values, labels: Sequence[str]) -> dict[str, dict[str, dict[str, int]]]:
+    """{label: {split: {value: count}}} over the kept rows (values as JSON keys: strings), most frequent first."""
+    import polars as pl
+
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for label in labels:
+        counts = (values.group_by("split", label).len().sort(["split", "len", label], descending=[False, True, False])
+                  if values.height else pl.DataFrame())
+        per: dict[str, dict[str, int]] = {}
+        for split in SPLITS:
+            rows = counts.filter(pl.col("split") == split) if counts.height else counts
+            per[split] = {str(v): int(n) for v, n in zip(rows[label], rows["len"])} if rows.height else {}
+        out[label] = per
+    return out
+
+
+def _labels_markdown(counts: dict[str, dict[str, dict[str, int]]]) -> str:
+    lines = ["", "## Labels", ""]
+    for label, per in counts.items():
+        values = list(dict.fromkeys(v for split in SPLITS for v in per[split]))
+        lines += [f"`{label}`: {len(values):,} distinct value(s).", "", "| value | " + " | ".join(SPLITS) + " |",
+                  "|---|" + "---:|" * len(SPLITS)]
+        lines += [f"| {v} | " + " | ".join(f"{per[s].get(v, 0):,}" for s in SPLITS) + " |" for v in values[:100]]
+        if len(values) > 100:
+            lines.append(f"| ... {len(values) - 100} more | " + " | ".join("" for _ in SPLITS) + " |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def _shard_entry(shard: StepResult, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -242,15 +327,19 @@ def _exact_across_shards(paths: list[Path]):
     return first, dups["row"].cast(pl.Int64), dups["of"].cast(pl.Int64)
 
 
-def _near_duplicates(paths: list[Path], sizes: list[int], keep, cfg: NearDedupConfig):
+def _near_duplicates(paths: list[Path], sizes: list[int], keep, cfg: NearDedupConfig,
+                     text_columns: Sequence[str] = ("text",)):
     """(rows that near-duplicate an earlier kept row, the row each duplicates), as corpus-wide row numbers.
     Signatures are computed shard by shard from the kept rows' texts and only their LSH band keys stay in
-    memory; a second pass recomputes the signatures of the rows that have a candidate."""
+    memory; a second pass recomputes the signatures of the rows that have a candidate. Named fields: the text
+    fields of a record joined by a line break are its text (so two pairs near-duplicate when their sides,
+    taken together, do)."""
     import polars as pl
 
     def texts():
         for path, _, mask in _shard_slices(paths, sizes, keep):
-            yield pl.read_parquet(path / "data.parquet", columns=["text"]).filter(mask)["text"]
+            frame = pl.read_parquet(path / "data.parquet", columns=list(text_columns)).filter(mask)
+            yield frame.select(pl.concat_str(list(text_columns), separator="\n").alias("text"))["text"]
 
     kept_rows = keep.arg_true()
     target = near_duplicates_streamed(texts, kept_rows.len(), cfg)
@@ -268,25 +357,28 @@ class _Kept:
     per_source: dict[str, int] = field(default_factory=dict)
     per_split: dict[str, int] = field(default_factory=dict)
     lengths: Any = None  # n_chars and split of every kept row, for the length histogram (9 bytes a row)
+    label_values: Any = None  # split and labels of every kept row, for the class counts (labelled corpora only)
     picked: Any = None  # row, source, locator of the rows the drop table names
     doc_ids: Any = None  # row, doc_id of the rows they duplicate
 
 
-def _write_splits(out: Path, paths: list[Path], sizes: list[int], keep, drop_rows, of_rows) -> _Kept:
+def _write_splits(out: Path, paths: list[Path], sizes: list[int], keep, drop_rows, of_rows,
+                  labels: Sequence[str] = ()) -> _Kept:
     """``train/valid/test.parquet``: each shard's kept rows appended in corpus order, one shard in memory.
     Counts the kept rows, and picks the source and locator of ``drop_rows`` and the doc_id of ``of_rows``
-    (corpus row numbers) on the way."""
+    (corpus row numbers) on the way, with the ``labels`` of both."""
     import polars as pl
     import pyarrow.parquet as pq
 
     kept = _Kept()
-    lengths, picked, doc_ids = [], [], []
+    lengths, picked, doc_ids, label_values = [], [], [], []
     drop_rows, of_rows = drop_rows.sort(), of_rows.unique().sort()
     writers: dict[str, pq.ParquetWriter] = {}
     try:
         for path, at, mask in _shard_slices(paths, sizes, keep):
             data = pl.read_parquet(path / "data.parquet")
-            for wanted, columns, into in ((drop_rows, ["source", "locator"], picked), (of_rows, ["doc_id"], doc_ids)):
+            for wanted, columns, into in ((drop_rows, ["source", "locator", *labels], picked),
+                                          (of_rows, ["doc_id", *labels], doc_ids)):
                 local = _local(wanted, at, data.height)
                 if local.len():
                     into.append(data[columns].gather(local).with_columns((local.cast(pl.Int64) + at).alias("row")))
@@ -298,6 +390,8 @@ def _write_splits(out: Path, paths: list[Path], sizes: list[int], keep, drop_row
             for source, n in rows.group_by("source").len().iter_rows():
                 kept.per_source[source] = kept.per_source.get(source, 0) + n
             lengths.append(rows.select(pl.col("n_chars").cast(pl.Int64), pl.col("split").cast(pl.Enum(SPLITS))))
+            if labels:
+                label_values.append(rows.select("split", *labels))
             for split in SPLITS:
                 part = rows.filter(pl.col("split") == split).to_arrow()
                 if split not in writers:
@@ -310,9 +404,14 @@ def _write_splits(out: Path, paths: list[Path], sizes: list[int], keep, drop_row
             writer.close()
     kept.lengths = (pl.concat(lengths, how="vertical") if lengths
                     else pl.DataFrame(schema={"n_chars": pl.Int64, "split": pl.Enum(SPLITS)}))
-    picked_schema = {"source": pl.Utf8, "locator": pl.Utf8, "row": pl.Int64}
+    label_schema = {c: pl.read_parquet_schema(paths[0] / "data.parquet")[c] for c in labels} if paths and labels else {}
+    picked_schema = {"source": pl.Utf8, "locator": pl.Utf8, **label_schema, "row": pl.Int64}
     kept.picked = pl.concat(picked, how="vertical") if picked else pl.DataFrame(schema=picked_schema)
-    kept.doc_ids = pl.concat(doc_ids, how="vertical") if doc_ids else pl.DataFrame(schema={"doc_id": pl.Utf8, "row": pl.Int64})
+    kept.doc_ids = (pl.concat(doc_ids, how="vertical") if doc_ids
+                    else pl.DataFrame(schema={"doc_id": pl.Utf8, **label_schema, "row": pl.Int64}))
+    if labels:
+        kept.label_values = (pl.concat(label_values, how="vertical") if label_values
+                             else pl.DataFrame(schema={"split": pl.Utf8, **label_schema}))
     return kept
 
 

@@ -13,6 +13,15 @@ filter -> doc ids, content hashes and splits, a chunk of ~``CHUNK_BYTES`` of tex
 intermediate columns never hold a large shard at once) -> exact dedup (first occurrence wins) -> GX
 validation (row failures to quarantine) on the whole shard. Every record read ends in exactly one of kept /
 quarantined / filtered / deduplicated.
+
+Named fields (``reader.fields``/``labels``, line-aligned files; :attr:`CorpusConfig.field_spec`): a record is one
+row with a column per field, named after it (the encode step reads them by name). Every text field is stripped of
+control characters, cleaned and filtered (the first failing field drops the record, its detail naming the field);
+``content_hash`` is the md5 of the text fields joined by U+001F (a control character, so never inside a field
+after cleaning), so exact dedup keys on all of them together; labels are carried as they were read (int or str),
+not part of the key: a later record with the same texts and another label than the first is dropped as
+``conflicting_label`` (the first is kept). ``n_chars``/``n_words`` are sums over the text fields. A corpus
+without named fields has ``text`` and hashes, ids and bytes as before fields existed.
 """
 
 from __future__ import annotations
@@ -26,15 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.hashing import sha256_bytes, sha256_file
-from corpusforge.storage.readers import SourceChanged, SourceFile, read_batches
-from corpusforge.storage.records import RAW_CAP, RecordBatch
+from corpusforge.storage.readers import SourceChanged, SourceFile, read_aligned, read_batches
+from corpusforge.storage.records import RAW_CAP, FieldSpec, RecordBatch
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.config import identity
 from corpusforge.tasks.corpus.accounting import accounting_from_tables
 from corpusforge.tasks.corpus.clean import clean_expr, word_counts
 from corpusforge.tasks.corpus.filters import apply_filters
-from corpusforge.tasks.corpus.identity import add_identity
-from corpusforge.tasks.corpus.validate import COLUMNS, validate_frame
+from corpusforge.tasks.corpus.identity import SEP, add_identity
+from corpusforge.tasks.corpus.validate import columns_for, validate_frame
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, log_step_outcome, run_step, slug
 
@@ -56,9 +65,14 @@ class SourceRef:
     size: int | None
     refused: str | None = None
     detail: str = ""
+    # line-aligned files read as this one source: key -> {"name", "path", "digest", "size"} of each file
+    aligned: dict[str, dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        if self.aligned is None:
+            del out["aligned"]
+        return out
 
 
 def digest_source(sf: SourceFile) -> SourceRef:
@@ -70,6 +84,30 @@ def digest_source(sf: SourceFile) -> SourceRef:
             sf = SourceFile(sf.name, sf.path, "unreadable", exc.strerror or str(exc))
     marker = f"refused\0{sf.name}\0{sf.refused}\0{sf.detail}".encode()
     return SourceRef(sf.name, str(sf.path), sha256_bytes(marker), None, sf.refused, sf.detail)
+
+
+def aligned_ref(files: dict[str, SourceRef]) -> SourceRef:
+    """Line-aligned files (key -> each file's SourceRef, as :func:`digest_source` made it) as one source, named
+    ``a.de+a.en``. Its digest is of the keys and the files' digests (the records' doc ids derive from it); a file
+    that is refused refuses the whole source, its detail naming the key."""
+    name = "+".join(ref.name for ref in files.values())
+    for key, ref in files.items():
+        if ref.refused:
+            return digest_source(SourceFile(name, Path(ref.path), ref.refused, f"{key} ({ref.name}): {ref.detail}"))
+    marker = "aligned" + "".join(f"\0{key}\0{ref.digest}" for key, ref in files.items())
+    return SourceRef(name, next(iter(files.values())).path, sha256_bytes(marker.encode("utf-8", "surrogatepass")),
+                     sum(ref.size or 0 for ref in files.values()),
+                     aligned={key: {"name": ref.name, "path": ref.path, "digest": ref.digest, "size": ref.size}
+                              for key, ref in files.items()})
+
+
+def source_inputs(ref: SourceRef) -> list[dict[str, Any]]:
+    """A shard's input entries for one source: the file, or each of its line-aligned files (the key it is read
+    as in ``field``); their digests make the shard's id."""
+    if ref.aligned is None:
+        return [{"id": ref.digest, "kind": "source", "name": ref.name, "path": ref.path, "size": ref.size}]
+    return [{"id": f["digest"], "kind": "source", "name": f["name"], "path": f["path"], "size": f["size"],
+             "field": key} for key, f in ref.aligned.items()]
 
 
 # Packing (see pack_sources): a shard holds files of about SHARD_MB on average (corpus.shard_mb), or about
@@ -123,11 +161,15 @@ def shard_sources(manifest: dict[str, Any]) -> list[str]:
     return list(config["sources"]) if "sources" in config else [config.get("source", "")]
 
 
-def shard_config(corpus_cfg, source_names: str | Sequence[str]) -> dict[str, Any]:
-    """The parts of the corpus config that change a shard's output (plus the sources' names). A shard of one
-    file keeps the config (so the id) it had before shards could pack several files."""
+def shard_config(corpus_cfg, source_names: str | Sequence[str], aligned: dict[str, dict[str, str]] | None = None
+                 ) -> dict[str, Any]:
+    """The parts of the corpus config that change a shard's output (plus the sources' names, and for line-aligned
+    sources which file each key reads: ``{source: {key: file}}``). A shard of one file keeps the config (so the
+    id) it had before shards could pack several files."""
     names = [source_names] if isinstance(source_names, str) else list(source_names)
-    which = {"source": names[0]} if len(names) == 1 else {"sources": names}
+    which: dict[str, Any] = {"source": names[0]} if len(names) == 1 else {"sources": names}
+    if aligned:
+        which["aligned"] = aligned
     return {**which, **identity(corpus_cfg, "corpus_shard")}  # near-dedup runs in the merge
 
 
@@ -171,25 +213,44 @@ def refuse_source(ref: SourceRef, reason: str, detail: str) -> SourceRef:
 
 
 def _publish_shard(refs: list[SourceRef], corpus_cfg, store: ArtifactStore) -> StepResult:
-    inputs = [{"id": r.digest, "kind": "source", "name": r.name, "path": r.path, "size": r.size} for r in refs]
+    inputs = [entry for r in refs for entry in source_inputs(r)]
+    aligned = {r.name: {key: f["name"] for key, f in r.aligned.items()} for r in refs if r.aligned is not None}
     return run_step(
         store,
         step=SHARD_STEP,
         version=SHARD_VERSION,
         name=shard_name(refs),
-        config=shard_config(corpus_cfg, [r.name for r in refs]),
+        config=shard_config(corpus_cfg, [r.name for r in refs], aligned),
         inputs=inputs,
         build=lambda out: _build(out, refs, corpus_cfg),
         libraries=LIBRARIES,
     )
 
 
+def _source_items(ref: SourceRef, cfg, spec: FieldSpec | None):
+    """The batches and bad records of one source: a file, or line-aligned files read as one."""
+    expect = None if ref.refused else ref.digest  # the reader raises SourceChanged if the bytes differ
+    if ref.aligned is not None and not ref.refused:
+        files = {key: SourceFile(f["name"], Path(f["path"])) for key, f in ref.aligned.items()}
+        return read_aligned(ref.name, files, cfg.reader, spec=spec,  # type: ignore[arg-type]  # aligned: named fields
+                            expect_sha256={key: f["digest"] for key, f in ref.aligned.items()})
+    source = SourceFile(ref.name, Path(ref.path), ref.refused, ref.detail)
+    return read_batches(source, cfg.reader, expect_sha256=expect, spec=spec)
+
+
+def _text_columns(spec: FieldSpec | None) -> tuple[str, ...]:
+    return spec.names if spec is not None else ("text",)
+
+
 def _read(refs: list[SourceRef], cfg, quarantine: list[dict[str, Any]], records_read: dict[str, int]):
-    """The records of every source as polars frames (locator, text, meta; plus ``source`` when the shard packs
-    several files) of about ``CHUNK_BYTES`` of text each, in record order; at least one frame, maybe empty.
-    Read failures go to ``quarantine`` as rows, and the records read per source to ``records_read``."""
+    """The records of every source as polars frames (locator, text, meta, or with named fields locator, the
+    fields, meta; plus ``source`` when the shard packs several files) of about ``CHUNK_BYTES`` of text each, in
+    record order; at least one frame, maybe empty. Read failures go to ``quarantine`` as rows, and the records
+    read per source to ``records_read``."""
     import polars as pl
 
+    spec = cfg.field_spec
+    text_columns = _text_columns(spec)
     several = len(refs) > 1
     # Each file's records are a frame of their own; a chunk is their concatenation *rechunked*: without it a
     # pack of 2,000 tiny files was a 2,000-piece frame that every later step (cleaning, filters, DuckDB's scan
@@ -198,17 +259,15 @@ def _read(refs: list[SourceRef], cfg, quarantine: list[dict[str, Any]], records_
     size = 0
     chunks = 0
     for ref in refs:
-        source = SourceFile(ref.name, Path(ref.path), ref.refused, ref.detail)
         n = 0
-        # the digest this shard's id was made from: the reader raises SourceChanged if the bytes differ
-        for item in read_batches(source, cfg.reader, expect_sha256=None if ref.refused else ref.digest):
+        for item in _source_items(ref, cfg, spec):
             if isinstance(item, RecordBatch):
                 n += len(item)
                 frame = item.frame()
                 if several:
                     frame = frame.with_columns(pl.lit(ref.name).alias("source"))
                 pending.append(frame)
-                size += int(frame["text"].str.len_bytes().sum() or 0)
+                size += sum(int(frame[c].str.len_bytes().sum() or 0) for c in text_columns)
                 if size >= CHUNK_BYTES:
                     yield pl.concat(pending, rechunk=True)
                     chunks += 1
@@ -219,46 +278,95 @@ def _read(refs: list[SourceRef], cfg, quarantine: list[dict[str, Any]], records_
                                    "reason": item.reason, "detail": item.detail, "raw": item.raw})
         records_read[ref.name] = n
     if pending or not chunks:
-        schema = {"locator": pl.Utf8, "text": pl.Utf8, "meta": pl.Utf8, **({"source": pl.Utf8} if several else {})}
+        base = spec.polars_schema() if spec is not None else {"locator": pl.Utf8, "text": pl.Utf8, "meta": pl.Utf8}
+        schema = {**base, **({"source": pl.Utf8} if several else {})}
         yield pl.concat(pending, rechunk=True) if pending else pl.DataFrame(schema=schema)
 
 
 def _prepare(df, refs: list[SourceRef], cfg) -> tuple[Any, Any, int]:
     """One chunk of records -> (cleaned, filtered rows with doc_id, content_hash, split, n_chars and n_words;
-    the filters' drop rows; control characters removed). Every step is per record, so chunks give what the whole shard would."""
+    the filters' drop rows; control characters removed). Every step is per record, so chunks give what the whole
+    shard would. With named fields every text field is cleaned and filtered (see the module docstring)."""
     import polars as pl
 
+    spec = cfg.field_spec
+    text_columns = _text_columns(spec)
     several = len(refs) > 1
     # NUL and other C0/C1 control characters (but tab, LF, CR) never reach the cleaned text; counted.
     controls = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
-    per_doc = df["text"].str.count_matches(controls)
-    control_chars = int(per_doc.sum() or 0)
-    if control_chars:  # rewrite only the documents that hold one, not the whole column
-        rows = (per_doc > 0).arg_true()
-        df = df.with_columns(df["text"].scatter(rows, df["text"].gather(rows).str.replace_all(controls, "")))
-    df = df.with_columns(clean_expr("text", cfg.clean).alias("text"))
+    control_chars = 0
+    for column in text_columns:
+        per_doc = df[column].str.count_matches(controls)
+        found = int(per_doc.sum() or 0)
+        control_chars += found
+        if found:  # rewrite only the documents that hold one, not the whole column
+            rows = (per_doc > 0).arg_true()
+            df = df.with_columns(df[column].scatter(rows, df[column].gather(rows).str.replace_all(controls, "")))
+    df = df.with_columns(clean_expr(c, cfg.clean).alias(c) for c in text_columns)
     df = df.with_columns(pl.lit(None, dtype=pl.Utf8).alias("lang"))  # filled by the language-id filter
-    df, filtered = apply_filters(df, cfg.filters)
     where = ["source"] if several else []  # one file: its name is added to the tables at the end
-    dropped = filtered.select(*where, "locator", pl.lit("filter").alias("stage"), "reason", "detail")
+    if spec is None:
+        df, filtered = apply_filters(df, cfg.filters)
+        drops = [filtered]
+    else:
+        df, drops = _filter_fields(df, spec, cfg.filters)
+    dropped = pl.concat([d.select(*where, "locator", pl.lit("filter").alias("stage"), "reason", "detail")
+                         for d in drops])
 
+    key = text_columns[0]
+    if len(text_columns) > 1:  # exact dedup keys on every text field: md5 of them joined by U+001F
+        key = "_hash_key"
+        df = df.with_columns(pl.concat_str(list(text_columns), separator=SEP).alias(key))
     if several:
         digests = {r.name: r.digest for r in refs}  # per row only for this chunk's identity hashes
         df = df.with_columns(pl.col("source").replace_strict(digests, return_dtype=pl.Utf8).alias("source_digest"))
-        df = add_identity(df, None, None, cfg.split).drop("source_digest")
+        df = add_identity(df, None, None, cfg.split, text=key).drop("source_digest")
         fixed = {r.name: f for r in refs if (f := cfg.split.split_for_source(r.name)) is not None}
         if fixed:  # e.g. a dedicated valid file: all its documents go to that split
             df = df.with_columns(pl.col("source").replace_strict(fixed, default=pl.col("split"),
                                                                  return_dtype=pl.Utf8).alias("split"))
     else:
         (ref,) = refs
-        df = add_identity(df, ref.name, ref.digest, cfg.split)
+        df = add_identity(df, ref.name, ref.digest, cfg.split, text=key)
         fixed_split = cfg.split.split_for_source(ref.name)
         if fixed_split is not None:  # e.g. a dedicated valid file: all its documents go to that split
             df = df.with_columns(pl.lit(fixed_split).alias("split"))
-    df = df.with_columns(pl.col("text").str.len_chars().cast(pl.Int64).alias("n_chars"),
-                         word_counts(df["text"]).alias("n_words"))
+    if key == "_hash_key":
+        df = df.drop(key)
+    if spec is None:
+        df = df.with_columns(pl.col("text").str.len_chars().cast(pl.Int64).alias("n_chars"),
+                             word_counts(df["text"]).alias("n_words"))
+    else:  # sums over the text fields
+        df = df.with_columns(pl.sum_horizontal(pl.col(c).str.len_chars().cast(pl.Int64) for c in text_columns)
+                             .alias("n_chars"),
+                             pl.sum_horizontal(word_counts(df[c]) for c in text_columns).alias("n_words"))
     return df, dropped, control_chars
+
+
+def _filter_fields(df, spec: FieldSpec, cfg):
+    """(kept rows, drop frames) with every text field through the filters, one field after the other on the rows
+    the earlier fields kept (so a record is dropped once, for its first failing field, the detail naming it), then
+    the length ratio of the fields."""
+    import polars as pl
+
+    drops = []
+    for column in spec.names:
+        df, filtered = apply_filters(df, cfg, column)
+        drops.append(filtered.with_columns((pl.lit(f"{column}: ") + pl.col("detail")).alias("detail")))
+    if cfg.max_length_ratio is not None and len(spec.names) > 1:
+        words = [word_counts(df[c]) for c in spec.names]
+        longest = pl.max_horizontal(words)
+        shortest = pl.min_horizontal(words)
+        ratio = longest / pl.max_horizontal(shortest, pl.lit(1, pl.Int64))
+        stats = df.select("locator", *(["source"] if "source" in df.columns else []),
+                          ratio.alias("ratio"), longest.alias("hi"), shortest.alias("lo"))
+        bad = stats["ratio"] > cfg.max_length_ratio
+        drops.append(stats.filter(bad).select(
+            *(["source"] if "source" in df.columns else []), "locator", pl.lit("length_ratio").alias("reason"),
+            pl.format("words {} / {} = {} > {}", "hi", "lo", pl.col("ratio").round(3),
+                      pl.lit(cfg.max_length_ratio)).alias("detail")))
+        df = df.filter(~bad)
+    return df, drops
 
 
 def _build(out: Path, refs: list[SourceRef], cfg) -> dict[str, Any]:
@@ -266,6 +374,7 @@ def _build(out: Path, refs: list[SourceRef], cfg) -> dict[str, Any]:
 
     several = len(refs) > 1
     where = ["source"] if several else []
+    spec = cfg.field_spec
     quarantine: list[dict[str, Any]] = []
     records_read: dict[str, int] = {}
     # Read, clean, filter and hash a chunk at a time: their intermediate columns (several times the text)
@@ -283,19 +392,27 @@ def _build(out: Path, refs: list[SourceRef], cfg) -> dict[str, Any]:
     if cfg.dedup.exact:
         from corpusforge.tasks.corpus.dedup import exact_duplicates
 
-        first, dups = exact_duplicates(df, within="source" if several else None)
-        dropped.append(_drops(dups, "dedup", "exact", "duplicate_of=" + pl.col("duplicate_of"), where))
+        labels = spec.label_names if spec is not None else ()
+        first, dups = exact_duplicates(df, within="source" if several else None, compare=labels)
+        if labels:  # the same texts under another label than the first's: not a copy, a conflict
+            dropped.append(dups.select(*where, "locator", pl.lit("dedup").alias("stage"),
+                                       pl.when("conflict").then(pl.lit("conflicting_label")).otherwise(pl.lit("exact"))
+                                       .alias("reason"), conflict_detail(labels)))
+        else:
+            dropped.append(_drops(dups, "dedup", "exact", "duplicate_of=" + pl.col("duplicate_of"), where))
         df = df.filter(first)
 
     if not several:
         df = df.with_columns(pl.lit(refs[0].name).alias("source"))
-    df = df.select(COLUMNS)
+    columns = columns_for(spec)
+    df = df.select(columns)
 
     validation: dict[str, Any] = {"enabled": cfg.validate.enabled, "skipped": "no rows"}
     data_docs = None
     q = pl.DataFrame(quarantine, schema={**dict.fromkeys(DROPPED_SCHEMA, pl.Utf8), "raw": pl.Binary})
     if df.height:
-        outcome = validate_frame(df.to_pandas(), cfg.validate, out)
+        outcome = validate_frame(df.to_pandas(), cfg.validate, out, columns=columns,
+                                 text_columns=_text_columns(spec), label_columns=spec.label_names if spec else ())
         validation, data_docs = outcome.summary, outcome.data_docs
         if outcome.row_failures:
             failures = pl.DataFrame({"doc_id": list(outcome.row_failures), "reason": list(outcome.row_failures.values())})
@@ -303,7 +420,7 @@ def _build(out: Path, refs: list[SourceRef], cfg) -> dict[str, Any]:
             q = pl.concat([q, bad.select(
                 "source", "locator", pl.lit("validate").alias("stage"), "reason",
                 ("doc_id=" + pl.col("doc_id")).alias("detail"),
-                pl.col("text").str.slice(0, RAW_CAP).cast(pl.Binary).alias("raw"),
+                raw_expr(spec).str.slice(0, RAW_CAP).cast(pl.Binary).alias("raw"),
             )])
             df = df.join(failures, on="doc_id", how="anti", maintain_order="left")
 
@@ -333,6 +450,23 @@ def _build(out: Path, refs: list[SourceRef], cfg) -> dict[str, Any]:
         **({"nondeterministic": {data_docs: "GX's Data Docs page shows the validation's run time and random "
                                             "element ids"}} if data_docs else {}),
     }
+
+
+def raw_expr(spec: FieldSpec | None):
+    """A kept row as quarantine ``raw`` bytes: its text, or its fields as a JSON object."""
+    import polars as pl
+
+    return pl.col("text") if spec is None else pl.struct(list(spec.columns)).struct.json_encode()
+
+
+def conflict_detail(labels: Sequence[str]):
+    """The detail of a duplicate: ``duplicate_of=<doc id>``, and for a label conflict both records' labels."""
+    import polars as pl
+
+    both = [pl.format(f"{label}={{}} (first: {{}})", pl.col(label).cast(pl.Utf8), pl.col(f"first_{label}").cast(pl.Utf8))
+            for label in labels]
+    return pl.when("conflict").then(pl.format("duplicate_of={} ", "duplicate_of") + pl.concat_str(both, separator=", "))\
+        .otherwise("duplicate_of=" + pl.col("duplicate_of")).alias("detail")
 
 
 def _drops(frame, stage: str, reason: str, detail, where: Sequence[str] = ()):

@@ -7,6 +7,9 @@ The suite has two kinds of expectations:
 - **row-level** (not-null text, length bounds): the failing rows go to quarantine with the
   expectation's name as the reason, and the rest of the shard is published.
 
+A corpus with named fields (:func:`columns_for`) has them as columns in place of ``text``: every text field gets
+the not-null and length expectations (``min_chars``/``max_chars`` per field), every label the not-null one.
+
 GX is paid for once per process, not per shard: it is imported once, each thread builds one ephemeral
 context with one validation definition per validation config (suite, pandas data source, batch
 definition) and runs it for every shard that thread validates, the shard's frame passed as the batch.
@@ -38,6 +41,16 @@ from pathlib import Path
 from typing import Any
 
 COLUMNS = ("doc_id", "source", "locator", "split", "text", "n_chars", "n_words", "content_hash", "lang", "meta")
+
+
+def columns_for(spec) -> tuple[str, ...]:
+    """A corpus's columns: :data:`COLUMNS`, or with named fields (a storage.records.FieldSpec) the text fields
+    and then the labels where ``text`` is (no ``text`` column unless a field is called so)."""
+    if spec is None:
+        return COLUMNS
+    at = COLUMNS.index("text")
+    return (*COLUMNS[:at], *spec.columns, *COLUMNS[at + 1:])
+
 DATA_DOCS_SUBDIR = "gx/uncommitted/data_docs/local_site"
 RESULT_FORMAT = {"result_format": "COMPLETE", "unexpected_index_column_names": ["doc_id"]}
 _CONTEXT_LOCK = threading.Lock()  # get_context() sets GX's process-wide "current project": one at a time
@@ -92,17 +105,21 @@ class ValidationOutcome:
     data_docs: str | None = None
 
 
-def _suite(gx, cfg: ValidationConfig, name: str = "corpus_shard"):
+def _suite(gx, cfg: ValidationConfig, name: str = "corpus_shard", columns: tuple[str, ...] = COLUMNS,
+           text_columns: tuple[str, ...] = ("text",), label_columns: tuple[str, ...] = ()):
     suite = gx.ExpectationSuite(name=name)
-    suite.add_expectation(gx.expectations.ExpectTableColumnsToMatchOrderedList(column_list=list(COLUMNS)))
+    suite.add_expectation(gx.expectations.ExpectTableColumnsToMatchOrderedList(column_list=list(columns)))
     suite.add_expectation(gx.expectations.ExpectColumnValuesToBeUnique(column="doc_id"))
     suite.add_expectation(gx.expectations.ExpectColumnValuesToNotBeNull(column="doc_id"))
-    suite.add_expectation(gx.expectations.ExpectColumnValuesToNotBeNull(column="text"))
-    suite.add_expectation(
-        gx.expectations.ExpectColumnValueLengthsToBeBetween(
-            column="text", min_value=cfg.min_chars, max_value=cfg.max_chars
+    for text in text_columns:
+        suite.add_expectation(gx.expectations.ExpectColumnValuesToNotBeNull(column=text))
+        suite.add_expectation(
+            gx.expectations.ExpectColumnValueLengthsToBeBetween(
+                column=text, min_value=cfg.min_chars, max_value=cfg.max_chars
+            )
         )
-    )
+    for label in label_columns:
+        suite.add_expectation(gx.expectations.ExpectColumnValuesToNotBeNull(column=label))
     for exp in cfg.expectations:
         class_name = "".join(part.capitalize() for part in exp["type"].split("_"))
         cls = getattr(gx.expectations, class_name, None)
@@ -133,13 +150,15 @@ def _no_batch_fingerprint() -> None:
     pandas_execution_engine.HASH_THRESHOLD = 0
 
 
-def validation_for(cfg: ValidationConfig):
-    """This thread's GX validation definition for ``cfg``: built on first use (context, data source, suite,
-    validation definition), then reused for every shard this thread validates."""
+def validation_for(cfg: ValidationConfig, columns: tuple[str, ...] = COLUMNS, text_columns: tuple[str, ...] = ("text",),
+                   label_columns: tuple[str, ...] = ()):
+    """This thread's GX validation definition for ``cfg`` (and the shard's columns): built on first use (context,
+    data source, suite, validation definition), then reused for every shard this thread validates."""
     import great_expectations as gx
 
-    key = json.dumps({"min_chars": cfg.min_chars, "max_chars": cfg.max_chars, "expectations": cfg.expectations},
-                     sort_keys=True, default=str)
+    shape = {} if columns == COLUMNS else {"columns": columns, "text": text_columns, "labels": label_columns}
+    key = json.dumps({"min_chars": cfg.min_chars, "max_chars": cfg.max_chars, "expectations": cfg.expectations,
+                      **shape}, sort_keys=True, default=str)
     cache = getattr(_PER_THREAD, "definitions", None)
     if cache is None:
         _no_batch_fingerprint()
@@ -151,7 +170,7 @@ def validation_for(cfg: ValidationConfig):
     if key not in cache:
         context = _PER_THREAD.context
         name = f"corpus_shard_{len(cache)}"
-        suite = context.suites.add(_suite(gx, cfg, name))
+        suite = context.suites.add(_suite(gx, cfg, name, columns, text_columns, label_columns))
         batch = (context.data_sources.add_pandas(name).add_dataframe_asset("shard")
                  .add_batch_definition_whole_dataframe("all"))
         cache[key] = context.validation_definitions.add(gx.ValidationDefinition(data=batch, suite=suite, name=name))
@@ -177,14 +196,16 @@ def run_validation(definition, frame):
 
 
 def validate_frame(frame, cfg: ValidationConfig, out_dir: Path | None,
-                   static_root: Path | None = None) -> ValidationOutcome:
-    """Validate a pandas DataFrame of shard rows. Writes the Data Docs page under ``out_dir`` if given (its
-    assets under ``static_root``, see :func:`write_data_docs`)."""
+                   static_root: Path | None = None, *, columns: tuple[str, ...] = COLUMNS,
+                   text_columns: tuple[str, ...] = ("text",), label_columns: tuple[str, ...] = ()) -> ValidationOutcome:
+    """Validate a pandas DataFrame of shard rows (``columns``, of which ``text_columns`` hold text and
+    ``label_columns`` labels). Writes the Data Docs page under ``out_dir`` if given (its assets under
+    ``static_root``, see :func:`write_data_docs`)."""
     if not cfg.enabled:
         return ValidationOutcome({}, {"enabled": False})
     from great_expectations.util import convert_to_json_serializable
 
-    result = run_validation(validation_for(cfg), frame)
+    result = run_validation(validation_for(cfg, tuple(columns), tuple(text_columns), tuple(label_columns)), frame)
     docs = None
     if out_dir is not None and cfg.data_docs:
         docs = write_data_docs(result, out_dir, static_root)
