@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from corpusforge.storage.compression import Chunked, CorruptSource
+from corpusforge.storage.compression import Chunked
 from corpusforge.storage.fast_csv import row_record
 from corpusforge.storage.records import RAW_CAP, FieldSpec, RawRecord, decode_strict
 
@@ -40,7 +40,7 @@ def split_oversize(data: bytes, limit: int) -> list[bytes]:
     return pieces
 
 
-def _sized_lines(stream: io.BufferedReader, limit: int) -> Iterator[tuple[int, bytes, int]]:
+def sized_lines(stream: io.BufferedReader, limit: int) -> Iterator[tuple[int, bytes, int]]:
     """(line number, the line's first limit+1 bytes without EOL, its full length) for every line;
     the rest of an oversize line is read and dropped in bounded chunks (callers quarantine it)."""
     lineno = 0
@@ -154,7 +154,7 @@ class TextRecords:
 
     def _lines(self, stream: io.BufferedReader) -> Iterator[RawRecord]:
         if self.oversize == "quarantine":
-            for lineno, line, total in _sized_lines(stream, self.limit):
+            for lineno, line, total in sized_lines(stream, self.limit):
                 locator = f"line:{lineno}"
                 yield self._decode(locator, line) if total <= self.limit else self._too_large(locator, line, total)
             return
@@ -277,7 +277,7 @@ def _fields_from_object(locator: str, obj: dict, raw: bytes, spec: FieldSpec) ->
 
 def jsonl_records(stream: io.BufferedReader, text_field: str, limit: int, spec: FieldSpec | None = None
                   ) -> Iterator[RawRecord]:
-    for lineno, line, total in _sized_lines(stream, limit):
+    for lineno, line, total in sized_lines(stream, limit):
         locator = f"line:{lineno}"
         if total > limit:
             yield RawRecord(locator, reason="too_large", detail=f"{total} bytes > max_document_bytes {limit}",
@@ -674,67 +674,3 @@ def _parquet_fields(path, spec: FieldSpec, limit: int) -> Iterator[RawRecord]:
     except (pa.ArrowException, OSError) as exc:
         yield RawRecord(f"after-row:{rowno}", reason="invalid_parquet", detail=str(exc)[:200])
 
-
-def aligned_line_records(streams: dict[str, io.BufferedReader], spec: FieldSpec, limit: int,
-                         fallback: dict[str, str], wide: dict[str, str], files: dict[str, str]) -> Iterator[RawRecord]:
-    """Line-aligned files as records: line ``i`` of every stream (keyed as the keys ``spec`` reads) is record
-    ``line:i``. A line undecodable (or over ``limit`` bytes) in one file quarantines the record, the detail naming
-    the field and its file; lines that one file has past the end of another are ``missing_pair_line``, one
-    record each. ``fallback``: each stream's encoding fallback; ``wide``: the UTF-16/32 encoding of a transcoded
-    stream (its bad units are ``invalid_utf16``/``invalid_utf32``); ``files``: each key's file name, for details."""
-    field_of = {}
-    for name, key in spec.text:
-        field_of.setdefault(key, name)
-    lines = {key: _sized_lines(stream, limit) for key, stream in streams.items()}
-    ends: dict[str, int] = {}  # key -> the number of lines of a file that has ended
-    lineno = 0
-    while True:
-        lineno += 1
-        got = {}
-        for key, it in lines.items():
-            try:
-                got[key] = None if key in ends else next(it, None)
-            except CorruptSource as exc:  # say which file broke
-                raise CorruptSource(f"{files.get(key, key)}: {exc.detail}") from exc
-            if got[key] is None:
-                ends.setdefault(key, lineno - 1)
-        present = [key for key, line in got.items() if line is not None]
-        if not present:
-            return
-        locator = f"line:{lineno}"
-
-        def where(key: str) -> str:
-            return f"field {field_of.get(key, key)!r} ({files.get(key, key)})"
-
-        if len(present) < len(got):
-            ended = [key for key in got if got[key] is None]
-            yield RawRecord(locator, reason="missing_pair_line",
-                            detail=f"{' and '.join(where(k) for k in present)} has line {lineno}, "
-                                   + " and ".join(f"{where(k)} ended at line {ends[k]}" for k in ended),
-                            raw=got[present[0]][1][:RAW_CAP])
-            continue
-        texts: dict[str, str] = {}
-        encodings: dict[str, str] = {}
-        bad: RawRecord | None = None
-        for key, (_, line, total) in got.items():
-            if total > limit:
-                bad = RawRecord(locator, reason="too_large",
-                                detail=f"{where(key)}: {total} bytes > max_document_bytes {limit}", raw=line[:RAW_CAP])
-                break
-            rec = decode_strict(locator, line, fallback.get(key, "none"))
-            if not rec.ok:
-                reason, detail = rec.reason, rec.detail
-                if wide.get(key):
-                    reason = "invalid_" + wide[key][:6].replace("-", "")
-                    detail = (f"invalid {wide[key]}: a lone surrogate, a cut code unit or a code point over U+10FFFF "
-                              "(raw: the line as UTF-8, each bad byte b as U+DC00+b)")
-                bad = RawRecord(locator, reason=reason, detail=f"{where(key)}: {detail}", raw=rec.raw)
-                break
-            texts[key] = rec.text  # type: ignore[assignment]
-            if rec.meta:
-                encodings[key] = rec.meta["_encoding"]
-        if bad is not None:
-            yield bad
-            continue
-        rec = spec.record(locator, lambda key: (key in texts, texts.get(key)), b"")
-        yield RawRecord(locator, meta={"_encoding": encodings} if encodings else None, fields=rec.fields) if rec.ok else rec

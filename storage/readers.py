@@ -15,9 +15,9 @@ detected encoding is kept in the record's meta.
 
 Named fields (``fields``/``labels``, :class:`corpusforge.storage.records.FieldSpec`): a record is several text
 fields and labels read from the columns (CSV/TSV/Parquet) or keys (JSON/JSONL) of one row, or from line ``i`` of
-each of several line-aligned files (:func:`read_aligned`: ``train.de`` + ``train.en``). A record with any bad
+each of several line-aligned files (``train.de`` + ``train.en``: corpusforge.storage.aligned). A record with any bad
 field is one quarantine record whose detail names the field. These go through the per-record readers (the
-vectorized fast paths handle the one ``text`` field only).
+vectorized fast paths handle the one ``text`` field only). Line-aligned files: corpusforge.storage.aligned.
 
 Reason codes (stable, used in manifests): ``empty_file``, ``no_records``, ``binary_file``,
 ``invalid_utf8``, ``invalid_utf16``, ``invalid_utf32``, ``invalid_json``, ``not_an_object``, ``missing_text_field``, ``text_not_string``,
@@ -49,7 +49,7 @@ from corpusforge.storage.records import (LABEL_TYPES, RAW_CAP, RESERVED_COLUMNS,
                                          meta_json)
 
 __all__ = ["RAW_CAP", "FieldSpec", "LabelSpec", "RawRecord", "RecordBatch", "ReaderConfig", "SourceChanged", "SourceError", "SourceFile", "Discovery",
-           "discover_sources", "read_records", "read_batches", "read_aligned"]
+           "discover_sources", "read_records", "read_batches"]
 BATCH_ROWS = 65536
 
 FORMATS = {
@@ -333,10 +333,10 @@ def read_batches(source: SourceFile, cfg: ReaderConfig | None = None, *, expect_
     grouped into batches of up to BATCH_ROWS. Each record is yielded exactly once, good ones in order. With
     ``spec`` a batch's frame has the named fields as columns (``FieldSpec.polars_schema``).
     """
-    yield from _batched(_read(source, cfg, None, None, batches=True, expect=expect_sha256, spec=spec), spec)
+    yield from batched(_read(source, cfg, None, None, batches=True, expect=expect_sha256, spec=spec), spec)
 
 
-def _batched(items: Iterator[RecordBatch | RawRecord], spec: FieldSpec | None) -> Iterator[RecordBatch | RawRecord]:
+def batched(items: Iterator[RecordBatch | RawRecord], spec: FieldSpec | None) -> Iterator[RecordBatch | RawRecord]:
     """Good single records grouped into RecordBatches of up to BATCH_ROWS (batches and bad records pass)."""
     pending: list[RawRecord] = []
 
@@ -402,13 +402,13 @@ def _read(source, cfg, txt_mode, text_field, batches: bool, expect: str | None =
         if count == 0:
             yield RawRecord("file", reason="no_records", detail="the file holds no record (only whitespace or an empty table)")
         if raw is not None and expect is not None:
-            _check(source, raw, expect)
+            check_digest(source, raw, expect)
     finally:
         if raw is not None:
             raw.release()
 
 
-def _check(source: SourceFile, raw: SourceBytes, expect: str) -> None:
+def check_digest(source: SourceFile, raw: SourceBytes, expect: str) -> None:
     """Raise SourceChanged unless the bytes just read are the ones whose sha256 is ``expect`` and the file stayed
     the same while it was read (a file rewritten in place under the reader gave a corpus torn between two
     versions, published under the id of one)."""
@@ -471,89 +471,3 @@ def _records(source: SourceFile, raw: SourceBytes, cfg: ReaderConfig, mode: str,
     finally:
         opened.stream.close()
 
-
-def aligned_file(path: Path, name: str) -> SourceFile:
-    """One of several line-aligned files: read as lines whatever its suffix (``train.de``), under an optional
-    compression suffix; refused only when it is not a readable regular file."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as exc:
-        return SourceFile(name, path, "unreadable", exc.strerror or str(exc))
-    if not stat.S_ISREG(mode):
-        return SourceFile(name, path, "not_a_regular_file", "a directory, device, socket or pipe")
-    return SourceFile(name, path)
-
-
-def read_aligned(name: str, files: dict[str, SourceFile], cfg: ReaderConfig | None = None, *, spec: FieldSpec,
-                 expect_sha256: dict[str, str] | None = None, batches: bool = True
-                 ) -> Iterator[RecordBatch | RawRecord]:
-    """The records of line-aligned files read as one source ``name``: line ``i`` of each file (``files``: source
-    key -> file, the keys ``spec`` reads) is one record (storage.formats.aligned_line_records). A file that cannot
-    be read as lines (refused, empty, binary) makes the whole source one quarantine record naming its field, as
-    a plain file is one. With ``expect_sha256`` (key -> digest) each file is hashed as it is read and checked
-    after the last record: :class:`SourceChanged` names the source ``name`` and the file. Good records come in
-    RecordBatches unless ``batches`` is false."""
-    items = _aligned(name, files, cfg or ReaderConfig(), spec, expect_sha256)
-    yield from (_batched(items, spec) if batches else items)
-
-
-def _aligned(name: str, files: dict[str, SourceFile], cfg: ReaderConfig, spec: FieldSpec,
-             expect: dict[str, str] | None) -> Iterator[RawRecord]:
-    from corpusforge.storage.formats import aligned_line_records
-
-    field_of: dict[str, str] = {}
-    for field_name, key in spec.text:
-        field_of.setdefault(key, field_name)
-
-    def where(key: str) -> str:
-        return f"field {field_of.get(key, key)!r} ({files[key].name})"
-
-    refused = next((key for key, sf in files.items() if sf.refused), None)
-    if refused is not None:
-        yield RawRecord("file", reason=files[refused].refused or "", detail=f"{where(refused)}: {files[refused].detail}")
-        return
-    raws: dict[str, SourceBytes] = {}
-    opened = {}
-    count = 0
-    try:
-        try:
-            for key, sf in files.items():
-                raws[key] = SourceBytes(sf.path)
-                opened[key] = open_source(sf.path, raws[key])
-            key = next((k for k, o in opened.items() if o.empty or o.binary), None)
-            if key is not None:
-                count += 1
-                if opened[key].empty:
-                    yield RawRecord("file", reason="empty_file", detail=f"{where(key)}: 0 bytes"
-                                    + (" after decompression" if files[key].compression else ""))
-                else:
-                    yield RawRecord("file", reason="binary_file", detail=f"{where(key)}: NUL bytes in the first 8 KiB",
-                                    raw=opened[key].head[:RAW_CAP])
-            else:
-                streams = {k: normalize_line_ends(o.stream) for k, o in opened.items()}
-                wide = {k: o.encoding for k, o in opened.items() if o.encoding.startswith(("utf-16", "utf-32"))}
-                fallback = {k: "none" if k in wide else cfg.encoding_fallback for k in opened}
-                names = {k: sf.name for k, sf in files.items()}
-                for rec in aligned_line_records(streams, spec, cfg.max_document_bytes, fallback, wide, names):
-                    count += 1
-                    yield rec
-        except CorruptSource as exc:
-            count += 1
-            yield RawRecord(f"after-record:{count - 1}", reason="corrupt_compressed", detail=exc.detail)
-        except OSError as exc:
-            count += 1
-            yield RawRecord(f"after-record:{count - 1}", reason="unreadable", detail=exc.strerror or str(exc))
-        if count == 0:
-            yield RawRecord("file", reason="no_records", detail="the files hold no line")
-        if expect is not None:
-            for key, raw in raws.items():
-                try:
-                    _check(files[key], raw, expect[key])
-                except SourceChanged as exc:
-                    raise SourceChanged(name, f"{files[key].name}: {exc.detail}") from exc
-    finally:
-        for o in opened.values():
-            if o.stream is not None:
-                o.stream.close()
-        for raw in raws.values():
-            raw.release()

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corpusforge.storage.readers import SourceError, aligned_file, discover_sources
+from corpusforge.storage.aligned import aligned_file
+from corpusforge.storage.readers import SourceError, discover_sources
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.tasks.config import ConfigError, identity
 from corpusforge.tasks.corpus.accounting import accounting_from_counts

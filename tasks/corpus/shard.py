@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.hashing import sha256_bytes, sha256_file
-from corpusforge.storage.readers import SourceChanged, SourceFile, read_aligned, read_batches
+from corpusforge.storage.aligned import read_aligned
+from corpusforge.storage.readers import SourceChanged, SourceFile, read_batches
 from corpusforge.storage.records import RAW_CAP, FieldSpec, RecordBatch
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.config import identity

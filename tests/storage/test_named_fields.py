@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 from corpusforge.storage.hashing import sha256_file
-from corpusforge.storage.readers import (LabelSpec, ReaderConfig, SourceChanged, SourceFile, aligned_file, read_aligned,
-                                         read_batches, read_records)
+from corpusforge.storage.aligned import aligned_file, read_aligned
+from corpusforge.storage.readers import LabelSpec, ReaderConfig, SourceChanged, SourceFile, read_batches, read_records
 from corpusforge.storage.records import FieldSpec, parse_label
 from tests.conftest import write
 
