@@ -62,7 +62,7 @@ TXT_MODES = ("line", "paragraph", "file")
 DEFAULT_MAX_DOCUMENT_BYTES = 8 << 20
 
 
-FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")  # a column name; no leading _ (internal columns)
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ class ReaderConfig:
         for kind, names in (("fields", self.fields), ("labels", labels)):
             for name in names:
                 if not isinstance(name, str) or not FIELD_NAME.fullmatch(name):
-                    raise ValueError(f"{kind}: {name!r} is not a field name (letters, digits and _, not first a digit)")
+                    raise ValueError(f"{kind}: {name!r} is not a field name (a letter, then letters, digits or _)")
                 if name in RESERVED_COLUMNS:
                     raise ValueError(f"{kind}: {name!r} is a column every corpus has; name the field otherwise "
                                      f"(reserved: {', '.join(RESERVED_COLUMNS)})")

@@ -116,15 +116,16 @@ class CorpusConfig:
                 raise ConfigError("corpus.reader.labels: line-aligned files hold text only; read labelled records from "
                                   "a CSV/TSV, JSON(L) or Parquet source")
             want = set(self.reader.fields.values()) if self.reader.fields else set(aligned[0].fields)
-            for i, source in enumerate(aligned):
+            for source in aligned:
                 if set(source.fields) != want:
                     which = "the columns reader.fields reads" if self.reader.fields else "the first one's"
                     raise ConfigError(f"corpus.sources: line-aligned source {list(source.fields)} has other keys than "
                                       f"{which} ({sorted(want)}); every source must give the same fields")
             for key in () if self.reader.fields else aligned[0].fields:  # the keys are the fields
                 if not FIELD_NAME.fullmatch(key) or key in RESERVED_COLUMNS:
-                    raise ConfigError(f"corpus.sources: {key!r} cannot name a field (letters, digits and _, not one of "
-                                      f"{', '.join(RESERVED_COLUMNS)}); map it with reader.fields: {{name: {key}}}")
+                    raise ConfigError(f"corpus.sources: {key!r} cannot name a field (a letter, then letters, digits "
+                                      f"or _; not one of {', '.join(RESERVED_COLUMNS)}); map it with reader.fields: "
+                                      f"{{name: {key}}}")
         spec = self.field_spec
         if spec is not None and self.filters.lang_id:
             raise ConfigError("corpus.filters.lang_id: not available with named fields (one `lang` per record would "

@@ -392,7 +392,7 @@ def _write_splits(out: Path, paths: list[Path], sizes: list[int], keep, drop_row
                 kept.per_source[source] = kept.per_source.get(source, 0) + n
             lengths.append(rows.select(pl.col("n_chars").cast(pl.Int64), pl.col("split").cast(pl.Enum(SPLITS))))
             if labels:
-                label_values.append(rows.select("split", *labels))
+                label_values.append(rows.select(pl.col("split").cast(pl.Enum(SPLITS)), *labels))
             for split in SPLITS:
                 part = rows.filter(pl.col("split") == split).to_arrow()
                 if split not in writers:
@@ -412,7 +412,7 @@ def _write_splits(out: Path, paths: list[Path], sizes: list[int], keep, drop_row
                     else pl.DataFrame(schema={"doc_id": pl.Utf8, **label_schema, "row": pl.Int64}))
     if labels:
         kept.label_values = (pl.concat(label_values, how="vertical") if label_values
-                             else pl.DataFrame(schema={"split": pl.Utf8, **label_schema}))
+                             else pl.DataFrame(schema={"split": pl.Enum(SPLITS), **label_schema}))
     return kept
 
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corpusforge.storage.hashing import sha256_bytes, sha256_file
 from corpusforge.storage.aligned import read_aligned
+from corpusforge.storage.hashing import sha256_bytes, sha256_file
 from corpusforge.storage.readers import SourceChanged, SourceFile, read_batches
 from corpusforge.storage.records import RAW_CAP, FieldSpec, RecordBatch
 from corpusforge.storage.store import ArtifactStore
@@ -232,8 +232,10 @@ def _source_items(ref: SourceRef, cfg, spec: FieldSpec | None):
     """The batches and bad records of one source: a file, or line-aligned files read as one."""
     expect = None if ref.refused else ref.digest  # the reader raises SourceChanged if the bytes differ
     if ref.aligned is not None and not ref.refused:
+        if spec is None:  # CorpusConfig.field_spec: a corpus with line-aligned files always has named fields
+            raise ValueError(f"source {ref.name}: line-aligned files in a corpus config without them")
         files = {key: SourceFile(f["name"], Path(f["path"])) for key, f in ref.aligned.items()}
-        return read_aligned(ref.name, files, cfg.reader, spec=spec,  # type: ignore[arg-type]  # aligned: named fields
+        return read_aligned(ref.name, files, cfg.reader, spec=spec,
                             expect_sha256={key: f["digest"] for key, f in ref.aligned.items()})
     source = SourceFile(ref.name, Path(ref.path), ref.refused, ref.detail)
     return read_batches(source, cfg.reader, expect_sha256=expect, spec=spec)
@@ -466,8 +468,8 @@ def conflict_detail(labels: Sequence[str]):
 
     both = [pl.format(f"{label}={{}} (first: {{}})", pl.col(label).cast(pl.Utf8), pl.col(f"first_{label}").cast(pl.Utf8))
             for label in labels]
-    return pl.when("conflict").then(pl.format("duplicate_of={} ", "duplicate_of") + pl.concat_str(both, separator=", "))\
-        .otherwise("duplicate_of=" + pl.col("duplicate_of")).alias("detail")
+    conflict = pl.format("duplicate_of={} ", "duplicate_of") + pl.concat_str(both, separator=", ")
+    return pl.when("conflict").then(conflict).otherwise("duplicate_of=" + pl.col("duplicate_of")).alias("detail")
 
 
 def _drops(frame, stage: str, reason: str, detail, where: Sequence[str] = ()):

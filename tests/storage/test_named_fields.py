@@ -183,6 +183,7 @@ def test_labels_alone_read_the_text_field_and_their_two_forms_are_one_config():
     assert "fields" not in identity(ReaderConfig()) and "labels" not in identity(ReaderConfig())  # ids as before
     assert ReaderConfig().field_spec() is None  # no fields: one text per record, as before
     for bad, match in (({"fields": {"doc_id": "x"}}, "every corpus has"), ({"fields": {"1x": "x"}}, "not a field name"),
+                       ({"fields": {"_key": "x"}}, "not a field name"),
                        ({"fields": {"a": "x"}, "labels": {"a": "y"}}, "text or a label"),
                        ({"fields": {"src": "x"}, "labels": {"src_ids": "y"}}, "token ids column")):
         with pytest.raises(ValueError, match=match):
