@@ -102,7 +102,7 @@ def test_api_and_cli_build_the_same_configs(tmp_path):
 
     import corpusforge as cf
 
-    text = "the cat sat on the mat . the dog sat on the log .\n" * 30
+    text = "".join(f"the cat {i % 7} sat on the mat . the dog sat on the log {i % 5} .\n" for i in range(60))
     (tmp_path / "a.txt").write_text(text)
     (tmp_path / "b.txt").write_text(text.replace("cat", "cow"))
     store = tmp_path / "store"
