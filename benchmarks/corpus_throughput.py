@@ -145,7 +145,8 @@ sys.path.insert(0, os.getcwd())
 src, store, near = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 overrides = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}  # corpus config keys (benchmarks/corpus_variants.py)
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
+from corpusforge.tasks.corpus.config import corpus_config_from_dict
+from corpusforge.tasks.corpus.merge import build_corpus, resolve_sources
 from corpusforge.tasks.corpus.shard import build_corpus_shard
 try:
     from corpusforge.tasks.corpus.merge import resolve_packs

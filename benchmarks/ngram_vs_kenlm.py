@@ -135,7 +135,8 @@ def memory_setting() -> tuple[str, str]:
 
 def build_corpus_artifact(store_root: Path, text: Path) -> Path:
     from corpusforge.storage.store import ArtifactStore
-    from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
+    from corpusforge.tasks.corpus.config import corpus_config_from_dict
+    from corpusforge.tasks.corpus.merge import build_corpus, resolve_sources
     from corpusforge.tasks.corpus.shard import build_corpus_shard
 
     cfg = corpus_config_from_dict({"name": "ptb-train", "sources": [str(text)], "reader": {"txt_mode": "line"},

@@ -21,7 +21,7 @@ from corpusforge.storage.readers import SourceError, discover_sources
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.tasks.config import ConfigError, identity
 from corpusforge.tasks.corpus.accounting import accounting_from_counts
-from corpusforge.tasks.corpus.config import AlignedSource, CorpusConfig, DedupConfig, corpus_config_from_dict  # noqa: F401
+from corpusforge.tasks.corpus.config import AlignedSource, CorpusConfig, corpus_config_from_dict
 from corpusforge.tasks.corpus.near_dedup import NearDedupConfig, near_duplicates_streamed
 from corpusforge.tasks.corpus.shard import (SourceRef, aligned_ref, conflict_detail, digest_source, drop_examples,
                                             pack_sources, shard_sources)

@@ -97,7 +97,8 @@ def test_partitions_is_validated_and_not_in_the_id():
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
+    from corpusforge.tasks.corpus.config import corpus_config_from_dict
+    from corpusforge.tasks.corpus.merge import build_corpus, resolve_sources
     from corpusforge.tasks.corpus.shard import build_corpus_shard
 
     root = tmp_path_factory.mktemp("partitioned")

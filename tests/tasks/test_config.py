@@ -10,7 +10,7 @@ import pytest
 
 from corpusforge.tasks.corpus.clean import CleanConfig
 from corpusforge.tasks.config import ConfigError, apply_overrides, from_dict, load_yaml, parse_override, to_dict
-from corpusforge.tasks.corpus.merge import CorpusConfig, DedupConfig, corpus_config_from_dict
+from corpusforge.tasks.corpus.config import CorpusConfig, DedupConfig, corpus_config_from_dict
 from corpusforge.tasks.corpus.split import SplitConfig
 from corpusforge.tasks.corpus.validate import ValidationConfig
 from corpusforge.storage.readers import ReaderConfig

@@ -39,7 +39,8 @@ def small_corpus(root: Path) -> Path:
 def built(tmp_path_factory):
     """A store with one corpus, built through the step core functions (no Prefect needed)."""
     from corpusforge.storage.store import ArtifactStore
-    from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
+    from corpusforge.tasks.corpus.config import corpus_config_from_dict
+    from corpusforge.tasks.corpus.merge import build_corpus, resolve_sources
     from corpusforge.tasks.corpus.shard import build_corpus_shard
 
     root = tmp_path_factory.mktemp("cli")

@@ -18,9 +18,9 @@ import polars as pl
 import pytest
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.tasks.config import ConfigError
+from corpusforge.tasks.corpus.config import corpus_config_from_dict
 from corpusforge.tasks.corpus.merge import (
     build_corpus,
-    corpus_config_from_dict,
     resolve_packs,
     resolve_sources,
 )

@@ -10,9 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 from corpusforge.storage.store import ArtifactStore, read_manifest
+from corpusforge.tasks.corpus.config import corpus_config_from_dict
 from corpusforge.tasks.corpus.merge import (
     build_corpus,
-    corpus_config_from_dict,
     order_like_previous,
     resolve_packs,
     resolve_sources,

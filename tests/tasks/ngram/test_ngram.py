@@ -15,7 +15,8 @@ import pytest
 
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.tasks.config import ConfigError
-from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
+from corpusforge.tasks.corpus.config import corpus_config_from_dict
+from corpusforge.tasks.corpus.merge import build_corpus, resolve_sources
 from corpusforge.tasks.corpus.shard import build_corpus_shard
 from corpusforge.tasks.ngram.build import build_ngram, load_ngram_model
 from corpusforge.tasks.ngram.config import ngram_config_from_dict

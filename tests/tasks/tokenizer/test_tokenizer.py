@@ -12,7 +12,8 @@ import pytest
 
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.tasks.config import ConfigError
-from corpusforge.tasks.corpus.merge import build_corpus, corpus_config_from_dict, resolve_sources
+from corpusforge.tasks.corpus.config import corpus_config_from_dict
+from corpusforge.tasks.corpus.merge import build_corpus, resolve_sources
 from corpusforge.tasks.corpus.shard import build_corpus_shard
 from corpusforge.tasks.tokenizer.encode import build_encode, dtype_for
 from corpusforge.tasks.tokenizer.config import tokenizer_config_from_dict
