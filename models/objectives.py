@@ -360,3 +360,8 @@ def truncated_bptt(model_cfg: Any, splits: Mapping[str, Any]) -> TruncatedBPTT:
 
 def masked_lm(model_cfg: Any, splits: Mapping[str, Any]) -> MaskedLM:
     return MaskedLM(splits, model_cfg.block_size, model_cfg.vocab_size, model_cfg.mask_id, model_cfg.mask_prob)
+
+
+def classification(model_cfg: Any, splits: Mapping[str, Any]) -> Classification:
+    """Labelled sequences (``{split: (sequences, class indices)}``), padded with the model's ``pad_id``."""
+    return Classification(splits, pad_id=model_cfg.pad_id, max_len=getattr(model_cfg, "max_len", None))
