@@ -33,7 +33,8 @@ class FamilySpec:
 
     ``derived`` names the config fields the tokenizer fills in, like ``vocab_size``: ``{field: (role, ...)}`` takes
     the id of the first of those special-token roles the tokenizer has (``"vocab_size"`` is always derived).
-    ``trains_on`` says what data the family learns from, so a stage accepts the families it can feed: ``tokens``
+    ``version`` joins the id of what a stage trains for the family when above 1. ``trains_on`` says what data the
+    family learns from, so a stage accepts the families it can feed: ``tokens``
     (a token stream: language models), ``pairs`` (source and target: encoder-decoders), ``labelled`` (text and
     label: classifiers). ``recurrent`` families carry a state from one call to the next (sampling feeds them one
     token at a time; their LM objective reads contiguous streams, truncated BPTT)."""
@@ -48,6 +49,9 @@ class FamilySpec:
     recurrent: bool = False
     derived: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     exporters: Mapping[str, str] = field(default_factory=dict)  # format -> "module:function(model_dir, out_dir)"
+    # bumped by hand when the same config and data would now train other weights (the step's id then changes for
+    # this family only; 1 leaves the ids it always had)
+    version: int = 1
 
     def __post_init__(self) -> None:
         unknown = set(self.capabilities) - CAPABILITIES

@@ -11,4 +11,5 @@ SPEC = FamilySpec(
     # the context before a sequence's first token: the tokenizer's padding token, else its end-of-text token
     # (what precedes a document in the token stream)
     derived={"pad_id": ("pad", "eot")},
+    version=2,  # 2: no padding row of its own past the vocabulary; the tokenizer's pad (else eot) id pads the context
 )

@@ -69,9 +69,14 @@ def build_lm(upstream: StepResult, cfg: LMConfig, store: ArtifactStore,
     """Train (or reuse) the lm, then its sample (an ``lm_sample`` artifact, when one is asked for and the model
     can generate). Returns [sample, lm] or [lm]: the stage's main output, the lm, comes last. ``refs`` holds the
     parent lm of ``init_from`` when the pipeline resolved it (called without, an id is looked up in the store)."""
+    from corpusforge.models.family import family
+
     refs = resolve_references(cfg, store, section="lm", given=refs)
     parent = Path(refs["init_from"].path) if "init_from" in refs else None
     config = identity(cfg)  # lm.sample is not in it: the sample is the next step's
+    version = family(cfg.family).version
+    if version > 1:  # the family trains other weights than it did for the same config: a new id, for it alone
+        config["family_version"] = version
     inputs = [upstream.id] + [r.id for r in refs.values()]
     with training_scratch(store, "lm", LM_VERSION, config, inputs) as scratch:
         result = run_step(

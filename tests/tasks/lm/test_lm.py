@@ -225,3 +225,19 @@ def test_identity_follows_the_field_metadata():
     assert set(ident) == {f for f in LMConfig.__dataclass_fields__} - {"sample", "init_from"}  # unset: no input
     with_parent = identity(lm_config_from_dict({**GPT_SECTION, "init_from": "abcd1234"}))
     assert with_parent["init_from"] == "input"  # the parent's full id is among the inputs, not what was typed
+
+
+def test_a_family_version_changes_the_id_of_that_family_only(tmp_path):
+    """The house change kept every GPT/RNN lm's id (same weights, bit for bit) and gave NPLM lms new ones (its
+    context padding is now the tokenizer's id, not a row of its own: other weights for the same config). The ids
+    below were computed by the code before the change (2b4654c) on the same fixture and config."""
+    upstream = write_char_shards(tmp_path)
+    store = ArtifactStore(tmp_path / "store")
+    short = {"train": {**GPT_SECTION["train"], "max_iters": 2, "eval_interval": 2}, "sample": {"max_new_tokens": 0}}
+    gpt = build_lm(upstream, lm_config_from_dict({**GPT_SECTION, **short}), store)[-1]
+    assert gpt.id == "a8d29d02719a514b0e1d5765076c5343d65f3c23f14f5793ce03f8c6e8713e5b"
+    nplm_section = {**GPT_SECTION, **short, "family": "nplm", "model": {"context": 4, "n_embd": 8, "n_hidden": 16}}
+    nplm = build_lm(upstream, lm_config_from_dict(nplm_section), store)[-1]
+    assert nplm.id != "30d2e1b1d2acf52cfe42032a083219ae18c6c3cd7ccb4335ccd843260770f85d"
+    assert json.loads((Path(nplm.path) / "manifest.json").read_text())["config"]["family_version"] == 2
+    assert "family_version" not in json.loads((Path(gpt.path) / "manifest.json").read_text())["config"]
