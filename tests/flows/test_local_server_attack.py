@@ -226,12 +226,27 @@ def test_two_stores_starting_together_get_their_own_prefect_apis(tmp_path):
 
 # --- 2 and 11: kill -9 of the server, malformed messages --------------------------------------------------------
 
-@pytest.fixture
-def served_store(tmp_path):
-    store = tmp_path / "store"
+def _serve(store: Path):
     env = server_env()
     started = run(["server", "start", "--store", str(store)], env)
     assert started.returncode == 0, started.stderr[-3000:]
+    return env
+
+
+@pytest.fixture(scope="module")
+def served_store(tmp_path_factory):
+    """One server for the tests that leave it running (a server start is ~15-40 s)."""
+    store = tmp_path_factory.mktemp("served") / "store"
+    env = _serve(store)
+    yield store, env
+    run(["server", "stop", "--store", str(store)], env)
+
+
+@pytest.fixture
+def killable_store(tmp_path):
+    """A server of its own, for the test that kills it."""
+    store = tmp_path / "store"
+    env = _serve(store)
     yield store, env
     run(["server", "stop", "--store", str(store)], env)
 
@@ -249,10 +264,10 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-def test_kill_9_of_the_server_mid_command_ends_the_client_and_the_command(served_store, tmp_path):
+def test_kill_9_of_the_server_mid_command_ends_the_client_and_the_command(killable_store, tmp_path):
     """The kill drill: the client ends within 10 s with one line, no process of the command survives, the store's
     lock is not inherited, and the next command gets a fresh server and the same ids."""
-    store, env = served_store
+    store, env = killable_store
     write(tmp_path / "docs" / "a.txt", "alpha beta\ngamma delta\n")
     corpus = ["corpus", str(tmp_path / "docs"), "--name", "drill", "--store", str(store), "--json"]
     before = run(corpus, env)
