@@ -38,11 +38,14 @@ def additive_attention(
     U_a: torch.Tensor,
     v_a: torch.Tensor,
     mask: torch.Tensor | None = None,
+    projected_keys: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Bahdanau attention. query ``(..., n_q, d_q)``, keys ``(..., n_k, d_k)``, values ``(..., n_k, d_v)``;
-    ``W_a (d_a, d_q)``, ``U_a (d_a, d_k)``, ``v_a (d_a,)`` as in ``v_a^T tanh(W_a q + U_a h_j)``."""
+    ``W_a (d_a, d_q)``, ``U_a (d_a, d_k)``, ``v_a (d_a,)`` as in ``v_a^T tanh(W_a q + U_a h_j)``.
+    ``projected_keys`` (``U_a h_j``, ``(..., n_k, d_a)``) may be passed by a decoder that attends at every step:
+    the keys stay the same from step to step, so their projection is computed once per source sentence."""
     projected_q = query @ W_a.T  # (..., n_q, d_a)
-    projected_k = keys @ U_a.T  # (..., n_k, d_a)
+    projected_k = keys @ U_a.T if projected_keys is None else projected_keys  # (..., n_k, d_a)
     # every (query, key) pair: broadcast to (..., n_q, n_k, d_a) before the tanh
     energy = torch.tanh(projected_q.unsqueeze(-2) + projected_k.unsqueeze(-3)) @ v_a
     return _attend(energy, values, mask)

@@ -1,0 +1,2 @@
+"""The encoder-decoder Transformer family (Vaswani et al. 2017). ``config.py`` (torch-free), ``model.py``,
+``spec.py``."""

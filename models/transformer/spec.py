@@ -1,0 +1,14 @@
+"""The encoder-decoder Transformer family's declaration (corpusforge.models.family)."""
+
+from corpusforge.models.family import FamilySpec
+from corpusforge.models.transformer.config import TransformerConfig
+
+SPEC = FamilySpec(
+    name="transformer", config=TransformerConfig, module="corpusforge.models.transformer.model:Transformer",
+    objective="corpusforge.models.objectives:seq2seq",
+    doc="the encoder-decoder Transformer of 'Attention is all you need' (post-LN or pre-LN, sinusoidal or learned "
+        "positions, shared embeddings, tied output), trained on source-target pairs",
+    trains_on="pairs",
+    capabilities=frozenset({"translate", "attention_maps"}),
+    derived={"pad_id": ("pad",), "bos_id": ("bos",), "eos_id": ("eos",)},
+)
