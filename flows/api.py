@@ -318,6 +318,56 @@ def lm_config(sources: list[Path], preset: str, overrides: list[str]) -> dict:
     return apply_overrides(base, fixed)
 
 
+SEQ2SEQ_PIPELINE_KEYS = pipeline_keys("seq2seq")
+PairPaths = tuple[PathLike, PathLike]
+
+
+def seq2seq_config(src: PathLike, tgt: PathLike, preset: str, valid: PairPaths | None = None,
+                   test: PairPaths | None = None, overrides: Sequence[str] = ()) -> dict:
+    """The pipeline config for ``seq2seq train``: the line-aligned files as pairs (fields ``src``/``tgt``), the
+    ``--valid``/``--test`` pairs pinned to their splits (the preset's fractions then hold out nothing more), the
+    preset's tokenizer and seq2seq sections. --set keys without a section prefix address the seq2seq section. A
+    preset that holds out no validation pairs, run without ``valid``, is a ConfigError (the model needs them)."""
+    import glob
+
+    from corpusforge.tasks.config import ConfigError, apply_overrides
+
+    data = load_preset(preset, "seq2seq")
+    name = Path(preset).stem
+    given = {"train": (src, tgt), "valid": valid, "test": test}
+    names = {split: f"{Path(pair[0]).name}+{Path(pair[1]).name}" for split, pair in given.items() if pair}
+    if len(set(names.values())) < len(names):
+        raise ConfigError("seq2seq train: the train, --valid and --test files need names of their own (each pair of "
+                          f"files is one source named after them: {', '.join(names.values())})")
+    corpus = {k: v for k, v in (data.get("corpus") or {}).items()}
+    split = dict(corpus.pop("split", None) or {})
+    by_source = dict(split.get("by_source") or {})
+    for part in ("valid", "test"):
+        if given[part]:
+            by_source[glob.escape(names[part])] = part
+            split[part] = 0.0  # the given file is the split: nothing of the train pairs joins it
+    if by_source:
+        split["by_source"] = by_source
+    stem = "-".join(sorted({Path(p).stem.split(".")[0] for p in (src, tgt)}))[:40] or "pairs"
+    base = {
+        "name": f"seq2seq-{name}",
+        "corpus": {"name": stem, **corpus, "split": split,
+                   "sources": [{"fields": {"src": str(p[0]), "tgt": str(p[1])}} for p in given.values() if p]},
+        "tokenizer": {"name": f"{name}-tok", **(data.get("tokenizer") or {})},
+        "seq2seq": data.get("seq2seq") or {},
+        "runner": data.get("runner", {"kind": "threads", "workers": 2}),
+    }
+    if "tracking" in data:
+        base["tracking"] = data["tracking"]
+    fixed = [s if s.startswith(SEQ2SEQ_PIPELINE_KEYS) else f"seq2seq.{s}" for s in overrides]
+    config = apply_overrides(base, fixed)
+    held_out = (config.get("corpus") or {}).get("split") or {}
+    if not valid and not float(held_out.get("valid", 0.05) or 0):
+        raise ConfigError(f"--preset {name}: holds out no validation pairs (corpus.split.valid: 0) and no --valid "
+                          "SRC TGT was given; the model is scored on them: give --valid, or --set corpus.split.valid=0.05")
+    return config
+
+
 # ------------------------------------------------------------------------------------ command groups
 
 
@@ -354,10 +404,21 @@ def _lm_train(sources: Sequence[PathLike], preset: str, overrides: Sequence[str]
     return _result(run_config(lm_config([Path(s) for s in sources], preset, list(overrides)), store))["lm"]
 
 
+def _seq2seq_train(src: PathLike, tgt: PathLike, preset: str, valid: PairPaths | None = None,
+                   test: PairPaths | None = None, overrides: Sequence[str] = (),
+                   store: PathLike | None = None) -> Artifact:
+    """``corpusforge seq2seq train``: pairs from two line-aligned files, the joint tokenizer and the preset's
+    encoder-decoder, then its evaluation. Returns the model (its metrics: loss and perplexity); ``.load()`` gives a
+    translator (``.translate(texts, beam=...)``). BLEU and chrF are the evaluation's, an artifact of its own (editing
+    the decoding re-scores without retraining): ``cf.artifacts.find(step="seq2seq_eval", input_id=model.id)``."""
+    return _result(run_config(seq2seq_config(src, tgt, preset, valid, test, overrides), store))["seq2seq"]
+
+
 tokenizer = SimpleNamespace(train=_tokenizer_train)
 ngram = SimpleNamespace(estimate=_ngram_estimate)
 embed = SimpleNamespace(train=_embed_train)
 lm = SimpleNamespace(train=_lm_train)
+seq2seq = SimpleNamespace(train=_seq2seq_train)
 
 
 # --------------------------------------------------------------------------------------------- artifacts
@@ -399,5 +460,5 @@ def _load(artifact_id: str, store: PathLike | None = None) -> Any:
 
 artifacts = SimpleNamespace(find=_find, show=_show, verify=_verify, load=_load)
 
-__all__ = ["Artifact", "RunResult", "run", "corpus", "tokenizer", "ngram", "embed", "lm", "artifacts",
+__all__ = ["Artifact", "RunResult", "run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "artifacts",
            "load_config", "run_config"]

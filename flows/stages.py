@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from corpusforge.tasks import corpus, embeddings, lm, ngram, tokenizer
+from corpusforge.tasks import corpus, embeddings, lm, ngram, seq2seq, tokenizer
 from corpusforge.tasks.config import ConfigError, is_artifact_id, references
 from corpusforge.tasks.stage import Stage
 
@@ -21,6 +21,7 @@ STAGES: tuple[Stage, ...] = (
     embeddings.STAGE,
     ngram.STAGE,
     lm.STAGE,
+    seq2seq.STAGE,
 )
 
 

@@ -48,6 +48,7 @@ from corpusforge.cli.export import export as export_command  # noqa: E402
 from corpusforge.cli.lm import app as lm_app  # noqa: E402
 from corpusforge.cli.ngram import app as ngram_app  # noqa: E402
 from corpusforge.cli.pipeline import corpus, run, schedule, ui  # noqa: E402
+from corpusforge.cli.seq2seq import app as seq2seq_app  # noqa: E402
 from corpusforge.cli.server import app as server_app  # noqa: E402
 from corpusforge.cli.tokenizer import app as tokenizer_app  # noqa: E402
 
@@ -60,6 +61,7 @@ app.add_typer(tokenizer_app, name="tokenizer")
 app.add_typer(embed_app, name="embed")
 app.add_typer(ngram_app, name="ngram")
 app.add_typer(lm_app, name="lm")
+app.add_typer(seq2seq_app, name="seq2seq")
 app.add_typer(server_app, name="server")
 app.command("export")(export_command)
 

@@ -1,0 +1,176 @@
+"""The seq2seq stage's config: an encoder-decoder family and its config, training, the translation direction(s), and
+how the trained model is decoded and scored (its own step, so editing the decoding retrains nothing).
+
+A leaf module: it imports no step module of its stage, so the pipeline can validate a config cheaply."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from corpusforge.models.configs import TrainConfig
+from corpusforge.models.family import FamilyConfigs, families
+from corpusforge.tasks.config import NOT_IN_ID, ConfigError, check_artifact_name, from_dict
+
+MODEL_STEP, EVAL_STEP = "seq2seq", "seq2seq_eval"
+# the stage trains the families that learn from source/target pairs (corpusforge.models.family: trains_on "pairs")
+PAIR_FAMILIES = FamilyConfigs("pairs")
+# T5's task prefix (Raffel et al. 2020: "translate English to German: ..."); {source}/{target}: the languages' names
+T5_PREFIX = "translate {source} to {target}: "
+# the tokens a run's tokenizer gets for the roles the family derives ids from, when its section has none
+ROLE_TOKENS = {"pad": "<pad>", "bos": "<s>", "eos": "</s>"}
+Direction = Literal["forward", "backward", "both"]
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How the trained model translates the held-out splits that are scored (the ``seq2seq_eval`` step)."""
+
+    beam: int = field(default=5, metadata={"doc": "Beam size (1: greedy decoding)."})
+    length_penalty: float = field(default=0.6, metadata={
+        "doc": "Beam search: GNMT's alpha (Wu et al. 2016): finished hypotheses are ranked by log P / ((5 + length) "
+               "/ 6) ** alpha; 0 ranks by log P alone, which favours short outputs."})
+    max_len: int = field(default=128, metadata={
+        "doc": "Most target tokens a translation may have (also capped by the model's max_len)."})
+    batch_size: int = field(default=64, metadata={"doc": "Sentences decoded together (speed only).", **NOT_IN_ID})
+
+    def __post_init__(self) -> None:
+        for name in ("beam", "max_len", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.length_penalty < 0:
+            raise ValueError(f"length_penalty: must be >= 0, got {self.length_penalty}")
+
+
+def _prefixed(cfg: Seq2SeqStageConfig) -> bool:
+    return cfg.prefix_template is not None
+
+
+MODEL = ("seq2seq",)  # fields that change the trained model (the seq2seq step's id)
+
+
+@dataclass(frozen=True)
+class Seq2SeqStageConfig:
+    """An encoder-decoder trained on the tokenizer stage's encoded pairs (``<field>_ids`` columns)."""
+
+    name: str = field(default="seq2seq", metadata={"doc": "Artifact name (and the registered model's name)."})
+    family: str = field(default="seq2seq", metadata={"steps": MODEL, "doc":
+        "The model family (a folder under models/ that trains on pairs): seq2seq (GRU/LSTM encoder-decoder, with or "
+        "without attention: model.attention) or transformer (Vaswani et al. 2017)."})
+    model: object | None = field(default=None, metadata={"steps": MODEL, "doc":
+        "The family's config (the dataclass in corpusforge.models.<family>.config, picked by family; null: its "
+        "defaults); vocab_size and the pad/bos/eos ids come from the tokenizer.",
+        "variants": ("family", PAIR_FAMILIES)})
+    train: TrainConfig = field(default_factory=TrainConfig, metadata={"steps": MODEL, "doc":
+        "How to train (corpusforge.models.configs.TrainConfig): the same keys as lm.train."})
+    source: str = field(default="src", metadata={"steps": MODEL, "doc":
+        "The corpus field translated from (line-aligned files from `seq2seq train` are src and tgt)."})
+    target: str = field(default="tgt", metadata={"steps": MODEL, "doc": "The corpus field translated into."})
+    direction: Direction = field(default="forward", metadata={"steps": MODEL, "doc":
+        "forward: source -> target; backward: target -> source (the same pairs read the other way); both: one model "
+        "learns both directions, T5-style, each source led by its task prefix, and each direction is scored."})
+    prefix: str | None = field(default=None, metadata={"steps": MODEL, "doc":
+        "Task prefix put before every source text, T5-style; {source} and {target} become the languages' names, and "
+        "each prefix is one special token of the run's tokenizer. null: none for one direction, 'translate {source} "
+        "to {target}: ' for both."})
+    languages: dict[str, str] = field(default_factory=dict, metadata={"steps": MODEL, "identity": _prefixed, "doc":
+        "The languages' names in prefixes, by field: {src: German, tgt: English} (default: the field names)."})
+    decode: DecodeConfig = field(default_factory=DecodeConfig, metadata={"steps": ("seq2seq_eval",), "doc":
+        "How the held-out splits are translated for BLEU/chrF (the seq2seq_eval step: editing it retrains nothing)."})
+    evaluate_test: bool = field(default=True, metadata={"doc":
+        "Also report loss/perplexity and BLEU/chrF on the test split (the headline bleu/chrf are the test split's "
+        "when it is scored, else the validation split's)."})
+
+    def __post_init__(self) -> None:
+        check_artifact_name(self.name)
+        if self.family not in PAIR_FAMILIES:
+            raise ValueError(f"family: one of {', '.join(PAIR_FAMILIES)}, got {self.family!r}")
+        wanted = PAIR_FAMILIES[self.family]
+        if self.model is None:
+            object.__setattr__(self, "model", wanted())
+        elif type(self.model) is not wanted:
+            raise ValueError(f"model: family {self.family!r} takes a {wanted.__name__}, got a {type(self.model).__name__}")
+        if not self.source or not self.target or self.source == self.target:
+            raise ValueError(f"source/target: two different fields, got {self.source!r} and {self.target!r}")
+        unknown = set(self.languages) - {self.source, self.target}
+        if unknown:
+            raise ValueError(f"languages: names the fields {self.source} and {self.target}, not {sorted(unknown)}")
+        if self.prefix is not None:
+            try:
+                self.prefix.format(source="", target="")
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ValueError(f"prefix: only {{source}} and {{target}} may be filled in ({exc})") from None
+        if self.direction == "both" and self.prefix == "":
+            raise ValueError("prefix: both directions need a task prefix, so the model knows which way to translate")
+        if self.direction == "both" and "{source}" not in self.prefix_template and "{target}" not in self.prefix_template:
+            raise ValueError("prefix: both directions need {source} or {target} in it, else both prefixes are the same")
+
+    @property
+    def prefix_template(self) -> str | None:
+        """The prefix template in force (None: no prefix)."""
+        if self.prefix is None:
+            return T5_PREFIX if self.direction == "both" else None
+        return self.prefix or None
+
+    def directions(self) -> list[tuple[str, str]]:
+        """(from field, to field) of each direction the model learns, the headline one first."""
+        forward, backward = (self.source, self.target), (self.target, self.source)
+        return {"forward": [forward], "backward": [backward], "both": [forward, backward]}[self.direction]
+
+    def prefix_for(self, source_field: str, target_field: str) -> str:
+        """The task prefix of one direction ("" when none)."""
+        template = self.prefix_template
+        if template is None:
+            return ""
+        name = lambda f: self.languages.get(f, f)  # noqa: E731
+        return template.format(source=name(source_field), target=name(target_field))
+
+    def model_config(self, vocab_size: int, special_ids: dict[str, int] | None = None) -> object:
+        """The model's config with what the tokenizer sets: its vocabulary size and the ids the family derives from
+        special-token roles (pad, bos, eos: corpusforge.models.family ``derived``)."""
+        derived: dict[str, int] = {"vocab_size": vocab_size}
+        for name, roles in families()[self.family].derived.items():
+            found = next((special_ids[r] for r in roles if special_ids and special_ids.get(r) is not None), None)
+            if found is None:
+                raise ConfigError(f"family {self.family} needs the tokenizer's {' or '.join(roles)} token for "
+                                  f"model.{name}: set tokenizer.roles.{roles[0]} (e.g. "
+                                  f"{ROLE_TOKENS.get(roles[0], '<' + roles[0] + '>')})")
+            derived[name] = int(found)
+        try:
+            return dataclasses.replace(self.model, **derived)
+        except ValueError as exc:
+            raise ConfigError(f"model.{exc}") from None
+
+
+def seq2seq_config_from_dict(data: dict[str, Any]) -> Seq2SeqStageConfig:
+    return from_dict(Seq2SeqStageConfig, data, "seq2seq")
+
+
+def tokenizer_for(cfg: Seq2SeqStageConfig, tokenizer_cfg: Any) -> Any:
+    """The run's tokenizer config as the seq2seq stage needs it (its ``adjust_upstream``, checked with the config,
+    before any work): the special-token roles the family derives ids from (pad, bos, eos) added when the tokenizer
+    section has none of a field's roles (its own value wins); each task prefix (T5-style directions) added as one
+    special token, so any vocabulary tells the directions apart; and, when the section names no fields, the pair's
+    two fields encoded into ``<field>_ids`` columns (format parquet). The model adds bos/eos itself, so a tokenizer
+    that wraps every text in them is refused."""
+    roles = dict(tokenizer_cfg.roles or {})
+    have = set(roles) | ({"unk"} if tokenizer_cfg.unk_token else set()) | ({"eot"} if tokenizer_cfg.eot_token else set())
+    added = {alts[0]: ROLE_TOKENS.get(alts[0], f"<{alts[0]}>")
+             for alts in families()[cfg.family].derived.values() if not set(alts) & have}
+    changes: dict[str, Any] = {"roles": {**roles, **added}} if added else {}
+    prefixes = [p for p in (cfg.prefix_for(a, b) for a, b in cfg.directions()) if p]
+    missing = [p for p in prefixes if p not in tokenizer_cfg.special_tokens]
+    if missing:  # one token each: a vocabulary trained on the pairs alone may lack the prefixes' words
+        changes["special_tokens"] = (*tokenizer_cfg.special_tokens, *missing)
+    if not tokenizer_cfg.fields:
+        changes.update(fields=(cfg.source, cfg.target), format="parquet")
+    elif not {cfg.source, cfg.target} <= set(tokenizer_cfg.fields):
+        raise ConfigError(f"tokenizer.fields: {list(tokenizer_cfg.fields)} lacks the seq2seq stage's "
+                          f"{cfg.source}/{cfg.target}; add them (or set seq2seq.source/target)")
+    if tokenizer_cfg.add_special_tokens:
+        raise ConfigError("tokenizer.add_special_tokens: the seq2seq stage reads plain ids (the model puts bos/eos "
+                          "around the target itself); set it to false")
+    if not getattr(tokenizer_cfg, "encode", True):
+        raise ConfigError("seq2seq: trains on the encoded pairs; set tokenizer.encode: true")
+    return dataclasses.replace(tokenizer_cfg, **changes) if changes else tokenizer_cfg

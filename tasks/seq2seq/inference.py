@@ -1,0 +1,174 @@
+"""A trained encoder-decoder as something that translates: :class:`Translator` (what ``Artifact.load()`` returns for
+a seq2seq artifact, what the registered MLflow pyfunc wraps, and what ``corpusforge seq2seq translate/evaluate``
+and the evaluation step call), plus the scores (sacreBLEU's BLEU and chrF, with their signatures).
+
+A trained model's folder holds ``config.json`` (family and model config, as corpusforge.models.zoo saves it, plus
+``tokenizer`` and ``translation``: the directions it learned, each with its task prefix) and ``model.safetensors``.
+Sources are encoded as the training data was (the tokenizer's ids, no bos/eos; a direction's prefix ids before them)
+and decoded with corpusforge.models.decoding (greedy when beam is 1, else beam search)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# what decoding does unless asked otherwise (tasks.seq2seq.config.DecodeConfig has the same defaults)
+DEFAULT_BEAM, DEFAULT_LENGTH_PENALTY, DEFAULT_MAX_LEN, DEFAULT_BATCH = 5, 0.6, 128, 64
+
+
+@dataclass(frozen=True)
+class Direction:
+    """One direction a model learned: from one field to another, with the task prefix its sources carry."""
+
+    source: str
+    target: str
+    prefix: str
+    prefix_ids: tuple[int, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.source}-{self.target}"
+
+
+class Translator:
+    """A trained encoder-decoder and its tokenizer: ``translate(texts)`` gives one translation per text."""
+
+    def __init__(self, model, tokenizer, spec: dict[str, Any]):
+        self.model, self.tokenizer, self.spec = model, tokenizer, spec
+        translation = spec.get("translation") or {}
+        self.directions = [Direction(d["source"], d["target"], d.get("prefix", ""), tuple(d.get("prefix_ids") or ()))
+                           for d in translation.get("directions") or [{"source": "src", "target": "tgt"}]]
+        cfg = model.cfg
+        self.pad_id, self.bos_id, self.eos_id = int(cfg.pad_id), int(cfg.bos_id), int(cfg.eos_id)
+        self.model_max_len = getattr(cfg, "max_len", None)
+
+    # --- directions ---------------------------------------------------------------------------------------------
+
+    def direction(self, name: str | None = None) -> Direction:
+        """A learned direction by name: None/"" (the first, the headline one), "forward"/"backward", or
+        "<from>-<to>" with the corpus's field names (``src-tgt``, ``de-en``)."""
+        if not name:
+            return self.directions[0]
+        for d in self.directions:
+            if name == d.key:
+                return d
+        first = self.directions[0]
+        wanted = {"forward": (first.source, first.target), "backward": (first.target, first.source)}.get(name)
+        found = next((d for d in self.directions if (d.source, d.target) == wanted), None)
+        if found is None:
+            raise ValueError(f"direction {name!r}: this model translates {', '.join(d.key for d in self.directions)}")
+        return found
+
+    # --- translating --------------------------------------------------------------------------------------------
+
+    def encode(self, texts: Sequence[str], direction: Direction) -> list[list[int]]:
+        """Source ids as the model saw them in training: the prefix's ids, then the text's (no bos/eos)."""
+        return [list(direction.prefix_ids) + list(ids) for ids in self.tokenizer.encode_batch([str(t) for t in texts])]
+
+    def translate_ids(self, sources: Sequence[Sequence[int]], beam: int = DEFAULT_BEAM,
+                      length_penalty: float = DEFAULT_LENGTH_PENALTY, max_len: int = DEFAULT_MAX_LEN,
+                      batch_size: int = DEFAULT_BATCH, return_attention: bool = False):
+        """Target ids (no bos/eos) for each source id list, in order; batches of similar length are decoded together.
+        With ``return_attention``: ``(ids, attentions)``, per sentence a (steps, heads, T_src) tensor, one row per
+        returned token plus the eos's when it ended (corpusforge.models.decoding), or None."""
+        import torch
+
+        from corpusforge.models.batching import pad
+        from corpusforge.models.decoding import beam_search, greedy
+
+        if beam < 1 or max_len < 1 or batch_size < 1:
+            raise ValueError("beam, max_len and batch size: must be >= 1")
+        cap = min(max_len, self.model_max_len) if self.model_max_len else max_len
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        out: list[list[int] | None] = [None] * len(sources)
+        maps: list[Any] = [None] * len(sources)
+        device = next(self.model.parameters()).device
+        self.model.eval()
+        with torch.no_grad():
+            for start in range(0, len(order), batch_size):
+                chunk = order[start: start + batch_size]
+                # the source as the objective builds it in training (corpusforge.models.objectives.Seq2Seq.collate):
+                # the ids as they are, padded, cut to the model's max_len
+                src, mask = pad([list(sources[i]) for i in chunk], self.pad_id, self.model_max_len)
+                src, mask = src.to(device), mask.to(device)
+                if beam == 1:
+                    found = greedy(self.model, src, mask, self.bos_id, self.eos_id, cap,
+                                   return_attention=return_attention)
+                else:
+                    found = beam_search(self.model, src, mask, self.bos_id, self.eos_id, beam, cap, length_penalty,
+                                        return_attention=return_attention)
+                ids, attention = found if return_attention else (found, [None] * len(chunk))
+                for i, hyp, att in zip(chunk, ids, attention):
+                    out[i], maps[i] = [int(t) for t in hyp], att
+        return (out, maps) if return_attention else out
+
+    def translate(self, texts: str | Sequence[str], beam: int = DEFAULT_BEAM,
+                  length_penalty: float = DEFAULT_LENGTH_PENALTY, max_len: int = DEFAULT_MAX_LEN,
+                  direction: str | None = None, batch_size: int = DEFAULT_BATCH) -> list[str]:
+        """One detokenized translation per text (a single string gives a list of one)."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if not texts:
+            return []
+        d = self.direction(direction)
+        ids = self.translate_ids(self.encode(texts, d), beam, length_penalty, max_len, batch_size)
+        return [self.tokenizer.decode(x) for x in ids]
+
+    def alignment(self, text: str, beam: int = 1, direction: str | None = None, max_len: int = DEFAULT_MAX_LEN):
+        """(source tokens, output tokens, attention (heads, T_out, T_src)) of one translated sentence: what the
+        alignment heatmap draws. The source tokens include the prefix's (cut to the model's max_len, as the model
+        read them); the output tokens end with the eos when the translation ended with one."""
+        d = self.direction(direction)
+        source = self.encode([text], d)[0][: self.model_max_len]
+        ids, maps = self.translate_ids([source], beam, DEFAULT_LENGTH_PENALTY, max_len, 1, return_attention=True)
+        if maps[0] is None:
+            raise ValueError(f"a {self.spec.get('family')} model gives no attention map")
+        attention = maps[0].permute(1, 0, 2)  # (heads, steps, T_src)
+        output = [self.tokenizer.id_to_token(i) for i in ids[0]]
+        if attention.shape[1] == len(output) + 1:  # the step that emitted the eos
+            output.append(self.tokenizer.id_to_token(self.eos_id))
+        return [self.tokenizer.id_to_token(i) for i in source], output, attention
+
+
+def load_translator(model_dir: str | Path, tokenizer_dir: str | Path | None = None, device: str = "cpu") -> Translator:
+    """The model saved in ``model_dir`` with its tokenizer (the one its config.json records, store-relative, unless
+    ``tokenizer_dir`` is given: the registered MLflow model carries its own copy)."""
+    from corpusforge.models.tokenization import load_tokenizer
+    from corpusforge.models.zoo import load_model
+    from corpusforge.storage.store import resolve_recorded
+
+    model_dir = Path(model_dir)
+    spec = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    if tokenizer_dir is None:
+        recorded = (spec.get("tokenizer") or {}).get("path")
+        if not recorded:
+            raise ValueError(f"{model_dir}: config.json records no tokenizer")
+        tokenizer_dir = resolve_recorded(recorded, model_dir)
+    return Translator(load_model(model_dir, device=device), load_tokenizer(tokenizer_dir), spec)
+
+
+def load_artifact(artifact_dir: Path, manifest: dict[str, Any]) -> Translator:
+    """``Artifact.load()`` of a seq2seq artifact (declared as the seq2seq step's loader)."""
+    return load_translator(artifact_dir)
+
+
+# --- scores ---------------------------------------------------------------------------------------------------------
+
+def score(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
+    """sacreBLEU on detokenized text, one reference per sentence: ``bleu`` (its default: 13a tokenization, cased),
+    ``chrf`` (chrF2, character 6-grams) and ``bleu_tok_lc``, the figure the PyTorch seq2seq tutorials report (BLEU
+    on lowercased tokens; sacreBLEU's 13a tokenizer stands in for their spaCy tokens), each with its signature."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} translations for {len(references)} references")
+    hyps, refs = [str(h) for h in hypotheses], [[str(r) for r in references]]
+    out: dict[str, Any] = {}
+    for key, metric in (("bleu", BLEU()), ("chrf", CHRF()), ("bleu_tok_lc", BLEU(lowercase=True, tokenize="13a"))):
+        result = metric.corpus_score(hyps, refs)
+        out[key] = float(result.score)
+        out[f"{key}_signature"] = str(metric.get_signature())
+    out["sentences"] = len(hyps)
+    return out

@@ -1,0 +1,62 @@
+"""The MLflow pyfunc flavor of a trained encoder-decoder: ``mlflow.pyfunc.load_model(uri).predict(texts, params)``
+translates.
+
+MLflow imports this module by name (the model's ``loader_module``) and calls ``_load_pyfunc(data_path)``. Nothing is
+pickled: the data directory holds ``seq2seq/`` (``config.json`` + ``model.safetensors``) and ``tokenizer/`` (the
+tokenizer artifact's files). The PyTorch module itself is ``get_raw_model()``.
+
+Input: a string, a list of strings, a dict with ``text``, or a DataFrame (its ``text`` column, else its first).
+Output: one translation per text. Params (all optional): see ``DEFAULT_PARAMS``; ``direction`` "" is the model's
+first (headline) direction, else ``forward``/``backward`` or ``<from>-<to>`` with the corpus's field names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from corpusforge.tasks.seq2seq.inference import DEFAULT_BEAM, DEFAULT_LENGTH_PENALTY, DEFAULT_MAX_LEN, load_translator
+
+# MLflow params need concrete values (their types come from these defaults)
+DEFAULT_PARAMS: dict[str, Any] = {"beam": DEFAULT_BEAM, "length_penalty": DEFAULT_LENGTH_PENALTY,
+                                  "max_len": DEFAULT_MAX_LEN, "direction": ""}
+
+
+def _texts(model_input: Any) -> list[str]:
+    if isinstance(model_input, str):
+        return [model_input]
+    if isinstance(model_input, dict):
+        value = model_input.get("text")
+        return [value] if isinstance(value, str) else [str(v) for v in value or []]
+    if hasattr(model_input, "columns"):  # a pandas DataFrame, as MLflow's schema enforcement hands it over
+        column = "text" if "text" in model_input.columns else model_input.columns[0]
+        return [str(v) for v in model_input[column].tolist()]
+    if isinstance(model_input, (list, tuple)):
+        return [str(v) for v in model_input]
+    raise TypeError(f"texts: a string, a list of strings or a DataFrame with a 'text' column, "
+                    f"not {type(model_input).__name__}")
+
+
+class Seq2SeqTranslator:
+    """What ``mlflow.pyfunc.load_model`` wraps: the translator and a ``predict`` that translates."""
+
+    def __init__(self, data_path: str | Path):
+        data = Path(data_path)
+        self.translator = load_translator(data / "seq2seq", tokenizer_dir=data / "tokenizer")
+
+    def get_raw_model(self):
+        """The torch ``nn.Module`` (what ``PyFuncModel.get_raw_model()`` returns)."""
+        return self.translator.model
+
+    def predict(self, model_input: Any, params: dict[str, Any] | None = None) -> list[str]:
+        unknown = set(params or {}) - set(DEFAULT_PARAMS)
+        if unknown:
+            raise ValueError(f"params: unknown {sorted(unknown)}; allowed: {', '.join(DEFAULT_PARAMS)}")
+        p = {**DEFAULT_PARAMS, **(params or {})}
+        return self.translator.translate(_texts(model_input), beam=int(p["beam"]),
+                                         length_penalty=float(p["length_penalty"]), max_len=int(p["max_len"]),
+                                         direction=str(p["direction"]) or None)
+
+
+def _load_pyfunc(data_path: str) -> Seq2SeqTranslator:
+    return Seq2SeqTranslator(data_path)

@@ -1,0 +1,46 @@
+"""The seq2seq stage's entry in the MLflow model registry: a trained encoder-decoder is registered as a pyfunc that
+translates (corpusforge.tasks.seq2seq.pyfunc), under its name. Declared in the stage's ``Registers``
+(tasks/seq2seq/__init__.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def translates(model_dir: Path) -> bool:
+    """Registered when its family can translate (every pair family does today; asked, not assumed)."""
+    from corpusforge.models.family import family
+
+    return family(json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))["family"]).can("translate")
+
+
+def register_seq2seq(tracker, run_id: str, manifest: dict[str, Any], model_dir: Path) -> dict[str, str]:
+    """Register a trained encoder-decoder as a translating pyfunc: ``data/seq2seq`` (config.json + weights) and
+    ``data/tokenizer`` (the tokenizer artifact's files), nothing pickled. Each new artifact adds a version, which
+    ``models:/NAME@latest`` resolves to."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from corpusforge.storage.store import resolve_recorded
+    from corpusforge.tasks.seq2seq.pyfunc import DEFAULT_PARAMS
+
+    spec = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    recorded = (spec.get("tokenizer") or {}).get("path")
+    tokenizer_dir = resolve_recorded(recorded, Path(model_dir)) if recorded else None
+    if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
+        raise ValueError(f"{model_dir}: its tokenizer ({tokenizer_dir}) is missing, so the model cannot be registered")
+    requirements = []
+    for package in ("corpusforge", "torch", "safetensors", "tokenizers", "numpy"):
+        try:
+            requirements.append(f"{package}=={version(package).split('+')[0]}")
+        except PackageNotFoundError:
+            requirements.append(package)
+    tags = {"corpusforge.artifact_id": manifest["id"], "corpusforge.step": "seq2seq",
+            "corpusforge.family": str(spec.get("family")), "corpusforge.tokenizer_id": str(spec["tokenizer"].get("id")),
+            "corpusforge.directions": ",".join(f"{d['source']}-{d['target']}"
+                                               for d in (spec.get("translation") or {}).get("directions", []))}
+    return tracker.register_pyfunc_model(
+        run_id, str(manifest["name"]), {"seq2seq": Path(model_dir), "tokenizer": Path(tokenizer_dir)},
+        loader_module="corpusforge.tasks.seq2seq.pyfunc", pip_requirements=requirements, params=DEFAULT_PARAMS,
+        tags=tags, kind="seq2seq", artifact_key="seq2seq")
