@@ -99,11 +99,15 @@ def print_pipeline_summary(console: Console, summary: dict[str, Any]) -> None:
                           f"{summary['mlflow_run_id']}{query} (report.html; also the Prefect flow run's "
                           "corpusforge-report artifact)")
             console.print(f"  runs:       {base}/#/experiments/{summary['mlflow_experiment_id']}{query}")
+    from corpusforge.stages import STAGES
+
+    described = {s.registers.step: s.registers.what for s in STAGES if s.registers is not None}
     for model in summary.get("registered_models") or []:
         if "error" in model:
             console.print(f"  model:      [yellow]{model['name']} was not registered[/]: {model['error']}")
         else:
-            console.print(f"  model:      {model['uri']} (also {model['latest_uri']}), a text-generating pyfunc")
+            console.print(f"  model:      {model['uri']} (also {model['latest_uri']}), "
+                          f"{described.get(model.get('step'), 'a pyfunc')}")
     console.print(f"  UIs:        corpusforge ui --store {store}   (Prefect + MLflow on 127.0.0.1)")
     console.print(
         f"  {summary['steps_computed']} step(s) computed, {summary['steps_reused']} reused from the store"

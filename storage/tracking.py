@@ -19,6 +19,7 @@ import os
 import re
 import socket
 import time
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -592,9 +593,11 @@ class Tracker:
             for key, src in data_dirs.items():
                 shutil.copytree(src, data / key, ignore=shutil.ignore_patterns("manifest.json", ".*"))
             model_dir = Path(tmp) / "model"
-            mlflow.pyfunc.save_model(str(model_dir), loader_module=loader_module, data_path=str(data),
-                                     pip_requirements=list(pip_requirements), signature=signature,
-                                     metadata={k: str(v) for k, v in tags.items()})
+            with warnings.catch_warnings():  # the signature above says what goes in: no example is needed
+                warnings.filterwarnings("ignore", message=".*input example was not provided", category=UserWarning)
+                mlflow.pyfunc.save_model(str(model_dir), loader_module=loader_module, data_path=str(data),
+                                         pip_requirements=list(pip_requirements), signature=signature,
+                                         metadata={k: str(v) for k, v in tags.items()})
             self.client.log_model_artifacts(logged.model_id, str(model_dir))
         self.client.finalize_logged_model(logged.model_id, "READY")
         try:

@@ -40,11 +40,13 @@ class StepOutputs:
 @dataclass(frozen=True)
 class Registers:
     """A step whose artifacts go to the MLflow model registry: ``wants(artifact_dir) -> bool`` says whether this
-    one does, ``register(tracker, run_id, manifest, artifact_dir) -> dict`` registers it (both "module:function")."""
+    one does, ``register(tracker, run_id, manifest, artifact_dir) -> dict`` registers it (both "module:function");
+    ``what`` is how the run's summary names what was registered ("a pyfunc that translates")."""
 
     step: str
     wants: str
     register: str
+    what: str = "a pyfunc"
 
 
 @dataclass(frozen=True)

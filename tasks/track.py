@@ -165,6 +165,7 @@ def _try_register(tracker, run_id, manifest: dict[str, Any], lm_dir: Path, regis
         if if_missing:
             info = tracker.find_model_version(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"])
         info = dict(info or load(registers.register)(tracker, _parent_id(run_id), manifest, lm_dir))
+        info["step"] = registers.step  # which stage's model it is (the summary says what it does)
         # remembered in the store, so a later run whose every step is published answers without MLflow
         location = info.pop("source", "")
         recorded = dict(info)

@@ -23,8 +23,8 @@ from corpusforge.api import seq2seq_config as train_config  # noqa: E402 - the A
 from corpusforge.cli.common import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, out  # noqa: E402
 
 PairOpt = tuple[Path, Path]
-BeamOpt = Annotated[Optional[int], typer.Option("--beam", min=1, help="Beam size (1: greedy). Default: the "
-                                                                      "model's decode.beam.")]
+BeamOpt = Annotated[Optional[int], typer.Option("--beam", min=1, help="Beam size (1: greedy). Default: 5, "
+                                                                      "seq2seq.decode's default (length penalty 0.6).")]
 
 
 def _pairs_exist(*pairs: Optional[PairOpt]) -> None:

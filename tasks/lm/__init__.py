@@ -16,6 +16,7 @@ STAGE = Stage(
         "lm_sample": StepOutputs(mlflow=("sample.txt",)),
     },
     registers=Registers(step="lm", wants="corpusforge.tasks.lm.register:generates",
-                        register="corpusforge.tasks.lm.register:register_lm"),
+                        register="corpusforge.tasks.lm.register:register_lm",
+                        what="a text-generating pyfunc"),
     adjust_upstream="corpusforge.tasks.lm.config:tokenizer_for",
 )

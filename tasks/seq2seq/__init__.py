@@ -19,6 +19,7 @@ STAGE = Stage(
                                     report_plots="corpusforge.tasks.seq2seq.report:report_plots"),
     },
     registers=Registers(step="seq2seq", wants="corpusforge.tasks.seq2seq.register:translates",
-                        register="corpusforge.tasks.seq2seq.register:register_seq2seq"),
+                        register="corpusforge.tasks.seq2seq.register:register_seq2seq",
+                        what="a pyfunc that translates"),
     adjust_upstream="corpusforge.tasks.seq2seq.config:tokenizer_for",
 )

@@ -1,0 +1,134 @@
+"""Greedy and beam search (corpusforge.models.decoding) for both encoder-decoder families: beam 1 is greedy, a
+beam wide enough to keep every hypothesis finds the exact best translation (checked by enumerating them all and
+scoring each with a teacher-forced pass), and a batch decodes as its sentences do one by one."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from corpusforge.models import decoding
+from corpusforge.models.batching import pad
+from corpusforge.models.seq2seq.model import RNNSeq2Seq
+from corpusforge.models.transformer.model import Transformer
+from tests.models.seq2seq_fixtures import (
+    BOS,
+    EOS,
+    PAD,
+    held_out_batch,
+    rnn_config,
+    trained_rnn,
+    trained_transformer,
+    transformer_config,
+)
+
+TINY = {"vocab_size": 5}  # pad, bos, eos and two tokens: few enough hypotheses to enumerate them all
+
+
+def untrained(kind: str, **overrides) -> torch.nn.Module:
+    torch.manual_seed(3)
+    if kind == "transformer":
+        return Transformer(transformer_config(dropout=0.0, **overrides)).eval()
+    return RNNSeq2Seq(rnn_config(attention=kind, n_embd=16, n_hidden=16, **overrides)).eval()
+
+
+def sources(vocab: int = 13) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(5)
+    rows = [torch.randint(3, vocab, (n,), generator=gen).tolist() for n in (6, 3, 1, 5)]
+    return pad(rows, PAD)
+
+
+@pytest.mark.parametrize("kind", ["transformer", "bahdanau", "luong-general", "none"])
+def test_beam_one_is_greedy_on_untrained_models(kind):
+    """Random weights give varied outputs that run to max_len or stop early: beam 1 must pick greedy's tokens."""
+    model = untrained(kind)
+    src, mask = sources()
+    assert decoding.beam_search(model, src, mask, BOS, EOS, beam=1, max_len=12) == \
+        decoding.greedy(model, src, mask, BOS, EOS, max_len=12)
+
+
+@pytest.mark.parametrize("which", ["transformer", "rnn"])
+def test_beam_one_is_greedy_on_the_trained_models(which):
+    model = trained_transformer() if which == "transformer" else trained_rnn()
+    src, mask, _ = held_out_batch(60)
+    assert decoding.beam_search(model, src, mask, BOS, EOS, beam=1) == decoding.greedy(model, src, mask, BOS, EOS)
+
+
+def every_hypothesis(max_len: int, vocab: int) -> tuple[list[list[int]], list[bool]]:
+    """Every output beam search can return with ``max_len`` steps: up to max_len - 1 non-eos tokens then the eos
+    (ended), or max_len non-eos tokens cut there (not ended)."""
+    tokens = [t for t in range(vocab) if t != EOS]
+    hyps, ended = [], []
+    for n in range(max_len):
+        for seq in itertools.product(tokens, repeat=n):
+            hyps.append(list(seq))
+            ended.append(True)
+    for seq in itertools.product(tokens, repeat=max_len):
+        hyps.append(list(seq))
+        ended.append(False)
+    return hyps, ended
+
+
+@pytest.mark.parametrize("kind", ["transformer", "bahdanau"])
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_a_beam_that_keeps_everything_finds_the_exact_best(kind, alpha):
+    """With 4 non-eos tokens and 3 steps there are 85 outputs; a beam of 100 drops none, so its answer must be the
+    argmax of log P(y|x) / lp(y) over all of them (each scored by a separate teacher-forced pass). A larger alpha
+    (GNMT's length penalty) must not give shorter outputs."""
+    model = untrained(kind, **TINY)
+    src, mask = sources(vocab=5)
+    max_len = 3
+    hyps, ended = every_hypothesis(max_len, 5)
+    found = decoding.beam_search(model, src, mask, BOS, EOS, beam=100, max_len=max_len, length_penalty=alpha)
+    for row in range(src.shape[0]):
+        one, one_mask = src[row: row + 1].expand(len(hyps), -1), mask[row: row + 1].expand(len(hyps), -1)
+        scores = decoding.score(model, one, one_mask, hyps, BOS, EOS, alpha, ended)
+        best = max(range(len(hyps)), key=lambda i: scores[i])
+        assert found[row] == hyps[best], (row, scores[best])
+
+
+def test_a_larger_length_penalty_gives_outputs_at_least_as_long():
+    model = untrained("transformer", **TINY)
+    src, mask = sources(vocab=5)
+    lengths = [sum(map(len, decoding.beam_search(model, src, mask, BOS, EOS, beam=8, max_len=6, length_penalty=a)))
+               for a in (0.0, 1.0, 3.0)]
+    assert lengths == sorted(lengths)
+
+
+@pytest.mark.parametrize("kind", ["transformer", "luong-dot"])
+def test_a_batch_decodes_as_its_sentences_one_by_one(kind):
+    """Padding a sentence into a batch changes none of its tokens (greedy and beam), nor its attention map."""
+    model = untrained(kind)
+    src, mask = sources()
+    batch_beam = decoding.beam_search(model, src, mask, BOS, EOS, beam=3, max_len=10)
+    batch_greedy, maps = decoding.greedy(model, src, mask, BOS, EOS, max_len=10, return_attention=True)
+    for row in range(src.shape[0]):
+        n = int(mask[row].sum())
+        one, one_mask = src[row: row + 1, :n], mask[row: row + 1, :n]
+        assert decoding.beam_search(model, one, one_mask, BOS, EOS, beam=3, max_len=10) == [batch_beam[row]]
+        alone, alone_maps = decoding.greedy(model, one, one_mask, BOS, EOS, max_len=10, return_attention=True)
+        assert alone == [batch_greedy[row]]
+        assert maps[row].shape == alone_maps[0].shape
+        torch.testing.assert_close(maps[row], alone_maps[0], atol=1e-5, rtol=1e-4)
+
+
+def test_beam_search_on_the_trained_transformer_is_at_least_as_likely_as_greedy():
+    """On the reversal task the model is sure of itself: beam 4's outputs score no worse than greedy's under the
+    model (summed over the batch, the quantity beam search maximises per sentence)."""
+    model = trained_transformer()
+    src, mask, references = held_out_batch(40)
+    greedy_out = decoding.greedy(model, src, mask, BOS, EOS)
+    beam_out = decoding.beam_search(model, src, mask, BOS, EOS, beam=4, length_penalty=0.0)
+    greedy_scores = decoding.score(model, src, mask, greedy_out, BOS, EOS)
+    beam_scores = decoding.score(model, src, mask, beam_out, BOS, EOS)
+    assert sum(beam_scores) >= sum(greedy_scores) - 1e-4
+    assert sum(b == r for b, r in zip(beam_out, references)) >= 0.95 * len(references)
+
+
+def test_bad_beam_sizes_are_refused():
+    model = untrained("transformer")
+    src, mask = sources()
+    with pytest.raises(ValueError, match="beam: must be >= 1"):
+        decoding.beam_search(model, src, mask, BOS, EOS, beam=0)
