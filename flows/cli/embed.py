@@ -212,3 +212,62 @@ def neighbors(
         err.print(f"{', '.join(oov)}: not in the vocabulary; vector built from {source}")
     for w, s in hits:
         out.print(f"{s:.4f}  {w}")
+
+
+@app.command()
+def contextual(
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="An encoder lm's artifact id or unique prefix "
+                                                                  "(family encoder: `lm train --set family=encoder`).")],
+    first: Annotated[str, typer.Argument(metavar="SENTENCE_A", help="A sentence with the word, e.g. 'the river bank'.")],
+    second: Annotated[str, typer.Argument(metavar="SENTENCE_B", help="Another, e.g. 'the bank account'.")],
+    word: Annotated[str, typer.Option("--word", help="The word whose two vectors are compared.")],
+    static: Annotated[Optional[str], typer.Option("--static", metavar="ID", help="An embeddings artifact (word2vec, "
+                                                  "fastText, GloVe): its one vector for the word, for comparison.")] = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The cosine of WORD's contextual vectors in two sentences (the encoder's last-layer states over the word's
+    tokens), next to that of the one static vector a word embedding gives it in both."""
+    from corpusforge.models.contextual import cosine, word_vector
+    from corpusforge.models.family import family
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.lm.inference import load_trained
+
+    try:
+        found = Catalog(ArtifactStore(_store(store))).get(artifact_id)
+    except LookupError as exc:
+        _fail(str(exc.args[0]), 2)
+    if found.manifest.get("step") != "lm":
+        _fail(f"{artifact_id}: is a {found.manifest.get('step')!r} artifact, not an encoder lm", 2)
+    name = json.loads((found.path / "config.json").read_text(encoding="utf-8")).get("family")
+    if not family(name).can("embed"):
+        _fail(f"{artifact_id}: a {name} model reads left to right and gives no two-sided word vectors; train an "
+              "encoder (`corpusforge lm train FILE --preset shakespeare-char-cpu --set family=encoder`)", 2)
+    try:
+        model, tok, _spec = load_trained(found.path)
+        vectors = [word_vector(model, tok, sentence, word) for sentence in (first, second)]
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    report = {"id": found.manifest["id"], "word": word, "sentences": [first, second],
+              "tokens": [v[1] for v in vectors], "contextual_cosine": cosine(vectors[0][0], vectors[1][0]),
+              "static_id": None, "static_cosine": None}
+    if static is not None:
+        from corpusforge.models.word2vec import load_vectors
+
+        emb = _find_embeddings(static, store)
+        words, table = load_vectors(emb.path / "vectors.bin")
+        key = word.lower() if emb.manifest["config"].get("lowercase", False) else word
+        if key not in words:
+            _fail(f"{word!r} is not in the vocabulary of {emb.manifest['id'][:12]}", 1)
+        vector = table[words.index(key)]
+        # the static vector is looked up, not computed from the sentence: the same in both
+        report.update(static_id=emb.manifest["id"], static_cosine=cosine(vector, vector))
+    if as_json:
+        print(json.dumps(report, ensure_ascii=False))
+        return
+    out.print(f"{word!r} in {first!r} (tokens {vectors[0][1]}) and in {second!r} (tokens {vectors[1][1]})")
+    out.print(f"  contextual ({name} {found.manifest['id'][:12]}): cosine {report['contextual_cosine']:.4f}")
+    if report["static_cosine"] is not None:
+        out.print(f"  static ({emb.manifest['config'].get('kind', 'embeddings')} {emb.manifest['id'][:12]}): "
+                  f"cosine {report['static_cosine']:.4f} (one vector per word, whatever the sentence)")

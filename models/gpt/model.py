@@ -180,6 +180,16 @@ class GPT(nn.Module):
 
     def forward(self, idx: torch.Tensor, state=None, return_attention: bool = False):
         """idx (B, T) -> (logits (B, T, V), state=None); with return_attention: (logits, [(B, nh, T, T)] per layer)."""
+        x, maps = self._blocks(idx, return_attention)
+        logits = self.lm_head(self.ln_f(x))
+        return (logits, maps) if return_attention else (logits, None)
+
+    def hidden_states(self, idx: torch.Tensor) -> torch.Tensor:
+        """idx (B, T) -> the last layer's states after the final norm (B, T, n_embd): what the head reads, one
+        contextual vector per token (an encoder's see both sides; a causal model's only the left)."""
+        return self.ln_f(self._blocks(idx, False)[0])
+
+    def _blocks(self, idx: torch.Tensor, return_attention: bool) -> tuple[torch.Tensor, list]:
         B, T = idx.shape
         if T > self.cfg.block_size:
             raise ValueError(f"sequence of {T} tokens is longer than block_size {self.cfg.block_size}")
@@ -193,5 +203,4 @@ class GPT(nn.Module):
         for block in self.blocks:
             x, w = block(x, return_attention)
             maps.append(w)
-        logits = self.lm_head(self.ln_f(x))
-        return (logits, maps) if return_attention else (logits, None)
+        return x, maps
