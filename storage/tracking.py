@@ -20,7 +20,7 @@ import re
 import socket
 import time
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -717,3 +717,35 @@ def open_tracker(store_root: Path, experiment: str, enabled: bool = True) -> Tra
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ.setdefault("DO_NOT_TRACK", "true")
     return Tracker(store_root, experiment)
+
+
+def pyfunc_texts(model_input: Any, column: str) -> list[str]:
+    """The texts a registered pyfunc model was given: a string, a list of strings, ``{column: ...}`` or a DataFrame
+    (as MLflow's schema enforcement hands it over; ``column`` if it has one, else its first column)."""
+    if isinstance(model_input, str):
+        return [model_input]
+    if isinstance(model_input, dict):
+        value = model_input.get(column)
+        return [value] if isinstance(value, str) else [str(v) for v in value or []]
+    if hasattr(model_input, "columns"):
+        name = column if column in model_input.columns else model_input.columns[0]
+        return [str(v) for v in model_input[name].tolist()]
+    if isinstance(model_input, (list, tuple)):
+        return [str(v) for v in model_input]
+    raise TypeError(f"{column}s: a string, a list of strings or a DataFrame with a {column!r} column, "
+                    f"not {type(model_input).__name__}")
+
+
+def pyfunc_requirements(packages: Sequence[str] = ("corpusforge", "torch", "safetensors", "tokenizers", "numpy")
+                        ) -> list[str]:
+    """pip requirements of a registered model: each package pinned to the installed version (local tags such as
+    +cpu dropped), or unpinned when it is not installed here."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for package in packages:
+        try:
+            out.append(f"{package}=={version(package).split('+')[0]}")
+        except PackageNotFoundError:
+            out.append(package)
+    return out

@@ -12,7 +12,7 @@ import dataclasses
 import re
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
@@ -385,3 +385,23 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping, got {type(data).__name__}")
     return data
+
+
+def derived_model_config(family_name: str, model: Any, vocab_size: int, special_ids: Mapping[str, int] | None,
+                         example: Callable[[str], str]) -> Any:
+    """A stage's model config with what the tokenizer sets: its vocabulary size and the ids the family derives
+    from special-token roles (corpusforge.models.family ``derived``: an encoder's mask_id, a translation model's
+    pad/bos/eos ids). A missing role is a ConfigError naming the key to set (``example(role)``: a token for it)."""
+    from corpusforge.models.family import families
+
+    derived: dict[str, int] = {"vocab_size": vocab_size}
+    for name, roles in families()[family_name].derived.items():
+        found = next((special_ids[r] for r in roles if special_ids and special_ids.get(r) is not None), None)
+        if found is None:
+            raise ConfigError(f"family {family_name} needs the tokenizer's {' or '.join(roles)} token for "
+                              f"model.{name}: set tokenizer.roles.{roles[0]} (e.g. {example(roles[0])})")
+        derived[name] = int(found)
+    try:
+        return dataclasses.replace(model, **derived)
+    except ValueError as exc:
+        raise ConfigError(f"model.{exc}") from None

@@ -10,7 +10,7 @@ from typing import Any
 
 from corpusforge.models.configs import TrainConfig
 from corpusforge.models.family import FamilyConfigs, families
-from corpusforge.tasks.config import NOT_IN_ID, ConfigError, artifact_ref, check_artifact_name, from_dict
+from corpusforge.tasks.config import NOT_IN_ID, ConfigError, derived_model_config, artifact_ref, check_artifact_name, from_dict
 
 # The token a family's role is given when a run adds it to the tokenizer (BERT's names)
 DEFAULT_ROLE_TOKENS = {"pad": "[PAD]", "mask": "[MASK]", "cls": "[CLS]", "sep": "[SEP]", "bos": "<s>", "eos": "</s>"}
@@ -87,18 +87,8 @@ class LMConfig:
     def model_config(self, vocab_size: int, special_ids: dict[str, int] | None = None) -> object:
         """The model's config with what the tokenizer sets: its vocabulary size, and the ids the family derives
         from special-token roles (an encoder's mask_id, an NPLM's pad_id; corpusforge.models.family)."""
-        derived: dict[str, int] = {"vocab_size": vocab_size}
-        for name, roles in families()[self.family].derived.items():
-            found = next((special_ids[r] for r in roles if special_ids and special_ids.get(r) is not None), None)
-            if found is None:
-                raise ConfigError(f"family {self.family} needs the tokenizer's {' or '.join(roles)} token for "
-                                  f"model.{name}: set tokenizer.roles.{roles[0]} (e.g. "
-                                  f"{DEFAULT_ROLE_TOKENS.get(roles[0], '[' + roles[0].upper() + ']')})")
-            derived[name] = int(found)
-        try:
-            return dataclasses.replace(self.model, **derived)
-        except ValueError as exc:
-            raise ConfigError(f"model.{exc}") from None
+        return derived_model_config(self.family, self.model, vocab_size, special_ids,
+                                    lambda role: DEFAULT_ROLE_TOKENS.get(role, f"[{role.upper()}]"))
 
     def train_config(self) -> TrainConfig:
         return self.train

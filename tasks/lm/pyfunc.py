@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from corpusforge.storage.tracking import pyfunc_texts
 from corpusforge.tasks.lm.config import GENERATE_DEFAULTS
 from corpusforge.tasks.lm.inference import generate_text, load_trained
 
@@ -23,21 +24,6 @@ DEFAULT_PARAMS: dict[str, Any] = {"max_new_tokens": GENERATE_DEFAULTS["max_new_t
                                   "temperature": GENERATE_DEFAULTS["temperature"],
                                   "top_k": GENERATE_DEFAULTS["top_k"] or 0, "top_p": GENERATE_DEFAULTS["top_p"] or 1.0,
                                   "seed": GENERATE_DEFAULTS["seed"], "greedy": False}
-
-
-def _prompts(model_input: Any) -> list[str]:
-    if isinstance(model_input, str):
-        return [model_input]
-    if isinstance(model_input, dict):
-        value = model_input.get("prompt")
-        return [value] if isinstance(value, str) else [str(v) for v in value or []]
-    if hasattr(model_input, "columns"):  # a pandas DataFrame, as MLflow's schema enforcement hands it over
-        column = "prompt" if "prompt" in model_input.columns else model_input.columns[0]
-        return [str(v) for v in model_input[column].tolist()]
-    if isinstance(model_input, (list, tuple)):
-        return [str(v) for v in model_input]
-    raise TypeError(f"prompts: a string, a list of strings or a DataFrame with a 'prompt' column, "
-                    f"not {type(model_input).__name__}")
 
 
 class LMTextGenerator:
@@ -61,7 +47,7 @@ class LMTextGenerator:
                               temperature=float(p["temperature"]), top_k=int(p["top_k"]) or None,
                               top_p=float(p["top_p"]) if float(p["top_p"]) < 1.0 else None, seed=int(p["seed"]),
                               eot_id=eot)
-                for prompt in _prompts(model_input)]
+                for prompt in pyfunc_texts(model_input, 'prompt')]
 
 
 def _load_pyfunc(data_path: str) -> LMTextGenerator:

@@ -23,7 +23,7 @@ def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) ->
     The registered name is the lm's name; each new artifact adds a version, which ``@latest`` resolves to.
     """
     import json
-    from importlib.metadata import PackageNotFoundError, version
+    from corpusforge.storage.tracking import pyfunc_requirements
 
     from corpusforge.tasks.lm.pyfunc import DEFAULT_PARAMS
 
@@ -34,15 +34,9 @@ def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) ->
     tokenizer_dir = resolve_recorded(recorded, lm_dir) if recorded else None
     if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
         raise ValueError(f"{lm_dir}: its tokenizer ({tokenizer_dir}) is missing, so the model cannot be registered")
-    requirements = []
-    for package in ("corpusforge", "torch", "safetensors", "tokenizers", "numpy"):
-        try:
-            requirements.append(f"{package}=={version(package).split('+')[0]}")
-        except PackageNotFoundError:
-            requirements.append(package)
     tags = {"corpusforge.artifact_id": manifest["id"], "corpusforge.step": "lm",
             "corpusforge.family": str(spec.get("family")), "corpusforge.tokenizer_id": str(spec["tokenizer"].get("id"))}
     return tracker.register_pyfunc_model(
         run_id, str(manifest["name"]), {"lm": lm_dir, "tokenizer": Path(tokenizer_dir)},
-        loader_module="corpusforge.tasks.lm.pyfunc", pip_requirements=requirements, params=DEFAULT_PARAMS, tags=tags,
+        loader_module="corpusforge.tasks.lm.pyfunc", pip_requirements=pyfunc_requirements(), params=DEFAULT_PARAMS, tags=tags,
         kind="lm", artifact_key="lm")

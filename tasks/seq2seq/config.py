@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from corpusforge.models.configs import TrainConfig
 from corpusforge.models.family import FamilyConfigs, families
-from corpusforge.tasks.config import NOT_IN_ID, ConfigError, check_artifact_name, from_dict
+from corpusforge.tasks.config import NOT_IN_ID, ConfigError, derived_model_config, check_artifact_name, from_dict
 
 MODEL_STEP, EVAL_STEP = "seq2seq", "seq2seq_eval"
 # the stage trains the families that learn from source/target pairs (corpusforge.models.family: trains_on "pairs")
@@ -129,18 +129,8 @@ class Seq2SeqStageConfig:
     def model_config(self, vocab_size: int, special_ids: dict[str, int] | None = None) -> object:
         """The model's config with what the tokenizer sets: its vocabulary size and the ids the family derives from
         special-token roles (pad, bos, eos: corpusforge.models.family ``derived``)."""
-        derived: dict[str, int] = {"vocab_size": vocab_size}
-        for name, roles in families()[self.family].derived.items():
-            found = next((special_ids[r] for r in roles if special_ids and special_ids.get(r) is not None), None)
-            if found is None:
-                raise ConfigError(f"family {self.family} needs the tokenizer's {' or '.join(roles)} token for "
-                                  f"model.{name}: set tokenizer.roles.{roles[0]} (e.g. "
-                                  f"{ROLE_TOKENS.get(roles[0], '<' + roles[0] + '>')})")
-            derived[name] = int(found)
-        try:
-            return dataclasses.replace(self.model, **derived)
-        except ValueError as exc:
-            raise ConfigError(f"model.{exc}") from None
+        return derived_model_config(self.family, self.model, vocab_size, special_ids,
+                                    lambda role: ROLE_TOKENS.get(role, f"<{role}>"))
 
 
 def seq2seq_config_from_dict(data: dict[str, Any]) -> Seq2SeqStageConfig:

@@ -15,26 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from corpusforge.storage.tracking import pyfunc_texts
 from corpusforge.tasks.seq2seq.inference import DEFAULT_BEAM, DEFAULT_LENGTH_PENALTY, DEFAULT_MAX_LEN, load_translator
 
 # MLflow params need concrete values (their types come from these defaults)
 DEFAULT_PARAMS: dict[str, Any] = {"beam": DEFAULT_BEAM, "length_penalty": DEFAULT_LENGTH_PENALTY,
                                   "max_len": DEFAULT_MAX_LEN, "direction": ""}
-
-
-def _texts(model_input: Any) -> list[str]:
-    if isinstance(model_input, str):
-        return [model_input]
-    if isinstance(model_input, dict):
-        value = model_input.get("text")
-        return [value] if isinstance(value, str) else [str(v) for v in value or []]
-    if hasattr(model_input, "columns"):  # a pandas DataFrame, as MLflow's schema enforcement hands it over
-        column = "text" if "text" in model_input.columns else model_input.columns[0]
-        return [str(v) for v in model_input[column].tolist()]
-    if isinstance(model_input, (list, tuple)):
-        return [str(v) for v in model_input]
-    raise TypeError(f"texts: a string, a list of strings or a DataFrame with a 'text' column, "
-                    f"not {type(model_input).__name__}")
 
 
 class Seq2SeqTranslator:
@@ -53,7 +39,7 @@ class Seq2SeqTranslator:
         if unknown:
             raise ValueError(f"params: unknown {sorted(unknown)}; allowed: {', '.join(DEFAULT_PARAMS)}")
         p = {**DEFAULT_PARAMS, **(params or {})}
-        return self.translator.translate(_texts(model_input), beam=int(p["beam"]),
+        return self.translator.translate(pyfunc_texts(model_input, 'text'), beam=int(p["beam"]),
                                          length_penalty=float(p["length_penalty"]), max_len=int(p["max_len"]),
                                          direction=str(p["direction"]) or None)
 

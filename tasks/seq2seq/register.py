@@ -20,7 +20,7 @@ def register_seq2seq(tracker, run_id: str, manifest: dict[str, Any], model_dir: 
     """Register a trained encoder-decoder as a translating pyfunc: ``data/seq2seq`` (config.json + weights) and
     ``data/tokenizer`` (the tokenizer artifact's files), nothing pickled. Each new artifact adds a version, which
     ``models:/NAME@latest`` resolves to."""
-    from importlib.metadata import PackageNotFoundError, version
+    from corpusforge.storage.tracking import pyfunc_requirements
 
     from corpusforge.storage.store import resolve_recorded
     from corpusforge.tasks.seq2seq.pyfunc import DEFAULT_PARAMS
@@ -30,17 +30,11 @@ def register_seq2seq(tracker, run_id: str, manifest: dict[str, Any], model_dir: 
     tokenizer_dir = resolve_recorded(recorded, Path(model_dir)) if recorded else None
     if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
         raise ValueError(f"{model_dir}: its tokenizer ({tokenizer_dir}) is missing, so the model cannot be registered")
-    requirements = []
-    for package in ("corpusforge", "torch", "safetensors", "tokenizers", "numpy"):
-        try:
-            requirements.append(f"{package}=={version(package).split('+')[0]}")
-        except PackageNotFoundError:
-            requirements.append(package)
     tags = {"corpusforge.artifact_id": manifest["id"], "corpusforge.step": "seq2seq",
             "corpusforge.family": str(spec.get("family")), "corpusforge.tokenizer_id": str(spec["tokenizer"].get("id")),
             "corpusforge.directions": ",".join(f"{d['source']}-{d['target']}"
                                                for d in (spec.get("translation") or {}).get("directions", []))}
     return tracker.register_pyfunc_model(
         run_id, str(manifest["name"]), {"seq2seq": Path(model_dir), "tokenizer": Path(tokenizer_dir)},
-        loader_module="corpusforge.tasks.seq2seq.pyfunc", pip_requirements=requirements, params=DEFAULT_PARAMS,
+        loader_module="corpusforge.tasks.seq2seq.pyfunc", pip_requirements=pyfunc_requirements(), params=DEFAULT_PARAMS,
         tags=tags, kind="seq2seq", artifact_key="seq2seq")

@@ -11,13 +11,17 @@ from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.lm.config import lm_config_from_dict
 from corpusforge.tasks.lm.inference import generate_text
 from corpusforge.tasks.lm.train import build_lm
-from corpusforge.tasks.lm.pyfunc import _load_pyfunc, _prompts
+from corpusforge.storage.tracking import pyfunc_texts
+from corpusforge.tasks.lm.pyfunc import _load_pyfunc
 from tests.tasks.lm.lm_fixtures import write_char_shards
 from tests.tasks.lm.test_lm import GPT_SECTION
 
 
 def test_prompts_accept_strings_lists_dicts_and_frames():
     import pandas as pd
+
+    def _prompts(model_input):  # what the lm's pyfunc reads its prompts with
+        return pyfunc_texts(model_input, "prompt")
 
     assert _prompts("a") == ["a"]
     assert _prompts(["a", "b"]) == ["a", "b"]
