@@ -5,15 +5,15 @@
     result["ngram"].load().perplexity(...)
 
 The Python API (``corpusforge.api``: ``run``, ``corpus``, ``tokenizer.train``, ``ngram.estimate``,
-``embed.train``, ``lm.train``, ``seq2seq.train``, ``artifacts.find/show/verify/load``) is imported on first use, so
-``import corpusforge`` stays cheap (the CLI imports this package too). The stage code lives in
+``embed.train``, ``lm.train``, ``seq2seq.train``, ``classify.train``, ``artifacts.find/show/verify/load``) is
+imported on first use, so ``import corpusforge`` stays cheap (the CLI imports this package too). The stage code lives in
 ``corpusforge.tasks``, the model zoo in ``corpusforge.models``, the store in ``corpusforge.storage``.
 """
 
 from __future__ import annotations
 
-API = ("run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "artifacts", "Artifact", "RunResult",
-       "load_config", "run_config")
+API = ("run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "classify", "artifacts", "Artifact",
+       "RunResult", "load_config", "run_config")
 __all__ = list(API)
 
 

@@ -67,7 +67,8 @@ class Artifact:
 
         corpus: ``{split: polars.DataFrame}``; tokenizer: ``tokenizers.Tokenizer`` (classic-bpe: our
         ``ClassicBPETokenizer``); embeddings/glove: gensim ``KeyedVectors``; ngram: the n-gram model
-        (``prob``, ``score_sentence``, ``perplexity``, ...); lm: ``(torch module, tokenizer)``.
+        (``prob``, ``score_sentence``, ``perplexity``, ...); lm: ``(torch module, tokenizer)``; seq2seq: a
+        translator (``.translate(texts)``); classify: a classifier (``.predict(texts)``: labels and probabilities).
         """
         from corpusforge.storage.store import ArtifactStore
 
@@ -368,6 +369,100 @@ def seq2seq_config(src: PathLike, tgt: PathLike, preset: str, valid: PairPaths |
     return config
 
 
+CLASSIFY_PIPELINE_KEYS = (*pipeline_keys("classify"), "embeddings.")
+TEXT_COLUMNS = ("text", "sentence", "review", "content", "document", "body")
+LABEL_COLUMNS = ("label", "labels", "class", "category", "sentiment", "target", "y")
+
+
+def _header(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """The columns of a TSV/CSV/JSONL file and its first rows (up to 1,000), to find the text and label columns."""
+    import csv
+    import itertools
+    import json
+
+    suffix = "".join(Path(path).suffixes[-2:]).lower()
+    with open(path, encoding="utf-8", newline="") as fh:
+        if ".jsonl" in suffix or ".ndjson" in suffix or suffix.endswith(".json"):
+            rows = [json.loads(line) for line in itertools.islice(fh, 1000) if line.strip()]
+            rows = [r for r in rows if isinstance(r, dict)]
+            return (list(rows[0]) if rows else []), rows
+        dialect = "excel-tab" if ".tsv" in suffix or ".tab" in suffix else "excel"
+        reader = csv.DictReader(fh, dialect=dialect)
+        rows = list(itertools.islice(reader, 1000))
+        return list(reader.fieldnames or []), rows
+
+
+def classify_config(train: PathLike, preset: str, valid: PathLike | None = None, test: PathLike | None = None,
+                    init: str | None = None, overrides: Sequence[str] = (), text_column: str | None = None,
+                    label_column: str | None = None) -> dict:
+    """The pipeline config for ``classify train``: a labelled TSV/CSV/JSONL file (its text column and its label
+    column found by name unless given: text/sentence/..., label/class/...; integer labels stay integers), the
+    ``--valid``/``--test`` files pinned to their splits, the preset's tokenizer, embeddings and classify sections,
+    and ``init`` (a pre-trained checkpoint to fine-tune) as ``classify.init``. --set keys without a section prefix
+    address the classify section. A preset that says ``requires: [init]`` without one is a ConfigError, as is a
+    file without the columns."""
+    import glob
+
+    from corpusforge.tasks.config import ConfigError, apply_overrides
+
+    data = load_preset(preset, "classify")
+    name = Path(preset).stem
+    required = list(data.pop("requires", None) or [])
+    if "init" in required and not init and not any(s.startswith(("init=", "classify.init=")) for s in overrides):
+        raise ConfigError(f"--preset {name}: fine-tunes a pre-trained encoder; give --init ID (a bert lm artifact, "
+                          "e.g. one `corpusforge lm train ... --preset bert-mlm-small` made)")
+    given = {"train": train, "valid": valid, "test": test}
+    for split, path in given.items():
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{path}: no such file ({split})")
+    names = {split: Path(p).name for split, p in given.items() if p}
+    if len(set(names.values())) < len(names):
+        raise ConfigError("classify train: the train, --valid and --test files need names of their own (each is one "
+                          f"source named after its file: {', '.join(names.values())})")
+    columns, rows = _header(Path(train))
+    text = text_column or next((c for c in TEXT_COLUMNS if c in columns), None)
+    label = label_column or next((c for c in LABEL_COLUMNS if c in columns), None)
+    for what, found, flag, options in (("text", text, "--text-column", TEXT_COLUMNS),
+                                       ("label", label, "--label-column", LABEL_COLUMNS)):
+        if found is None or found not in columns:
+            raise ConfigError(f"{train}: no {what} column ({found or ' or '.join(options[:3])}); its columns are "
+                              f"{', '.join(columns) or 'none'}: name it with {flag}")
+    values = [r.get(label) for r in rows if r.get(label) not in (None, "")]
+    integers = bool(values) and all(isinstance(v, int) or (isinstance(v, str) and v.strip().lstrip("-").isdigit())
+                                    for v in values)
+    corpus = dict(data.get("corpus") or {})
+    split = dict(corpus.pop("split", None) or {})
+    by_source = dict(split.get("by_source") or {})
+    for part in ("valid", "test"):
+        if given[part]:
+            by_source[glob.escape(names[part])] = part
+            split[part] = 0.0
+    if by_source:
+        split["by_source"] = by_source
+    reader = {**(corpus.pop("reader", None) or {}), "text_field": text,
+              "labels": {"label": {"column": label, "type": "int" if integers else "str"}}}
+    classify = dict(data.get("classify") or {})
+    if init:
+        classify["init"] = init
+    base = {
+        "name": f"classify-{name}",
+        "corpus": {"name": Path(train).stem.split(".")[0][:40] or "labelled", **corpus, "split": split,
+                   "reader": reader, "sources": [str(p) for p in given.values() if p]},
+        "tokenizer": {"name": f"{name}-tok", **(data.get("tokenizer") or {})},
+        "classify": classify,
+        "runner": data.get("runner", {"kind": "threads", "workers": 2}),
+    }
+    for key in ("embeddings", "tracking"):
+        if key in data:
+            base[key] = data[key]
+    config = apply_overrides(base, [s if s.startswith(CLASSIFY_PIPELINE_KEYS) else f"classify.{s}" for s in overrides])
+    held_out = (config.get("corpus") or {}).get("split") or {}
+    if not valid and not float(held_out.get("valid", 0.05) or 0):
+        raise ConfigError(f"--preset {name}: holds out no validation records (corpus.split.valid: 0) and no --valid "
+                          "FILE was given; the model is scored on them: give --valid, or --set corpus.split.valid=0.1")
+    return config
+
+
 # ------------------------------------------------------------------------------------ command groups
 
 
@@ -414,11 +509,22 @@ def _seq2seq_train(src: PathLike, tgt: PathLike, preset: str, valid: PairPaths |
     return _result(run_config(seq2seq_config(src, tgt, preset, valid, test, overrides), store))["seq2seq"]
 
 
+def _classify_train(train: PathLike, preset: str, valid: PathLike | None = None, test: PathLike | None = None,
+                    init: str | None = None, overrides: Sequence[str] = (), store: PathLike | None = None,
+                    text_column: str | None = None, label_column: str | None = None) -> Artifact:
+    """``corpusforge classify train``: a labelled file, the preset's tokenizer (and word vectors) and classifier,
+    fine-tuned from ``init`` when given. Returns the classifier (its metrics: accuracy, f1, per split);
+    ``.load()`` gives something that predicts (``.predict(texts)``: labels and probabilities; ``.evaluate``)."""
+    config = classify_config(train, preset, valid, test, init, overrides, text_column, label_column)
+    return _result(run_config(config, store))["classify"]
+
+
 tokenizer = SimpleNamespace(train=_tokenizer_train)
 ngram = SimpleNamespace(estimate=_ngram_estimate)
 embed = SimpleNamespace(train=_embed_train)
 lm = SimpleNamespace(train=_lm_train)
 seq2seq = SimpleNamespace(train=_seq2seq_train)
+classify = SimpleNamespace(train=_classify_train)
 
 
 # --------------------------------------------------------------------------------------------- artifacts
@@ -460,5 +566,6 @@ def _load(artifact_id: str, store: PathLike | None = None) -> Any:
 
 artifacts = SimpleNamespace(find=_find, show=_show, verify=_verify, load=_load)
 
-__all__ = ["Artifact", "RunResult", "run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "artifacts",
+__all__ = ["Artifact", "RunResult", "run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "classify",
+           "artifacts",
            "load_config", "run_config"]

@@ -181,6 +181,16 @@ def read_manifest(directory: Path) -> dict[str, Any] | None:
     return manifest
 
 
+def input_dir(artifact_dir: Path, step: str) -> Path:
+    """The folder of the ``step`` artifact that ``artifact_dir``'s manifest names as an input, in the same store
+    (an encoding's corpus). A ValueError when it names none."""
+    artifact_dir = Path(artifact_dir).resolve()
+    found = next((i for i in (read_manifest(artifact_dir) or {}).get("inputs") or [] if i.get("step") == step), None)
+    if found is None:
+        raise ValueError(f"{artifact_dir}: its manifest names no {step} input")
+    return ArtifactStore(artifact_dir.parent.parent).artifact_dir(step, found["name"], found["id"])
+
+
 class ArtifactStore:
     """A local directory of published artifacts (an object-store URL, or its cache directory, gives an
     :class:`corpusforge.storage.object_store.ObjectArtifactStore`)."""

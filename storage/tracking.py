@@ -552,16 +552,18 @@ class Tracker:
         data_dirs: Mapping[str, Path],
         loader_module: str,
         pip_requirements: Iterable[str],
-        params: Mapping[str, Any],
+        params: Mapping[str, Any] | None,
         tags: Mapping[str, str],
         kind: str = "lm",
         artifact_key: str | None = None,
+        outputs: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
         """Log a pyfunc model built from directories (no pickle) to ``run_id`` and register a new version.
 
         The model is ``MLmodel`` + ``data/<key>/`` for each of ``data_dirs``; MLflow loads it by importing
         ``loader_module`` and calling its ``_load_pyfunc(data_path)``. Input: strings (a list, or one column);
-        output: a string; ``params`` become the signature's params with their defaults.
+        output: a string, or the named columns of ``outputs`` ({column: MLflow type}: a classifier's label and
+        probabilities); ``params`` become the signature's params with their defaults.
         MLflow reserves the alias ``latest`` for itself: ``models:/NAME@latest`` (and ``models:/NAME/latest``)
         always resolve to the newest version, so each new version *is* ``@latest`` without an explicit
         ``set_registered_model_alias`` (which refuses that name).
@@ -584,8 +586,9 @@ class Tracker:
                 "double" if isinstance(value, float) else "string"
 
         signature = ModelSignature(
-            inputs=Schema([ColSpec("string")]), outputs=Schema([ColSpec("string")]),
-            params=ParamSchema([ParamSpec(k, dtype(v), v) for k, v in params.items()]))
+            inputs=Schema([ColSpec("string")]),
+            outputs=Schema([ColSpec(t, name) for name, t in outputs.items()] if outputs else [ColSpec("string")]),
+            params=ParamSchema([ParamSpec(k, dtype(v), v) for k, v in (params or {}).items()]))
         logged = self.client.create_logged_model(self.experiment_id, name=registered_name, source_run_id=run_id,
                                                  tags=dict(tags))
         with tempfile.TemporaryDirectory(prefix="corpusforge-model-") as tmp:

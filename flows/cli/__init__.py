@@ -43,6 +43,7 @@ def _root(
 # The commands, one module per group (their heavy imports stay inside their commands, so `corpusforge
 # artifacts ...` stays fast), registered in the order `--help` lists them.
 from corpusforge.cli.artifacts import app as artifacts_app  # noqa: E402
+from corpusforge.cli.classify import app as classify_app  # noqa: E402
 from corpusforge.cli.embed import app as embed_app  # noqa: E402
 from corpusforge.cli.export import export as export_command  # noqa: E402
 from corpusforge.cli.lm import app as lm_app  # noqa: E402
@@ -62,6 +63,7 @@ app.add_typer(embed_app, name="embed")
 app.add_typer(ngram_app, name="ngram")
 app.add_typer(lm_app, name="lm")
 app.add_typer(seq2seq_app, name="seq2seq")
+app.add_typer(classify_app, name="classify")
 app.add_typer(server_app, name="server")
 app.command("export")(export_command)
 

@@ -79,26 +79,39 @@ class CausalSelfAttention(nn.Module):
         if cfg.positional == "alibi":
             self.register_buffer("alibi", alibi_bias(cfg.n_head, cfg.block_size, causal), persistent=False)
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False):
+    def forward(self, x: torch.Tensor, return_attention: bool = False, key_mask: torch.Tensor | None = None):
+        """``key_mask`` (B, T), True on real tokens: padded keys get no attention (an encoder reading padded
+        batches; None: every key is real)."""
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, self.head_size).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
         if self.cfg.positional == "rope":
             q, k = apply_rope(q, self.rope_cos[:T], self.rope_sin[:T]), apply_rope(k, self.rope_cos[:T], self.rope_sin[:T])
         weights = None
+        keys = key_mask[:, None, None, :].to(torch.bool) if key_mask is not None else None  # (B, 1, 1, T)
         if return_attention:  # the readable path: explicit weights for heatmaps
             if self.cfg.positional == "alibi":
                 scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_size) + self.alibi[:, :T, :T]
+                if keys is not None:
+                    scores = scores.masked_fill(~keys, float("-inf"))
                 weights = torch.softmax(scores, dim=-1)
                 y = weights @ v
             else:
                 mask = causal_mask(T, x.device) if self.causal else None
+                if keys is not None:
+                    mask = keys if mask is None else (mask & keys)
                 y, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         else:
             dropout = self.attn_dropout if self.training else 0.0
             if self.cfg.positional == "alibi":
                 bias = self.alibi[:, :T, :T].to(q.dtype)
+                if keys is not None:
+                    bias = bias.masked_fill(~keys, float("-inf"))
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout)
+            elif keys is not None:
+                if self.causal:
+                    keys = keys & causal_mask(T, x.device)
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=keys, dropout_p=dropout)
             else:
                 y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=self.causal)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again
@@ -126,12 +139,12 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False):
+    def forward(self, x: torch.Tensor, return_attention: bool = False, key_mask: torch.Tensor | None = None):
         if self.pre:  # x + f(LN(x)): the residual stream itself is never normalised
-            a, w = self.attn(self.ln_1(x), return_attention)
+            a, w = self.attn(self.ln_1(x), return_attention, key_mask)
             x = x + a
             return x + self.mlp(self.ln_2(x)), w
-        a, w = self.attn(x, return_attention)  # LN(x + f(x)): "Add & Norm" as drawn in the 2017 paper
+        a, w = self.attn(x, return_attention, key_mask)  # LN(x + f(x)): "Add & Norm" as drawn in the 2017 paper
         x = self.ln_1(x + a)
         return self.ln_2(x + self.mlp(x)), w
 
@@ -189,11 +202,17 @@ class GPT(nn.Module):
         contextual vector per token (an encoder's see both sides; a causal model's only the left)."""
         return self.ln_f(self._blocks(idx, False)[0])
 
-    def _blocks(self, idx: torch.Tensor, return_attention: bool) -> tuple[torch.Tensor, list]:
+    def _blocks(self, idx: torch.Tensor, return_attention: bool, key_mask: torch.Tensor | None = None,
+                added: torch.Tensor | None = None) -> tuple[torch.Tensor, list]:
+        """The blocks' output (B, T, C) before the final norm, and each block's attention map (or None).
+        ``key_mask`` (B, T): True on real tokens, padding is never attended to; ``added`` (B, T, C): more input
+        embeddings summed with the token and position ones (BERT's segment embeddings)."""
         B, T = idx.shape
         if T > self.cfg.block_size:
             raise ValueError(f"sequence of {T} tokens is longer than block_size {self.cfg.block_size}")
         x = self.wte(idx)
+        if added is not None:
+            x = x + added
         if self.cfg.positional == "learned":
             x = x + self.wpe(torch.arange(T, device=idx.device))
         elif self.cfg.positional == "sinusoidal":
@@ -201,6 +220,6 @@ class GPT(nn.Module):
         x = self.drop(x)
         maps = []
         for block in self.blocks:
-            x, w = block(x, return_attention)
+            x, w = block(x, return_attention, key_mask)
             maps.append(w)
         return x, maps

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from corpusforge.storage.store import ArtifactStore, read_manifest, resolve_recorded, store_relative
+from corpusforge.storage.store import ArtifactStore, input_dir, read_manifest, resolve_recorded, store_relative
 from corpusforge.tasks.config import identity
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.seq2seq.config import EVAL_STEP, MODEL_STEP, Seq2SeqStageConfig, seq2seq_config_from_dict
@@ -67,12 +67,7 @@ def special_ids(meta: dict[str, Any]) -> dict[str, int]:
 
 def corpus_dir(encoded_dir: Path) -> Path:
     """The corpus artifact the encode artifact was made from (its input, in the same store)."""
-    encoded_dir = Path(encoded_dir).resolve()
-    manifest = read_manifest(encoded_dir) or {}
-    found = next((i for i in manifest.get("inputs") or [] if i.get("step") == "corpus"), None)
-    if found is None:
-        raise ValueError(f"{encoded_dir}: its manifest names no corpus input")
-    return ArtifactStore(encoded_dir.parent.parent).artifact_dir("corpus", found["name"], found["id"])
+    return input_dir(encoded_dir, "corpus")
 
 
 def directions(cfg: Seq2SeqStageConfig, tokenizer) -> list[dict[str, Any]]:

@@ -255,8 +255,8 @@ def test_a_new_family_is_one_folder_one_stage_package_and_one_line(tmp_path):
         (stage / name).write_text(text)
     stages = root / "corpusforge" / "stages.py"
     text = stages.read_text()
-    assert "from corpusforge.tasks import corpus, " in text and "    lm.STAGE,\n" in text
-    text = text.replace("from corpusforge.tasks import corpus, ", "from corpusforge.tasks import bagclassify, corpus, ")
+    assert "from corpusforge.tasks import " in text and "    lm.STAGE,\n" in text
+    text = text.replace("from corpusforge.tasks import ", "from corpusforge.tasks import bagclassify, ", 1)
     stages.write_text(text.replace("    lm.STAGE,\n", "    lm.STAGE,\n    bagclassify.STAGE,\n"))  # the one line
 
     source = tmp_path / "reviews.jsonl"

@@ -1,0 +1,199 @@
+"""``corpusforge classify ...``: train a text classifier on a labelled file with a preset (a BiLSTM, BERT from
+scratch, or BERT fine-tuned from a pre-trained checkpoint), predict, evaluate.
+
+``classify train`` runs the whole pipeline flow (corpus of labelled records -> tokenizer + encode [-> word vectors]
+-> classify) with the preset's settings, so every upstream step is reused when it already exists. ``predict`` and
+``evaluate`` read a published classify artifact through the catalog and never start Prefect.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+app = typer.Typer(help="Text classifiers: train (BiLSTM, BERT from scratch or fine-tuned from a pre-trained "
+                       "checkpoint), predict (label and probabilities), evaluate (accuracy, F1, confusion matrix).",
+                  no_args_is_help=True)
+
+# after `app` exists: corpusforge.cli imports this module at its end, so either may be imported first
+from corpusforge.api import classify_config as train_config  # noqa: E402 - the API builds the config
+from corpusforge.api import preset_names  # noqa: E402
+from corpusforge.cli.common import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, out  # noqa: E402
+
+FileArg = Annotated[Path, typer.Argument(metavar="FILE", help="TSV/CSV/JSONL with a text and a label column.")]
+
+
+@app.command("train")
+def train(
+    train_file: Annotated[Path, typer.Argument(metavar="TRAIN_FILE", help=(
+        "Labelled records: TSV/CSV (a header row) or JSONL, with a text column (text, sentence, review, ...) and a "
+        "label column (label, class, sentiment, ...); integer labels stay integers."))],
+    preset: Annotated[str, typer.Option("--preset", metavar="NAME|FILE.yaml",
+                                        help=f"One of {', '.join(preset_names('classify'))} (shipped with the package: "
+                                             "configs/classify/NAME.yaml in the repository), or the path to a YAML "
+                                             "of that shape.")],
+    valid: Annotated[Optional[Path], typer.Option("--valid", metavar="FILE",
+                                                  help="Validation records (else the preset's held-out fraction).")] = None,
+    test: Annotated[Optional[Path], typer.Option("--test", metavar="FILE",
+                                                 help="Test records, scored after training (labelled).")] = None,
+    init: Annotated[Optional[str], typer.Option("--init", metavar="ID", help=(
+        "Fine-tune this pre-trained checkpoint: a bert lm artifact (`lm train --preset bert-mlm-small`) or a "
+        "classify artifact; its shape and tokenizer are used."))] = None,
+    text_column: Annotated[Optional[str], typer.Option("--text-column", help="The text column (default: found by "
+                                                       "name: text, sentence, review, content, ...).")] = None,
+    label_column: Annotated[Optional[str], typer.Option("--label-column", help="The label column (default: label, "
+                                                        "labels, class, category, sentiment, ...).")] = None,
+    set_: SetOpt = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Read the labelled records, train the tokenizer (and word vectors when the preset has them), encode, train the
+    preset's classifier and score it on the validation (and test) records: accuracy, macro F1, the confusion matrix
+    (reusing what exists).
+
+    --set keys address the classify section by default (train.max_iters=500, model.pooling=mean, finetune=head);
+    prefix corpus., tokenizer., embeddings., runner. or tracking. to reach the other sections. A newly trained model is
+    registered in MLflow under its name as a pyfunc that returns labels and probabilities (`registered_model`).
+    """
+    from corpusforge.tasks.config import ConfigError
+
+    for path in (train_file, valid, test):
+        if path is not None and not path.is_file():
+            _fail(f"{path}: no such file", 2)
+    try:
+        config = train_config(train_file, preset, valid, test, init, set_ or [], text_column, label_column)
+    except ConfigError as exc:
+        _fail(str(exc), 2)
+    summary = _run_flow(config, _store(store), Path.cwd(), as_json)
+    model = summary["stages"]["classify"]
+    steps = {s["step"]: s for s in summary["steps"] if s["step"] != "corpus_shard"}
+    payload = {"id": model["id"], "path": model["path"], "name": model["name"], "reused": model["reused"],
+               "metrics": model.get("metrics") or {}, "preset": preset,
+               "accounting": (summary.get("corpus") or {}).get("accounting"),
+               "registered_model": next(iter(summary.get("registered_models") or []), None),
+               "steps": {step: s["id"] for step, s in steps.items()}}
+    _print_result(summary, as_json, payload)
+
+
+def _find_model(artifact_id: str, store: Optional[str]) -> Path:
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+
+    try:
+        found = Catalog(ArtifactStore(_store(store))).get(artifact_id)
+    except LookupError as exc:  # an unknown or ambiguous id is bad usage
+        _fail(str(exc.args[0]), 2)
+    step = found.manifest.get("step")
+    if step != "classify":
+        _fail(f"{artifact_id}: is a {step!r} artifact, not a classifier (classify)", 2)
+    return found.path
+
+
+def _load(path: Path):
+    from corpusforge.tasks.classify.inference import load_classifier
+
+    try:
+        return load_classifier(path)
+    except (OSError, ValueError) as exc:
+        _fail(f"{path}: cannot load the model: {exc}", 1)
+
+
+@app.command("predict")
+def predict(
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="classify artifact id or a unique prefix.")],
+    texts: Annotated[list[str], typer.Argument(metavar="TEXT...", help="One or more texts to classify.")],
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Classify each TEXT: its label and the probability of every class."""
+    classifier = _load(_find_model(artifact_id, store))
+    rows = classifier.predict(texts)
+    if as_json:
+        print(json.dumps({"id": artifact_id, "predictions": [{"text": t, **r} for t, r in zip(texts, rows)]},
+                         ensure_ascii=False, allow_nan=False))
+        return
+    for text, row in zip(texts, rows):
+        probs = "  ".join(f"{c} {p:.3f}" for c, p in row["probabilities"].items())
+        out.print(f"[bold]{row['label']}[/]  ({probs})  {text}", highlight=False)
+
+
+def _labelled(path: Path, text_column: Optional[str], label_column: Optional[str]) -> tuple[list[str], list[Any]]:
+    """The texts and labels of a TSV/CSV/JSONL file (columns found by name unless given)."""
+    import csv
+
+    from corpusforge.api import LABEL_COLUMNS, TEXT_COLUMNS
+
+    if not path.is_file():
+        _fail(f"{path}: no such file", 2)
+    suffix = "".join(path.suffixes[-2:]).lower()
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            if ".jsonl" in suffix or ".ndjson" in suffix or suffix.endswith(".json"):
+                rows = [json.loads(line) for line in fh if line.strip()]
+            else:
+                rows = list(csv.DictReader(fh, dialect="excel-tab" if ".tsv" in suffix else "excel"))
+    except (UnicodeDecodeError, json.JSONDecodeError, csv.Error) as exc:
+        _fail(f"{path}: cannot read it as TSV/CSV/JSONL ({exc})", 2)
+    columns = list(rows[0]) if rows and isinstance(rows[0], dict) else []
+    text = text_column or next((c for c in TEXT_COLUMNS if c in columns), None)
+    label = label_column or next((c for c in LABEL_COLUMNS if c in columns), None)
+    if text not in columns or label not in columns:
+        _fail(f"{path}: needs a text and a label column; its columns are {', '.join(columns) or 'none'} (name them "
+              "with --text-column/--label-column)", 2)
+    kept = [r for r in rows if r.get(label) not in (None, "") and r.get(text) is not None]
+    if not kept:
+        _fail(f"{path}: no labelled records", 2)
+    return [str(r[text]) for r in kept], [r[label] for r in kept]
+
+
+@app.command("evaluate")
+def evaluate(
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="classify artifact id or a unique prefix.")],
+    file: FileArg,
+    text_column: Annotated[Optional[str], typer.Option("--text-column", help="The text column (default: found by "
+                                                       "name).")] = None,
+    label_column: Annotated[Optional[str], typer.Option("--label-column", help="The label column (default: found "
+                                                        "by name).")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", metavar="PNG",
+                                                 help="Also draw the confusion matrix into PNG.")] = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Score a classifier on any labelled FILE: accuracy, macro F1, each class's precision/recall/F1 and the
+    confusion matrix (rows: true class, columns: predicted)."""
+    import time
+
+    path = _find_model(artifact_id, store)
+    texts, labels = _labelled(file, text_column, label_column)
+    classifier = _load(path)
+    started = time.perf_counter()
+    try:
+        report = classifier.evaluate(texts, labels)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    seconds = time.perf_counter() - started
+    if plot is not None:
+        from corpusforge.tasks.classify.scoring import plot_confusion
+
+        plot_confusion(report["confusion_matrix"], classifier.classes, plot,
+                       f"{file.name}: accuracy {report['accuracy']:.3f}")
+    result = {"id": artifact_id, "file": str(file), "classes": classifier.classes, **report, "seconds": seconds,
+              **({"plot": str(plot)} if plot is not None else {})}
+    if as_json:
+        print(json.dumps(result, ensure_ascii=False, allow_nan=False))
+        return
+    out.print(f"accuracy {report['accuracy']:.4f}  macro F1 {report['f1']:.4f}  ({report['records']} records, "
+              f"{seconds:.1f} s)", highlight=False)
+    width = max(len(str(c)) for c in classifier.classes)
+    out.print(f"{'class':<{width}}  precision  recall     f1  support", highlight=False)
+    for c, s in report["per_class"].items():
+        out.print(f"{c:<{width}}  {s['precision']:9.4f}  {s['recall']:6.4f}  {s['f1']:.4f}  {s['support']:7d}",
+                  highlight=False)
+    out.print("confusion matrix (rows: true, columns: predicted):", highlight=False)
+    for c, row in zip(classifier.classes, report["confusion_matrix"]):
+        out.print(f"{str(c):<{width}}  " + "  ".join(f"{v:6d}" for v in row), highlight=False)
+    if plot is not None:
+        out.print(f"confusion matrix: {plot}", highlight=False)

@@ -1,0 +1,305 @@
+"""The classify stage's step: ``classify`` trains a classifier on the encoded labelled records and scores it.
+
+Input: the encode artifact (``<split>.parquet`` with the ``<text>_ids`` column and the label column, + ``meta.json``);
+with ``classify.init`` the checkpoint it starts from, with ``classify.embeddings`` the word vectors its embedding
+starts from (both join the step's inputs, so its id and lineage show them). Output ``model.safetensors`` +
+``config.json`` (family and model config, the tokenizer, the classes, where it started), ``metrics.json`` (the
+training history and the scores), ``evaluation.json`` (per split: accuracy, macro F1, each class's precision, recall
+and F1, the confusion matrix), ``loss_curve.png`` and ``confusion_matrix.png``. Checkpoints wait in the store's
+scratch (tasks.training), so a killed run resumes.
+
+A checkpoint with another tokenizer than the run's (a BERT pre-trained elsewhere) reads the texts as it was
+trained to: the corpus's texts are encoded again with the checkpoint's tokenizer, and that tokenizer is the model's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from corpusforge.storage.store import ArtifactStore, input_dir, read_manifest, resolve_recorded, store_relative
+from corpusforge.tasks.classify.config import OWN_FIELDS, STEP, ClassifyStageConfig, classify_config_from_dict
+from corpusforge.tasks.classify.scoring import class_index, plot_confusion, scores
+from corpusforge.tasks.config import ConfigError, identity
+from corpusforge.tasks.orchestration import prefect_task
+from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, resolve_references, run_step
+from corpusforge.tasks.training import MetricsLog, training_report, training_scratch
+
+CLASSIFY_VERSION = 1
+SPLITS = ("train", "valid", "test")
+
+
+def build_classify(upstream: StepResult, cfg: ClassifyStageConfig, store: ArtifactStore,
+                   on_metrics: Callable[[int, dict[str, float]], None] | None = None,
+                   refs: Mapping[str, StepResult] | None = None) -> StepResult:
+    """Train (or reuse) the classifier. ``refs``: the ``init`` checkpoint and ``embeddings`` vectors when the
+    pipeline resolved them (called without, ids are looked up in the store)."""
+    from corpusforge.models.family import family
+
+    refs = resolve_references(cfg, store, section="classify", given=refs)
+    config = identity(cfg)
+    version = family(cfg.family).version
+    if version > 1:
+        config["family_version"] = version
+    inputs = [upstream.id] + [r.id for r in refs.values()]
+    with training_scratch(store, STEP, CLASSIFY_VERSION, config, inputs) as scratch:
+        return run_step(store, step=STEP, version=CLASSIFY_VERSION, name=cfg.name, config=config,
+                        inputs=[artifact_input(upstream)],
+                        build=lambda out: _train(out, Path(upstream.path), cfg, scratch, on_metrics,
+                                                 {k: Path(r.path) for k, r in refs.items()}),
+                        libraries=("torch", "safetensors", "polars"), references=refs)
+
+
+# --- the data ---------------------------------------------------------------------------------------------------
+
+
+def read_labelled(encoded_dir: Path, text: str, label: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """meta.json and, per split, a polars frame with ``doc_id``, the text's ids and the label (None: no rows)."""
+    import polars as pl
+
+    meta_path = Path(encoded_dir) / "meta.json"
+    if not meta_path.is_file():
+        raise ValueError(f"{encoded_dir}: no meta.json; the classify step needs the tokenizer stage's encoded records")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    column = (meta.get("fields") or {}).get(text)
+    if meta.get("format") != "parquet" or column is None or label not in (meta.get("labels") or []):
+        raise ValueError(f"the encoded corpus has no {text} ids and {label} label: the classify step needs "
+                         f"tokenizer.format: parquet, tokenizer.fields: [{text}] and tokenizer.labels: [{label}]")
+    frames = {}
+    for split in SPLITS:
+        path = Path(encoded_dir) / f"{split}.parquet"
+        frame = pl.read_parquet(path, columns=["doc_id", column, label]) if path.is_file() else None
+        frames[split] = frame.rename({column: "ids"}) if frame is not None and frame.height else None
+    return meta, frames
+
+
+def _reencoded(encoded_dir: Path, frames: dict[str, Any], text: str, tokenizer) -> dict[str, Any]:
+    """The splits' texts encoded with another tokenizer (a checkpoint's), from the corpus the encoding read."""
+    import polars as pl
+
+    corpus = input_dir(encoded_dir, "corpus")
+    out = {}
+    for split, frame in frames.items():
+        if frame is None:
+            out[split] = None
+            continue
+        texts = pl.read_parquet(corpus / f"{split}.parquet", columns=["doc_id", text])
+        if texts["doc_id"].to_list() != frame["doc_id"].to_list():
+            raise ValueError(f"{split}: the encoded records and the corpus they came from list other records")
+        ids = tokenizer.encode_batch(texts[text].fill_null("").to_list())
+        out[split] = frame.with_columns(pl.Series("ids", ids, dtype=pl.List(pl.UInt32)))
+    return out
+
+
+# --- where the weights start -----------------------------------------------------------------------------------
+
+
+def _checkpoint(parent: Path) -> tuple[dict[str, Any], str]:
+    """(its config.json, its step)."""
+    spec = json.loads((parent / "config.json").read_text(encoding="utf-8"))
+    return spec, str((read_manifest(parent) or {}).get("step"))
+
+
+def _shape_from(model_cfg: Any, parent_model: Mapping[str, Any]) -> tuple[Any, list[str]]:
+    """The classifier's config with the fields it shares with the checkpoint's taken from it (its shape, vocabulary,
+    special ids), except OWN_FIELDS; and the fields whose value changed."""
+    names = {f.name for f in dataclasses.fields(model_cfg)} - set(OWN_FIELDS)
+    taken = {k: v for k, v in parent_model.items() if k in names}
+    changed = sorted(k for k, v in taken.items() if getattr(model_cfg, k) != v)
+    return dataclasses.replace(model_cfg, **taken), changed
+
+
+def _load_vectors(artifact_dir: Path):
+    """The dense word vectors of an embeddings artifact (word2vec text format), as gensim's KeyedVectors."""
+    from gensim.models import KeyedVectors
+
+    rel = (read_manifest(artifact_dir) or {}).get("vectors_path")
+    if not rel:
+        raise ConfigError(f"classify.embeddings: {artifact_dir.name} holds no dense word vectors (TF-IDF?); give a "
+                          "word2vec, fastText or GloVe artifact")
+    return KeyedVectors.load_word2vec_format(str(Path(artifact_dir) / rel), binary=False)
+
+
+def init_embeddings(model, tokenizer, vectors) -> dict[str, Any]:
+    """Copy each token's word vector into the model's input embedding (tokens the vectors lack keep their random
+    init); returns the coverage."""
+    import torch
+
+    emb = model.get_input_embeddings()
+    n = min(tokenizer.vocab_size, emb.weight.shape[0])
+    found = 0
+    with torch.no_grad():
+        for i in range(n):
+            token = tokenizer.id_to_token(i)
+            word = token if token in vectors.key_to_index else token.lower()
+            if word in vectors.key_to_index:
+                emb.weight[i] = torch.tensor(vectors[word].copy(), dtype=emb.weight.dtype)
+                found += 1
+    return {"tokens": n, "found": found, "coverage": found / n if n else 0.0}
+
+
+# --- training ---------------------------------------------------------------------------------------------------
+
+
+def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path, on_metrics,
+           refs: Mapping[str, Path]) -> dict[str, Any]:
+    import torch
+    from safetensors.torch import load_file
+
+    from corpusforge.models.family import family, load_ref
+    from corpusforge.models.tokenization import load_tokenizer
+    from corpusforge.models.training import pick_device, train
+    from corpusforge.models.zoo import build_model, load_weights, save_model
+
+    meta, frames = read_labelled(encoded_dir, cfg.text, cfg.label)
+    if frames["train"] is None:
+        raise ValueError("the encoded train split has no records: nothing to train on")
+    if frames["valid"] is None:
+        raise ValueError("the classify step needs a validation split: give --valid FILE, or set corpus.split.valid > 0")
+    warnings: list[str] = []
+    tokenizer_dir = resolve_recorded(meta["tokenizer_path"], encoded_dir)
+    tokenizer_id, vocab_size = meta.get("tokenizer_id"), int(meta["vocab_size"])
+    special = {role: int(i) for role, i in (meta.get("special_ids") or {}).items() if i is not None}
+    parent = refs.get("init")
+    parent_spec, parent_step, classes = None, None, None
+    if parent is not None:
+        parent_spec, parent_step = _checkpoint(parent)
+        recorded = (parent_spec.get("tokenizer") or {}).get("path")
+        if recorded:
+            parent_tok = resolve_recorded(recorded, parent)
+            if parent_spec["tokenizer"].get("id") != tokenizer_id:  # read the texts as the checkpoint was trained
+                tok = load_tokenizer(parent_tok)
+                frames = _reencoded(encoded_dir, frames, cfg.text, tok)
+                tokenizer_dir, tokenizer_id, vocab_size = parent_tok, parent_spec["tokenizer"].get("id"), tok.vocab_size
+                special = dict(tok.role_ids)
+                warnings.append(f"init {parent.name}: texts encoded with the checkpoint's tokenizer "
+                                f"{str(tokenizer_id)[:12]} (not the run's)")
+        if parent_step == STEP:
+            classes = list(parent_spec["classify"]["classes"])
+    labels_train = frames["train"][cfg.label].to_list()
+    if classes is None:
+        classes = sorted(set(labels_train), key=lambda v: (isinstance(v, str), v))
+    if len(classes) < 2:
+        raise ValueError(f"the train split has one class only ({classes[0]!r}): a classifier needs two or more")
+    spec = family(cfg.family)
+    mcfg = cfg.model_config(vocab_size, special)
+    mcfg = dataclasses.replace(mcfg, n_classes=len(classes))
+    if parent_spec is not None:
+        mcfg, changed = _shape_from(mcfg, parent_spec["model"])
+        if changed:
+            warnings.append(f"init {parent.name}: model {', '.join(changed)} taken from the checkpoint")
+        if parent_step == STEP and parent_spec.get("family") != cfg.family:
+            raise ConfigError(f"classify.init: {parent.name} is a {parent_spec.get('family')} classifier; continuing "
+                              f"it needs classify.family: {parent_spec.get('family')}")
+    vectors = None
+    if "embeddings" in refs:
+        vectors = _load_vectors(refs["embeddings"])
+        if hasattr(mcfg, "n_embd") and mcfg.n_embd != vectors.vector_size:
+            warnings.append(f"model.n_embd {mcfg.n_embd} -> {vectors.vector_size}, the size of the word vectors")
+            try:
+                mcfg = dataclasses.replace(mcfg, n_embd=vectors.vector_size)
+            except ValueError as exc:
+                raise ConfigError(f"classify.embeddings: vectors of size {vectors.vector_size} do not fit the model "
+                                  f"({exc})") from None
+    torch.manual_seed(cfg.train.seed)  # the weights' init
+    model = build_model(cfg.family, mcfg)
+    started_from: dict[str, Any] = {}
+    if parent is not None:
+        report = load_weights(model, load_file(str(parent / "model.safetensors")))
+        started_from["init"] = {"id": (read_manifest(parent) or {}).get("id"), "step": parent_step,
+                                "family": parent_spec.get("family"), "loaded": len(report["loaded"]),
+                                **{k: v for k, v in report.items() if k != "loaded"}}
+        for what in ("missing", "mismatched"):
+            if report[what]:
+                warnings.append(f"init {parent.name}: {what} {', '.join(report[what][:8])}"
+                                + (f" (+{len(report[what]) - 8} more)" if len(report[what]) > 8 else ""))
+    tokenizer = load_tokenizer(tokenizer_dir)
+    if vectors is not None:
+        started_from["embeddings"] = {"id": (read_manifest(refs["embeddings"]) or {}).get("id"),
+                                      **init_embeddings(model, tokenizer, vectors)}
+    if cfg.finetune == "head":
+        head = tuple(getattr(model, "HEAD", ()))
+        for name, p in model.named_parameters():
+            p.requires_grad = name.startswith(head)
+    prepare = getattr(model, "prepare", lambda ids: list(ids))
+    splits = {}
+    for split, frame in frames.items():
+        if frame is None or (split == "test" and not cfg.evaluate_test):
+            continue
+        values = frame[cfg.label].to_list()
+        if split == "test" and any(v is None for v in values):
+            warnings.append("the test split has unlabelled records: it is not scored")
+            continue
+        splits[split] = ([prepare(ids) for ids in frame["ids"].to_list()], class_index(classes, values, split))
+    objective = load_ref(spec.objective)(mcfg, splits)
+    record = MetricsLog(on_metrics)
+    ckpt = scratch / "checkpoint.safetensors"
+    started = time.perf_counter()
+    result = train(model, objective, cfg.train, on_metrics=record, checkpoint_path=ckpt,
+                   resume_from=ckpt if ckpt.is_file() else None)
+    seconds = time.perf_counter() - started
+    for p in model.parameters():
+        p.requires_grad = True
+    model = model.cpu().eval()
+    evaluation = {split: evaluate_split(model, *splits[split], classes) for split in ("valid", "test") if split in splits}
+    headline = "test" if "test" in evaluation else "valid"
+    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
+    metrics.update(accuracy=evaluation[headline]["accuracy"], f1=evaluation[headline]["f1"])
+    for split, scores in evaluation.items():
+        prefix = "val" if split == "valid" else split
+        metrics.update({f"{prefix}_accuracy": scores["accuracy"], f"{prefix}_f1": scores["f1"]})
+    metrics.update(params=float(sum(p.numel() for p in model.parameters())), train_seconds=seconds,
+                   records_train=float(frames["train"].height), classes=float(len(classes)),
+                   stopped_early=float(result.stopped_early))
+    save_model(model, out)
+    root = Path(out).resolve().parent.parent
+    spec_json = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    spec_json["tokenizer"] = {"path": store_relative(tokenizer_dir, root), "id": tokenizer_id, "vocab_size": vocab_size}
+    spec_json["classify"] = {"classes": classes, "text": cfg.text, "label": cfg.label, "finetune": cfg.finetune,
+                             "scored_split": headline, **started_from}
+    spec_json["data"] = {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}
+    spec_json["train"] = dataclasses.asdict(cfg.train)
+    spec_json["device"] = str(pick_device(cfg.train.device))
+    (out / "config.json").write_text(json.dumps(spec_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / "evaluation.json").write_text(json.dumps({"classes": classes, "headline": headline, "splits": evaluation},
+                                                    indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    plot_confusion(evaluation[headline]["confusion_matrix"], classes, out / "confusion_matrix.png",
+                   f"{cfg.name}: {headline} split, accuracy {evaluation[headline]['accuracy']:.3f}")
+    record.write(out, metrics, title=f"{cfg.family} {cfg.name}")
+    return {"metrics": metrics, "device": spec_json["device"], "warnings": warnings,
+            **({"started_from": started_from} if started_from else {})}
+
+
+# --- scoring ----------------------------------------------------------------------------------------------------
+
+
+def evaluate_split(model, sequences: list[list[int]], targets: list[int], classes: list[Any],
+                   batch_size: int = 256) -> dict[str, Any]:
+    """Predict every record of a split (batched by length) and score the predictions (:func:`scores`)."""
+    from corpusforge.tasks.classify.inference import predict_ids
+
+    probs = predict_ids(model, sequences, batch_size)
+    return scores(targets, [int(p.argmax()) for p in probs], classes)
+
+
+# --- the Prefect task -----------------------------------------------------------------------------------------------
+
+
+@prefect_task(name="classify")
+def classify_task(upstream: dict, config: dict, store_root: str,
+                  on_metrics: Callable[[int, dict[str, float]], None] | None = None,
+                  refs: dict[str, dict[str, Any]] | None = None) -> dict:
+    """Train (or reuse) the classifier; ``on_metrics`` also gets the trainer's metrics (the flow logs them to MLflow
+    as they come)."""
+    from prefect import get_run_logger
+
+    cfg = classify_config_from_dict(config)
+    with training_report(f"classify {cfg.name}", cfg.train.max_iters, get_run_logger(), on_metrics) as report:
+        result = build_classify(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), on_metrics=report,
+                                refs={k: StepResult.from_dict(v) for k, v in (refs or {}).items()})
+    log_step_outcome(result)
+    return result.to_dict()
