@@ -17,7 +17,7 @@ EXTRAS ?= dev,dask,ray
 .PHONY: install demo test lint ui clean-store help
 
 help:
-	@echo "make demo   - install into $(VENV) if needed, run configs/demo.yaml on data/sample, then configs/demo-translation.yaml on data/pairs"
+	@echo "make demo   - install into $(VENV) if needed, run configs/demo.yaml on data/sample, then configs/demo-translation.yaml on data/pairs and configs/demo-classification.yaml on data/labelled"
 	@echo "make test   - install into $(VENV) if needed, run the import-layer contract and the test suite"
 	@echo "make ui     - Prefect + MLflow UIs for the demo store on 127.0.0.1"
 
@@ -36,6 +36,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/corpusforge run configs/demo.yaml --store $(STORE)
 	$(VENV)/bin/corpusforge run configs/demo-translation.yaml --store $(STORE)
+	$(VENV)/bin/corpusforge run configs/demo-classification.yaml --store $(STORE)
 
 lint: $(STAMP)
 	LINT_IMPORTS=$(VENV)/bin/lint-imports .ci/lint-imports

@@ -1,0 +1,118 @@
+"""``corpusforge classify`` with transfer learning, through the real pipeline flows (real Prefect API and MLflow):
+pre-train a tiny BERT (masked LM + next-sentence prediction) with ``lm train``, fine-tune it on labelled reviews with
+``classify train --init`` (the checkpoint joins the lineage; its own tokenizer encodes the texts), then predict,
+evaluate (the figure the training reported, recomputed from the file), load the registered MLflow model (labels and
+probabilities), and get one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.flows.cli.test_seq2seq import cli_env
+
+CLI = str(Path(sys.executable).parent / "corpusforge")
+REVIEWS = Path(__file__).resolve().parents[3] / "data" / "labelled" / "reviews.tsv"
+TINY = {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 40, "dropout": 0.0}
+TOKENIZER = {"kind": "wordpiece", "vocab_size": 200, "normalizers": ["lowercase"], "pre_tokenizer": "bert",
+             "unk_token": "[UNK]", "roles": {"cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]", "pad": "[PAD]"}}
+TRAIN = {"batch_size": 32, "lr": 3.0e-3, "min_lr": 3.0e-4, "warmup_iters": 10, "weight_decay": 0.0,
+         "eval_iters": 0, "log_interval": 50, "cpu_threads": 1}
+
+
+def write(path: Path, data: dict) -> Path:
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.slow
+def test_pretrain_fine_tune_predict_evaluate_and_the_registered_model(prefect_harness, tmp_path, monkeypatch):
+    rows = REVIEWS.read_text(encoding="utf-8").splitlines()
+    train, valid = tmp_path / "train.tsv", tmp_path / "valid.tsv"
+    train.write_text("\n".join([rows[0], *rows[1:1201]]) + "\n", encoding="utf-8")
+    valid.write_text("\n".join([rows[0], *rows[2001:2201]]) + "\n", encoding="utf-8")
+    store = tmp_path / "store"
+
+    def run(*args, code=0, timeout=600):
+        r = subprocess.run([CLI, *args, "--store", str(store)], capture_output=True, text=True,
+                           env=cli_env(prefect_harness), timeout=timeout)
+        assert r.returncode == code, r.stderr[-3000:]
+        return r
+
+    bert = write(tmp_path / "bert.yaml", {
+        "corpus": {"reader": {"text_field": "text"}, "split": {"valid": 0.05, "test": 0.0, "seed": 0}},
+        "tokenizer": TOKENIZER,
+        "lm": {"name": "tiny-bert", "family": "bert", "model": TINY, "sample": {"max_new_tokens": 0},
+               "train": {**TRAIN, "max_iters": 150, "eval_interval": 150}}})
+    pre = json.loads(run("lm", "train", str(train), "--preset", str(bert), "--json").stdout.strip().splitlines()[-1])
+    assert pre["metrics"]["val_nsp_accuracy"] > 0.0 and pre["metrics"]["val_mlm_loss"] < 5.0
+
+    finetune = write(tmp_path / "finetune.yaml", {
+        "requires": ["init"],
+        "corpus": {"dedup": {"exact": False}, "split": {"valid": 0.0, "test": 0.0}},
+        "tokenizer": {**TOKENIZER, "kind": "word", "vocab_size": 100},  # not the checkpoint's: it is not used
+        "classify": {"name": "tiny-bert-reviews", "family": "bert_classifier", "model": {"n_layer": 9},
+                     "train": {**TRAIN, "lr": 1.0e-3, "min_lr": 1.0e-4, "max_iters": 400, "eval_interval": 200}}})
+    assert "give --init ID" in run("classify", "train", str(train), "--valid", str(valid), "--preset",
+                                   str(finetune), code=2).stderr
+    out = json.loads(run("classify", "train", str(train), "--valid", str(valid), "--preset", str(finetune),
+                         "--init", pre["id"][:12], "--json").stdout.strip().splitlines()[-1])
+    m = out["metrics"]
+    assert {"id", "metrics", "registered_model"} <= set(out) and {"accuracy", "f1"} <= set(m)
+    assert m["accuracy"] == m["val_accuracy"] >= 0.75, m  # chance: 0.5 (the labels are balanced)
+    model_dir = Path(out["path"])
+    spec = json.loads((model_dir / "config.json").read_text())
+    assert spec["family"] == "bert_classifier" and spec["model"]["n_layer"] == 2  # the checkpoint's shape won
+    assert spec["classify"]["init"]["id"] == pre["id"] and spec["classify"]["init"]["step"] == "lm"
+    assert "wte.weight" not in spec["classify"]["init"]["missing"]  # the body loaded; the classifier is new
+    pre_spec = json.loads((Path(pre["path"]) / "config.json").read_text())
+    assert spec["tokenizer"]["id"] == pre_spec["tokenizer"]["id"]  # the texts were read with its tokenizer
+    manifest = json.loads((model_dir / "manifest.json").read_text())
+    assert pre["id"] in {i["id"] for i in manifest["inputs"]}  # the checkpoint is in the lineage
+
+    def cli(*args, code=0):
+        r = subprocess.run([CLI, "classify", *args, "--store", str(store)], capture_output=True, text=True,
+                           env=cli_env(None), timeout=180)
+        assert r.returncode == code, r.stderr[-2000:]
+        return r
+
+    texts = ["the plot was not dull", "the acting felt truly awful"]
+    predicted = json.loads(cli("predict", out["id"][:10], *texts, "--json").stdout)["predictions"]
+    assert [p["text"] for p in predicted] == texts
+    assert all(abs(sum(p["probabilities"].values()) - 1) < 1e-6 and p["label"] in ("negative", "positive")
+               for p in predicted)
+    png = tmp_path / "cm.png"
+    scored = json.loads(cli("evaluate", out["id"][:10], str(valid), "--plot", str(png), "--json").stdout)
+    assert scored["records"] == 200 and scored["accuracy"] == pytest.approx(m["val_accuracy"])
+    assert sum(map(sum, scored["confusion_matrix"])) == 200 and png.stat().st_size > 1000
+
+    # bad input: one line each, exit 2
+    assert "not a classifier" in cli("predict", pre["id"][:12], "x", code=2).stderr
+    nolabel = tmp_path / "nolabel.tsv"
+    nolabel.write_text("text\nthe plot was dull\n", encoding="utf-8")
+    assert "needs a text and a label column" in cli("evaluate", out["id"][:12], str(nolabel), code=2).stderr
+    assert "no label column" in run("classify", "train", str(nolabel), "--preset", "sst2-bilstm", code=2).stderr
+
+    # the registered model is a pyfunc that returns labels and probabilities, loaded with nothing pickled
+    import mlflow
+
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+    frame = mlflow.pyfunc.load_model(out["registered_model"]["latest_uri"]).predict(texts)
+    assert list(frame.columns) == ["label", "p_negative", "p_positive"]
+    assert list(frame["label"]) == [p["label"] for p in predicted]
+    assert frame["p_positive"].tolist() == pytest.approx([p["probabilities"]["positive"] for p in predicted])
+    assert not [p for p in store.rglob("*") if p.suffix in (".pkl", ".pickle")]
+
+    # the Python API is the same call: answered from the store, and the artifact loads as a classifier
+    import corpusforge as cf
+
+    again = cf.classify.train(train, preset=str(finetune), valid=valid, init=pre["id"], store=store)
+    assert again.id == out["id"] and again.reused
+    assert [r["label"] for r in again.load().predict(texts)] == [p["label"] for p in predicted]
