@@ -7,7 +7,8 @@
 #   3. classify --preset sst2-bert-scratch           (the same encoder shape trained on the labels alone)
 #   4. classify --preset sst2-bert-finetune --init   (the pre-trained encoder of 2, fine-tuned)
 # Usage: SST2_DIR=../shared/corpora/sst2 PTB_DIR=../shared/corpora/ptb STORE=/tmp/sst2-store benchmarks/sst2_classify.sh
-#   extra --set for the BERT runs: BERT_SET="--set train.max_iters=3000" (GPU-sized runs). Each run's JSON is the last
+#   extra --set for the pre-training: PRE_SET="--set train.max_iters=3000", for the two BERT classifiers: FT_SET
+#   (CPU-sized runs use fewer steps than the presets; GPU runs more). Each run's JSON is the last
 #   line of $OUT/<name>.json; the dev accuracy/F1 are its metrics (record them in benchmarks/RESULTS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,10 +28,10 @@ run() {  # name, args...
 }
 run bilstm classify train "$SST2/train.tsv" --valid "$SST2/dev.tsv" --preset sst2-bilstm
 # shellcheck disable=SC2086
-run bert-mlm lm train "$SST2/train.tsv" "$PTB/ptb.train.txt" --preset bert-mlm-small ${BERT_SET:-}
+run bert-mlm lm train "$SST2/train.tsv" "$PTB/ptb.train.txt" --preset bert-mlm-small ${PRE_SET:-}
 BERT_ID=$(tail -n 1 "$OUT/bert-mlm.json" | python3 -c "import json,sys; print(json.load(sys.stdin)['id'])")
 # shellcheck disable=SC2086
-run bert-scratch classify train "$SST2/train.tsv" --valid "$SST2/dev.tsv" --preset sst2-bert-scratch ${BERT_SET:-}
+run bert-scratch classify train "$SST2/train.tsv" --valid "$SST2/dev.tsv" --preset sst2-bert-scratch ${FT_SET:-}
 # shellcheck disable=SC2086
 run bert-finetune classify train "$SST2/train.tsv" --valid "$SST2/dev.tsv" --preset sst2-bert-finetune \
-    --init "$BERT_ID" ${BERT_SET:-}
+    --init "$BERT_ID" ${FT_SET:-}

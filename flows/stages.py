@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from corpusforge.tasks import classify, corpus, embeddings, lm, ngram, seq2seq, tokenizer
+from corpusforge.tasks import classify, corpus, embeddings, lm, ngram, sentence_embeddings, seq2seq, tokenizer
 from corpusforge.tasks.config import ConfigError, is_artifact_id, references
 from corpusforge.tasks.stage import Stage
 
@@ -23,6 +23,7 @@ STAGES: tuple[Stage, ...] = (
     lm.STAGE,
     seq2seq.STAGE,
     classify.STAGE,
+    sentence_embeddings.STAGE,
 )
 
 

@@ -107,14 +107,16 @@ def family(name: str) -> FamilySpec:
 
 
 class FamilyConfigs(Mapping[str, type]):
-    """family name -> config class of the families that train on ``trains_on`` data, read when first used: a
+    """family name -> config class of the families that train on ``trains_on`` data (and, when given, have
+    ``capability``: pairs that are translated, pairs whose sentences are embedded), read when first used: a
     stage's config types its ``model`` field by its ``family`` field with it (tasks.config "variants")."""
 
-    def __init__(self, trains_on: str):
-        self.trains_on = trains_on
+    def __init__(self, trains_on: str, capability: str | None = None):
+        self.trains_on, self.capability = trains_on, capability
 
     def _map(self) -> dict[str, type]:
-        return {n: s.config for n, s in families().items() if s.trains_on == self.trains_on}
+        return {n: s.config for n, s in families().items()
+                if s.trains_on == self.trains_on and (self.capability is None or s.can(self.capability))}
 
     def __getitem__(self, name: str) -> type:
         return self._map()[name]

@@ -562,8 +562,8 @@ class Tracker:
 
         The model is ``MLmodel`` + ``data/<key>/`` for each of ``data_dirs``; MLflow loads it by importing
         ``loader_module`` and calling its ``_load_pyfunc(data_path)``. Input: strings (a list, or one column);
-        output: a string, or the named columns of ``outputs`` ({column: MLflow type}: a classifier's label and
-        probabilities); ``params`` become the signature's params with their defaults.
+        output: a string, or the named columns of ``outputs`` ({column: MLflow type, "double[]" a list of doubles}: a
+        classifier's label and probabilities, a sentence vector); ``params`` become the signature's params with their defaults.
         MLflow reserves the alias ``latest`` for itself: ``models:/NAME@latest`` (and ``models:/NAME/latest``)
         always resolve to the newest version, so each new version *is* ``@latest`` without an explicit
         ``set_registered_model_alias`` (which refuses that name).
@@ -579,7 +579,8 @@ class Tracker:
         import mlflow.pyfunc
         from mlflow.exceptions import MlflowException
         from mlflow.models.signature import ModelSignature
-        from mlflow.types.schema import ColSpec, ParamSchema, ParamSpec, Schema
+        from mlflow.types import DataType
+        from mlflow.types.schema import Array, ColSpec, ParamSchema, ParamSpec, Schema
 
         def dtype(value: Any) -> str:
             return "boolean" if isinstance(value, bool) else "long" if isinstance(value, int) else \
@@ -587,7 +588,8 @@ class Tracker:
 
         signature = ModelSignature(
             inputs=Schema([ColSpec("string")]),
-            outputs=Schema([ColSpec(t, name) for name, t in outputs.items()] if outputs else [ColSpec("string")]),
+            outputs=Schema([ColSpec(Array(DataType[t[:-2]]) if t.endswith("[]") else t, name)  # "double[]": a list
+                            for name, t in outputs.items()] if outputs else [ColSpec("string")]),
             params=ParamSchema([ParamSpec(k, dtype(v), v) for k, v in (params or {}).items()]))
         logged = self.client.create_logged_model(self.experiment_id, name=registered_name, source_run_id=run_id,
                                                  tags=dict(tags))

@@ -21,16 +21,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from corpusforge.storage.store import ArtifactStore, input_dir, read_manifest, resolve_recorded, store_relative
+from corpusforge.storage.store import ArtifactStore, read_manifest, resolve_recorded, store_relative
 from corpusforge.tasks.classify.config import OWN_FIELDS, STEP, ClassifyStageConfig, classify_config_from_dict
 from corpusforge.tasks.classify.scoring import class_index, plot_confusion, scores
 from corpusforge.tasks.config import ConfigError, identity
+from corpusforge.tasks.encoded import checkpoint, checkpoint_tokenizer, read_encoded, reencode, shape_from
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, resolve_references, run_step
 from corpusforge.tasks.training import MetricsLog, training_report, training_scratch
 
 CLASSIFY_VERSION = 1
-SPLITS = ("train", "valid", "test")
 
 
 def build_classify(upstream: StepResult, cfg: ClassifyStageConfig, store: ArtifactStore,
@@ -54,63 +54,7 @@ def build_classify(upstream: StepResult, cfg: ClassifyStageConfig, store: Artifa
                         libraries=("torch", "safetensors", "polars"), references=refs)
 
 
-# --- the data ---------------------------------------------------------------------------------------------------
-
-
-def read_labelled(encoded_dir: Path, text: str, label: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """meta.json and, per split, a polars frame with ``doc_id``, the text's ids and the label (None: no rows)."""
-    import polars as pl
-
-    meta_path = Path(encoded_dir) / "meta.json"
-    if not meta_path.is_file():
-        raise ValueError(f"{encoded_dir}: no meta.json; the classify step needs the tokenizer stage's encoded records")
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    column = (meta.get("fields") or {}).get(text)
-    if meta.get("format") != "parquet" or column is None or label not in (meta.get("labels") or []):
-        raise ValueError(f"the encoded corpus has no {text} ids and {label} label: the classify step needs "
-                         f"tokenizer.format: parquet, tokenizer.fields: [{text}] and tokenizer.labels: [{label}]")
-    frames = {}
-    for split in SPLITS:
-        path = Path(encoded_dir) / f"{split}.parquet"
-        frame = pl.read_parquet(path, columns=["doc_id", column, label]) if path.is_file() else None
-        frames[split] = frame.rename({column: "ids"}) if frame is not None and frame.height else None
-    return meta, frames
-
-
-def _reencoded(encoded_dir: Path, frames: dict[str, Any], text: str, tokenizer) -> dict[str, Any]:
-    """The splits' texts encoded with another tokenizer (a checkpoint's), from the corpus the encoding read."""
-    import polars as pl
-
-    corpus = input_dir(encoded_dir, "corpus")
-    out = {}
-    for split, frame in frames.items():
-        if frame is None:
-            out[split] = None
-            continue
-        texts = pl.read_parquet(corpus / f"{split}.parquet", columns=["doc_id", text])
-        if texts["doc_id"].to_list() != frame["doc_id"].to_list():
-            raise ValueError(f"{split}: the encoded records and the corpus they came from list other records")
-        ids = tokenizer.encode_batch(texts[text].fill_null("").to_list())
-        out[split] = frame.with_columns(pl.Series("ids", ids, dtype=pl.List(pl.UInt32)))
-    return out
-
-
 # --- where the weights start -----------------------------------------------------------------------------------
-
-
-def _checkpoint(parent: Path) -> tuple[dict[str, Any], str]:
-    """(its config.json, its step)."""
-    spec = json.loads((parent / "config.json").read_text(encoding="utf-8"))
-    return spec, str((read_manifest(parent) or {}).get("step"))
-
-
-def _shape_from(model_cfg: Any, parent_model: Mapping[str, Any]) -> tuple[Any, list[str]]:
-    """The classifier's config with the fields it shares with the checkpoint's taken from it (its shape, vocabulary,
-    special ids), except OWN_FIELDS; and the fields whose value changed."""
-    names = {f.name for f in dataclasses.fields(model_cfg)} - set(OWN_FIELDS)
-    taken = {k: v for k, v in parent_model.items() if k in names}
-    changed = sorted(k for k, v in taken.items() if getattr(model_cfg, k) != v)
-    return dataclasses.replace(model_cfg, **taken), changed
 
 
 def _load_vectors(artifact_dir: Path):
@@ -155,7 +99,7 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
     from corpusforge.models.training import pick_device, train
     from corpusforge.models.zoo import build_model, load_weights, save_model
 
-    meta, frames = read_labelled(encoded_dir, cfg.text, cfg.label)
+    meta, frames = read_encoded(encoded_dir, (cfg.text,), (cfg.label,), STEP)
     if frames["train"] is None:
         raise ValueError("the encoded train split has no records: nothing to train on")
     if frames["valid"] is None:
@@ -167,17 +111,14 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
     parent = refs.get("init")
     parent_spec, parent_step, classes = None, None, None
     if parent is not None:
-        parent_spec, parent_step = _checkpoint(parent)
-        recorded = (parent_spec.get("tokenizer") or {}).get("path")
-        if recorded:
-            parent_tok = resolve_recorded(recorded, parent)
-            if parent_spec["tokenizer"].get("id") != tokenizer_id:  # read the texts as the checkpoint was trained
-                tok = load_tokenizer(parent_tok)
-                frames = _reencoded(encoded_dir, frames, cfg.text, tok)
-                tokenizer_dir, tokenizer_id, vocab_size = parent_tok, parent_spec["tokenizer"].get("id"), tok.vocab_size
-                special = dict(tok.role_ids)
-                warnings.append(f"init {parent.name}: texts encoded with the checkpoint's tokenizer "
-                                f"{str(tokenizer_id)[:12]} (not the run's)")
+        parent_spec, parent_step, parent_id = checkpoint(parent)
+        found = checkpoint_tokenizer(parent, parent_spec)
+        if found is not None and found[1] != tokenizer_id:  # read the texts as the checkpoint was trained to
+            tok = load_tokenizer(found[0])
+            frames = reencode(encoded_dir, frames, (cfg.text,), tok)
+            (tokenizer_dir, tokenizer_id), vocab_size, special = found, tok.vocab_size, dict(tok.role_ids)
+            warnings.append(f"init {parent.name}: texts encoded with the checkpoint's tokenizer "
+                            f"{str(tokenizer_id)[:12]} (not the run's)")
         if parent_step == STEP:
             classes = list(parent_spec["classify"]["classes"])
     labels_train = frames["train"][cfg.label].to_list()
@@ -189,7 +130,7 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
     mcfg = cfg.model_config(vocab_size, special)
     mcfg = dataclasses.replace(mcfg, n_classes=len(classes))
     if parent_spec is not None:
-        mcfg, changed = _shape_from(mcfg, parent_spec["model"])
+        mcfg, changed = shape_from(mcfg, parent_spec["model"], OWN_FIELDS)
         if changed:
             warnings.append(f"init {parent.name}: model {', '.join(changed)} taken from the checkpoint")
         if parent_step == STEP and parent_spec.get("family") != cfg.family:
@@ -210,7 +151,7 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
     started_from: dict[str, Any] = {}
     if parent is not None:
         report = load_weights(model, load_file(str(parent / "model.safetensors")))
-        started_from["init"] = {"id": (read_manifest(parent) or {}).get("id"), "step": parent_step,
+        started_from["init"] = {"id": parent_id, "step": parent_step,
                                 "family": parent_spec.get("family"), "loaded": len(report["loaded"]),
                                 **{k: v for k, v in report.items() if k != "loaded"}}
         for what in ("missing", "mismatched"):
@@ -234,7 +175,7 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
         if split == "test" and any(v is None for v in values):
             warnings.append("the test split has unlabelled records: it is not scored")
             continue
-        splits[split] = ([prepare(ids) for ids in frame["ids"].to_list()], class_index(classes, values, split))
+        splits[split] = ([prepare(ids) for ids in frame[cfg.text].to_list()], class_index(classes, values, split))
     objective = load_ref(spec.objective)(mcfg, splits)
     record = MetricsLog(on_metrics)
     ckpt = scratch / "checkpoint.safetensors"

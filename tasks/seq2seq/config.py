@@ -15,7 +15,7 @@ from corpusforge.tasks.config import NOT_IN_ID, ConfigError, derived_model_confi
 
 MODEL_STEP, EVAL_STEP = "seq2seq", "seq2seq_eval"
 # the stage trains the families that learn from source/target pairs (corpusforge.models.family: trains_on "pairs")
-PAIR_FAMILIES = FamilyConfigs("pairs")
+PAIR_FAMILIES = FamilyConfigs("pairs", "translate")
 # T5's task prefix (Raffel et al. 2020: "translate English to German: ..."); {source}/{target}: the languages' names
 T5_PREFIX = "translate {source} to {target}: "
 # the tokens a run's tokenizer gets for the roles the family derives ids from, when its section has none

@@ -22,7 +22,8 @@ SMALL = ["--set", "lm.train.max_iters=20", "--set", "lm.train.eval_interval=10",
          "--set", "lm.sample.max_new_tokens=10", "--set", "embeddings.epochs=1"]
 # and its translation pipeline (configs/demo-translation.yaml), into the same store, as `make demo` runs it
 SMALL_TRANSLATION = ["--set", "seq2seq.train.max_iters=30", "--set", "seq2seq.train.eval_interval=15",
-                     "--set", "seq2seq.train.log_interval=15"]
+                     "--set", "seq2seq.train.log_interval=15", "--set", "sentence_embeddings.train.max_iters=20",
+                     "--set", "sentence_embeddings.train.eval_interval=10"]
 # and its classification pipeline (configs/demo-classification.yaml)
 SMALL_CLASSIFICATION = ["--set", "classify.train.max_iters=20", "--set", "classify.train.eval_interval=10",
                         "--set", "classify.train.log_interval=10", "--set", "embeddings.epochs=1"]
@@ -75,7 +76,7 @@ def test_every_artifact_of_the_demo_verifies(demo_store):
     dirs = list(store.iter_artifact_dirs())
     steps = {json.loads((d / "manifest.json").read_text())["step"] for d in dirs}
     assert {"corpus_shard", "corpus", "tokenizer", "encode", "embeddings", "ngram", "lm", "lm_sample", "seq2seq",
-            "seq2seq_eval", "classify"} <= steps, steps
+            "seq2seq_eval", "classify", "sentence_embeddings"} <= steps, steps
     for d in dirs:
         manifest = json.loads((d / "manifest.json").read_text())
         on_disk = {p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file() and p.name != "manifest.json"}

@@ -1,0 +1,13 @@
+"""The sentence encoder family's declaration (corpusforge.models.family)."""
+
+from corpusforge.models.family import FamilySpec
+from corpusforge.models.sbert.config import SBertConfig
+
+SPEC = FamilySpec(
+    name="sbert", config=SBertConfig, module="corpusforge.models.sbert.model:SentenceEncoder",
+    objective="corpusforge.models.objectives:contrastive",
+    doc="Sentence-BERT: BERT's encoder pooled into one vector per sentence (mean, max or [CLS]), trained siamese on "
+        "sentence pairs with in-batch negatives; starts from a pre-trained bert checkpoint or from scratch",
+    trains_on="pairs", capabilities=frozenset({"embed"}),
+    derived={"cls_id": ("cls",), "sep_id": ("sep",), "pad_id": ("pad",)},
+)

@@ -1,0 +1,90 @@
+"""A trained sentence encoder as something that embeds and searches: :class:`SentenceEmbedder` (what
+``Artifact.load()`` returns for a sentence_embeddings artifact, what the registered MLflow pyfunc wraps, and what
+``corpusforge embed sentences/search`` call)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+class SentenceEmbedder:
+    """A trained sentence encoder and its tokenizer: ``encode(texts)`` gives one unit-length vector per text;
+    ``search(query, vectors, top)`` ranks vectors by cosine similarity."""
+
+    def __init__(self, model, tokenizer, spec: dict[str, Any]):
+        self.model, self.tokenizer, self.spec = model, tokenizer, spec
+        self._prepare = getattr(model, "prepare", lambda ids: list(ids))
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.cfg.n_embd)
+
+    def encode(self, texts: str | Sequence[str], batch_size: int = 128, normalize: bool = True):
+        """(N, dim) float32 numpy array, one row per text (unit length unless ``normalize`` is false)."""
+        import numpy as np
+        import torch
+
+        from corpusforge.models.batching import pad
+
+        texts = [texts] if isinstance(texts, str) else [str(t) for t in texts]
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        ids = [self._prepare(x) for x in self.tokenizer.encode_batch(texts)]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        self.model.eval()
+        with torch.no_grad():
+            for start in range(0, len(order), batch_size):
+                chunk = order[start: start + batch_size]
+                x, mask = pad([ids[i] for i in chunk], self.model.cfg.pad_id)
+                v = self.model(x, mask).float()
+                if normalize:
+                    v = torch.nn.functional.normalize(v, dim=-1)
+                out[chunk] = v.numpy()
+        return out
+
+    def search(self, query: str, vectors, top: int = 10) -> list[tuple[int, float]]:
+        """(row, cosine) of the ``top`` rows of ``vectors`` (unit length) nearest the query, best first: an exact
+        search (one matrix-vector product; below millions of rows it is faster than building an index)."""
+        import numpy as np
+
+        q = self.encode([query])[0]
+        scores = vectors @ q
+        top = min(top, len(scores))
+        best = np.argpartition(-scores, top - 1)[:top] if top < len(scores) else np.arange(len(scores))
+        best = best[np.lexsort((best, -scores[best]))]
+        return [(int(i), float(scores[i])) for i in best]
+
+
+def load_embedder(model_dir: str | Path, tokenizer_dir: str | Path | None = None, device: str = "cpu") -> SentenceEmbedder:
+    from corpusforge.models.tokenization import load_tokenizer
+    from corpusforge.models.zoo import load_model
+    from corpusforge.storage.store import resolve_recorded
+
+    model_dir = Path(model_dir)
+    spec = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    if tokenizer_dir is None:
+        recorded = (spec.get("tokenizer") or {}).get("path")
+        if not recorded:
+            raise ValueError(f"{model_dir}: config.json records no tokenizer")
+        tokenizer_dir = resolve_recorded(recorded, model_dir)
+    return SentenceEmbedder(load_model(model_dir, device=device), load_tokenizer(tokenizer_dir), spec)
+
+
+def load_artifact(artifact_dir: Path, manifest: dict[str, Any]) -> SentenceEmbedder:
+    """``Artifact.load()`` of a sentence_embeddings artifact (declared as the step's loader)."""
+    return load_embedder(artifact_dir)
+
+
+def highlights(model_dir: Path) -> list[str]:
+    """What the run's summary shows under the stage: retrieval on each scored split, both ways."""
+    data = json.loads((Path(model_dir) / "evaluation.json").read_text(encoding="utf-8"))
+    lines = []
+    for split, scored in data["splits"].items():
+        ways = [f"{way}: top-1 {s['top1']:.3f}, top-5 {s['top5']:.3f}, MRR {s['mrr']:.3f}"
+                for way, s in scored.items() if way != "pairs"]
+        lines.append(f"{split} retrieval among {scored['pairs']} sentences: " + "; ".join(ways))
+    return lines
