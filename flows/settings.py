@@ -155,9 +155,10 @@ def _stop_with_this_process(pid: int) -> None:
 
 
 # Errors that are the user's to fix (a bad config, a source that cannot be used, a tampered artifact, data that
-# fails validation): the CLI ends with one line saying what is wrong, so Prefect's console log shows their
+# fails validation, a training that diverged at these settings): the CLI ends with one line saying what is wrong, so Prefect's console log shows their
 # message without a traceback. Anything else keeps its traceback.
-USER_ERRORS = frozenset({"ConfigError", "SourceError", "DatasetValidationError", "TamperedArtifact"})
+USER_ERRORS = frozenset({"ConfigError", "SourceError", "DatasetValidationError", "TamperedArtifact",
+                         "TrainingDiverged"})
 
 
 def _is_user_error(exc: BaseException | None) -> bool:

@@ -21,13 +21,24 @@ Like the reference C implementation:
   glove.c's rule.)
 - minibatches: every entry of a batch is computed from the parameters and accumulators as they were
   at the start of the batch, and the per-entry updates (and per-entry squared steps) are summed per
-  row, the same approximation as the reference tool's lock-free threads, just synchronous. At the
-  default learning rate this staleness is harmless: on PTB, batches of 1,024 and 32,768 entries give
-  the same per-epoch loss to 3 digits and the same scores (the most frequent word gets about 110
-  entries per 32,768-entry batch, each step lr * f * diff * c_j with |c_j| ~ 1e-2 early on). Averaging
+  row, the same approximation as the reference tool's lock-free threads, just synchronous. Averaging
   a row's steps instead of summing them only slows the fit down (WS-353 0.05 after 10 epochs).
-  Summing does cap the usable learning rate: lr 0.2 diverges (NaN) with 32,768-entry batches on PTB
-  but is stable, and slightly better, with 1,024-4,096;
+  Summing makes a frequent word's step the sum of all its entries in the batch: its bias b_i moves by
+  lr * sum_k f_k diff_k (over the batch's entries of row i, accumulators at 1 in the first steps) while
+  the batch's cost has curvature sum_k f_k in b_i, so the step overshoots the batch's own optimum for
+  b_i once lr * sum_k f_k > 1 and diverges a little further on (the coupled w_i . c_j terms grow with it).
+  glove.c never sums: each thread updates entry by entry. So :func:`stable_batch_size` caps the batch
+  at the size where the heaviest row's expected f-sum times lr is 1: ``batch <= nnz / (lr * max_i F_i)``,
+  F_i = sum_j f(X_ij). Small corpora have few, dense rows: 2,000 lines of PTB (1,314 words, 106,818
+  entries, the top row in 1.2% of them) gave lr * F = 8.7 per 32,768-entry batch: loss 12 -> 1.9e27 -> NaN
+  (issue 35); capped: 3,788 entries, loss 0.083 -> 0.053 in 5 epochs, as with batch 1,024. Full PTB (window 5)
+  is at lr * F = 4.6 with 32,768 (stable, but its first epoch overshoots: loss 0.139 against 0.098 with
+  8,192), capped to about 7,150. With batches at lr * F = 4 a 500-line corpus overshoots (epoch losses
+  0.35 then 1.35), at 2 its epoch losses are still up to 39% above batch 1,024's; at 1 no epoch's loss
+  of 500 to 10,000 PTB lines or of Tiny Shakespeare is more than 6% above batch 1,024's (3 seeds, dims
+  50-300, lr 0.05 and 0.2; final losses within 2%). The cap also makes lr 0.2 usable on PTB (it
+  diverged with 32,768-entry batches; capped to about 1,800, inside the 1,024-4,096 found stable). Big corpora are not capped (the
+  heaviest row is a small share of the entries). The batch used is reported (``batch_size``);
 - the final embedding is word + context vectors (W + C), which the paper reports works slightly better.
 
 Pure: no store, no tracking. Progress goes through ``on_epoch(epoch, metrics)``.
@@ -57,7 +68,9 @@ class GloveParams:
         "doc": "Counts at or above x_max get weight 1 (10 as glove.c's demo for small corpora; the paper's 100 "
                "suits billions of tokens and underfits small corpora)."})
     alpha: float = field(default=0.75, metadata={"doc": "Exponent of the weighting function."})
-    batch_size: int = field(default=32768, metadata={"doc": "Non-zero entries per AdaGrad step."})
+    batch_size: int = field(default=32768, metadata={
+        "doc": "Non-zero entries per AdaGrad step, at most: fewer where the most frequent word's entries would "
+               "make its summed step overshoot (stable_batch_size)."})
     seed: int = field(default=1, metadata={"doc": "Seed for the initialisation and the shuffles."})
 
     def __post_init__(self) -> None:
@@ -116,6 +129,20 @@ def glove_step(model: GloVe, accumulators: dict[int, torch.Tensor], i: torch.Ten
     return cost
 
 
+def stable_batch_size(i: torch.Tensor, j: torch.Tensor, weight: torch.Tensor, vocab_size: int, lr: float,
+                      batch_size: int) -> int:
+    """The batch size the fit uses: ``batch_size``, capped at ``nnz / (lr * max F)`` where F is a row's (or a
+    column's) summed weight f(X): a batch then holds, on average, at most 1 / lr of the heaviest word's
+    weight, so that word's summed stale step never overshoots the batch's optimum for its bias (module docstring)."""
+    heaviest = max(float(torch.zeros(vocab_size, dtype=torch.float64, device=weight.device)
+                         .index_add_(0, idx, weight.double()).max()) for idx in (i, j))
+    if heaviest <= 0:
+        return batch_size
+    # never below 64 entries: a learning rate that needs fewer diverges anyway, and one entry per step would take
+    # hours on a large corpus before the step could say so
+    return min(batch_size, max(64, int(weight.numel() / (lr * heaviest))))
+
+
 def glove_loss(model: GloVe, i: torch.Tensor, j: torch.Tensor, log_x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """Sum over the batch of 1/2 f(X_ij) (w_i . c_j + b_i + b~_j - log X_ij)^2."""
     diff = model(i, j) - log_x
@@ -133,7 +160,8 @@ def fit_glove(
 ) -> tuple[np.ndarray, list[dict[str, float]]]:
     """Fit GloVe on the non-zero entries (rows[k], cols[k], counts[k]); return (W + C, per-epoch metrics).
 
-    The reported ``loss`` is the mean per-pair cost 1/2 f (..)^2 over the epoch.
+    The reported ``loss`` is the mean per-pair cost 1/2 f (..)^2 over the epoch; ``batch_size`` is the batch
+    the fit used (``params.batch_size`` or less: :func:`stable_batch_size`).
     """
     dev = resolve_device(device)
     gen = torch.Generator().manual_seed(params.seed)
@@ -147,19 +175,20 @@ def fit_glove(
     log_all = torch.log(x_all)
     f_all = glove_weight(x_all, params.x_max, params.alpha)
     n = x_all.numel()
+    batch_size = stable_batch_size(i_all, j_all, f_all, vocab_size, params.learning_rate, params.batch_size)
     history: list[dict[str, float]] = []
     for epoch in range(1, params.epochs + 1):
         t0 = time.perf_counter()
         order = torch.randperm(n, generator=gen).to(dev)
         total = torch.zeros((), device=dev, dtype=torch.float64)
-        for start in range(0, n, params.batch_size):
-            idx = order[start : start + params.batch_size]
+        for start in range(0, n, batch_size):
+            idx = order[start : start + batch_size]
             cost = glove_step(model, accumulators, i_all[idx], j_all[idx], log_all[idx], f_all[idx],
                               params.learning_rate)
             total += cost.double()
         if dev.type == "cuda":
             torch.cuda.synchronize()
-        metrics = {"loss": float(total) / n, "epoch_seconds": time.perf_counter() - t0}
+        metrics = {"loss": float(total) / n, "epoch_seconds": time.perf_counter() - t0, "batch_size": batch_size}
         history.append(metrics)
         if on_epoch is not None:
             on_epoch(epoch, metrics)

@@ -8,16 +8,20 @@ what it writes next to the weights, and how it reports while it trains.
   task's progress bar, log and MLflow), then writes ``metrics.json`` (what training computed, the same bytes on
   every rebuild: speeds and durations go to the manifest and MLflow only) and ``loss_curve.png``;
 - :func:`training_report`: a training task's reporter: a progress bar on a terminal, the Prefect task log, and
-  the caller's callback (the flow's live MLflow run, corpusforge.tasks.track.LiveRuns).
+  the caller's callback (the flow's live MLflow run, corpusforge.tasks.track.LiveRuns);
+- :func:`refuse_non_finite`: the rule every training step applies before its artifact is published: weights with a
+  NaN or an infinity, or a non-finite final loss, are never published; the step fails with
+  :class:`TrainingDiverged`, one line saying which and what to change.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +37,76 @@ Report = Callable[[int, dict[str, float]], None]
 def training_scratch(store: ArtifactStore, step: str, version: int, config: Any,
                      input_ids: Sequence[str]) -> Iterator[Path]:
     """The step's checkpoint folder, kept while it trains (a killed run resumes from it) and removed once the
-    ``with`` block ends without an error (the artifact is published, or was already)."""
+    ``with`` block ends without an error (the artifact is published, or was already), or with
+    :class:`TrainingDiverged` (its checkpoints hold the diverged weights: nothing to resume from)."""
     inputs: Any = input_ids[0] if len(input_ids) == 1 else list(input_ids)  # one input: the key the lm always had
     key = config_hash({"config": config, "input": inputs, "version": version})
     scratch = store.root / ".scratch" / step / key[:16]
     scratch.mkdir(parents=True, exist_ok=True)
-    yield scratch
+    try:
+        yield scratch
+    except TrainingDiverged:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     shutil.rmtree(scratch, ignore_errors=True)
+
+
+class TrainingDiverged(ValueError):
+    """A training step's result has non-finite weights or a non-finite final loss: it is not published. The
+    message is one line (the CLI prints it as its error, with exit code 1; Prefect logs it without a traceback)."""
+
+
+def is_loss_metric(key: str) -> bool:
+    """``loss``, ``final_loss``, ``val_loss``, ``best_val_loss``, ``test_loss`` ...: what a diverged fit makes NaN."""
+    return key == "loss" or key.endswith("_loss")
+
+
+def refuse_non_finite(what: str, *, change: str, metrics: Mapping[str, Any] | None = None,
+                      weights: Mapping[str, Any] | None = None) -> None:
+    """Raise :class:`TrainingDiverged` when a loss in ``metrics`` (:func:`is_loss_metric`) or any value of
+    ``weights`` (name -> numpy array or torch tensor; integer ones are skipped) is NaN or infinite. Called by
+    each training step's build, before it writes or returns its files, so a diverged fit is never published.
+    ``what`` names the artifact ("embeddings p-glove"), ``change`` the settings to change ("lower
+    embeddings.learning_rate (now 0.05)")."""
+    problems = []
+    for key, value in (metrics or {}).items():
+        if is_loss_metric(key) and isinstance(value, (int, float)) and not math.isfinite(value):
+            problems.append(f"{key} is {value}")
+    bad = total = 0
+    for value in (weights or {}).values():
+        count, size = _non_finite(value)
+        bad, total = bad + count, total + size
+    if bad:
+        problems.append(f"{bad:,} of {total:,} weight values are NaN or infinite")
+    if problems:
+        raise TrainingDiverged(f"{what}: training diverged ({'; '.join(problems)}), so nothing was published; "
+                               f"{change}")
+
+
+def diverged_advice(section: str, train: Any) -> str:
+    """What to change when a torch-trained step (models.training.train, ``train``: its TrainConfig) diverged."""
+    advice = [f"lower {section}.train.lr (now {train.lr:g})"]
+    if not train.grad_clip:
+        advice.append(f"set {section}.train.grad_clip (now 0: off)")
+    if not train.warmup_iters:
+        advice.append(f"raise {section}.train.warmup_iters (now 0)")
+    return " or ".join(advice)
+
+
+def _non_finite(value: Any) -> tuple[int, int]:
+    """(non-finite values, values) of a floating numpy array or torch tensor; (0, n) for integer ones."""
+    if hasattr(value, "detach"):  # a torch tensor, without importing torch here
+        if not value.is_floating_point() and not value.is_complex():
+            return 0, value.numel()
+        import torch
+
+        return int((~torch.isfinite(value.detach())).sum()), value.numel()
+    import numpy as np
+
+    array = np.asarray(value)
+    if not np.issubdtype(array.dtype, np.inexact):
+        return 0, array.size
+    return int(array.size - np.isfinite(array).sum()), array.size
 
 
 class MetricsLog:

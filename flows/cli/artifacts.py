@@ -3,7 +3,6 @@ what killed writers left."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
@@ -15,6 +14,7 @@ from corpusforge.cli.common import (
     _store,
     err,
     out,
+    print_json,
 )
 
 app = typer.Typer(help="Find, show and verify published artifacts (reads manifests only; fast); sweep leftovers.",
@@ -51,7 +51,7 @@ def artifacts_find(
         if h.problem:
             err.print(f"[yellow]warning:[/] {escape(h.problem)}", highlight=False)
     if as_json:
-        print(json.dumps([h.summary() for h in hits]))
+        print_json([h.summary() for h in hits])
         return
     if not hits:
         err.print(f"no artifacts match in {_store(store)}")
@@ -83,7 +83,7 @@ def artifacts_show(
     except LookupError as exc:  # an unknown or ambiguous id is bad usage
         _fail(str(exc.args[0]), 2)
     if as_json:
-        print(json.dumps(found.manifest, ensure_ascii=False))
+        print_json(found.manifest, ensure_ascii=False)
         return
     from corpusforge.render import print_manifest
 
@@ -137,8 +137,8 @@ def artifacts_gc(
     artifacts = ArtifactStore(root)
     found = artifacts.sweep_leftovers(apply=apply, max_age=older_than)
     if as_json:
-        print(json.dumps({"store": artifacts.uri_for_humans, "applied": apply,
-                          ("removed" if apply else "would_remove"): [f.to_dict() for f in found]}))
+        print_json({"store": artifacts.uri_for_humans, "applied": apply,
+                    ("removed" if apply else "would_remove"): [f.to_dict() for f in found]})
         return
     if not found:
         out.print(f"nothing to remove in {escape(artifacts.uri_for_humans)}", highlight=False)

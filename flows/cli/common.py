@@ -7,11 +7,14 @@ each ``corpusforge.cli_*`` import it without an import circle.
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 import sys
+from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -90,7 +93,8 @@ SetOpt = Annotated[
     Optional[list[str]],
     typer.Option("--set", help="Override a config key, e.g. --set corpus.split.valid=0.1 (repeatable)."),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON as the last stdout line.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON as the last stdout line (strict: a "
+                                                      "NaN or infinite number is null, and a 'notes' entry says so).")]
 
 # What the readers take today (storage/formats.py; README "The corpus stage"), for every command that reads sources.
 SOURCES_HELP = ("Files or directories (read recursively, in sorted order): .txt/.md, .jsonl, .json, .csv/.tsv, "
@@ -188,6 +192,7 @@ def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> 
     from corpusforge.storage.readers import SourceError
     from corpusforge.tasks.config import ConfigError
     from corpusforge.tasks.corpus.validate import DatasetValidationError
+    from corpusforge.tasks.training import TrainingDiverged
 
     try:
         cfg = pipeline_config_from_dict(config)  # fail fast, before any server starts
@@ -212,6 +217,8 @@ def _run_flow(config: dict, store_root: Path, base_dir: Path, as_json: bool) -> 
         _fail(str(exc), 2)
     except DatasetValidationError as exc:
         _fail(f"validation stopped the publish: {exc}", 1)
+    except TrainingDiverged as exc:  # says which artifact, what is not finite and what to change
+        _fail(str(exc), 1)
     except typer.Exit:
         raise
     except (Exception, _panic()) as exc:  # noqa: BLE001 - the flow already logged the traceback
@@ -234,10 +241,60 @@ def _panic() -> type[BaseException]:
         return Exception
 
 
-def _print_result(summary: dict, as_json: bool, json_payload: dict) -> None:
+def json_line(payload: Any, *, ensure_ascii: bool = True, why: Mapping[str, str] | None = None) -> str:
+    """``payload`` as one line of strict JSON (RFC 8259). Python's json writes NaN and Infinity, which strict
+    parsers (jq, JavaScript's JSON.parse, Go, serde) reject: a non-finite number becomes null instead, and a note
+    says where it was and what it was, in the top-level ``notes`` list (on stderr for a payload that is not an
+    object). ``why``: for a top-level key, why its values can be non-finite (added to their notes)."""
+    notes: list[str] = []
+    clean = _finite_or_null(payload, (), notes, why or {})
+    if notes and isinstance(clean, dict):
+        given = clean.get("notes")
+        clean = {**clean, "notes": [*(given if isinstance(given, list) else [] if given is None else [given]), *notes]}
+    elif notes:
+        for note in notes:
+            err.print(f"note: {note}", highlight=False, markup=False)
+    return json.dumps(clean, default=str, allow_nan=False, ensure_ascii=ensure_ascii)
+
+
+def print_json(payload: Any, *, ensure_ascii: bool = True, why: Mapping[str, str] | None = None) -> None:
+    """What ``--json`` prints: :func:`json_line` as the last stdout line."""
+    sys.stdout.flush()
+    print(json_line(payload, ensure_ascii=ensure_ascii, why=why), flush=True)
+
+
+def _finite_or_null(value: Any, where: tuple, notes: list[str], why: Mapping[str, str]) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _finite_or_null(v, (*where, k), notes, why) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_null(v, (*where, i), notes, why) for i, v in enumerate(value)]
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        number = float(value)  # numpy's float32 too (json cannot write it)
+        if math.isfinite(number):
+            return number
+        what = "NaN" if math.isnan(number) else "infinite" if number > 0 else "minus infinite"
+        reason = why.get(where[0]) if where else None
+        notes.append(f"{_json_path(where)} is {what}{f' ({reason})' if reason else ''}; written as null")
+        return None
+    return value
+
+
+def _json_path(where: tuple) -> str:
+    """metrics.final_loss, perplexity["v.txt"], top[0].prob: where a value sits in the printed JSON."""
+    text = ""
+    for key in where:
+        if isinstance(key, int):
+            text += f"[{key}]"
+        elif isinstance(key, str) and key.isidentifier():
+            text += f".{key}" if text else key
+        else:
+            text += f"[{json.dumps(str(key), ensure_ascii=False)}]"
+    return text or "the value"
+
+
+def _print_result(summary: dict, as_json: bool, json_payload: dict, why: Mapping[str, str] | None = None) -> None:
     if as_json:
-        sys.stdout.flush()
-        print(json.dumps(json_payload, default=str), flush=True)
+        print_json(json_payload, why=why)
         return
     from corpusforge.render import print_pipeline_summary
 

@@ -25,6 +25,7 @@ from corpusforge.cli.common import (
     choices,
     err,
     out,
+    print_json,
 )
 
 app = typer.Typer(help="Text representations: TF-IDF, word2vec, fastText, GloVe; evaluate and query them.",
@@ -146,8 +147,8 @@ def eval_(
 
     metrics = (read_manifest(Path(result.path)) or {}).get("metrics", {})
     if as_json:
-        print(json.dumps({"id": result.id, "path": result.path, "embeddings_id": m["id"], "reused": result.reused,
-                          "metrics": metrics, "report": report}, default=str))
+        print_json({"id": result.id, "path": result.path, "embeddings_id": m["id"], "reused": result.reused,
+                    "metrics": metrics, "report": report})
         return
     if "analogies" in report:
         a = report["analogies"]
@@ -205,8 +206,8 @@ def neighbors(
     else:
         hits = wv.most_similar(positive, negative, top)
     if as_json:
-        print(json.dumps({"id": found.manifest["id"], "query": word, "source": source,
-                          "neighbors": [{"word": w, "similarity": s} for w, s in hits]}))
+        print_json({"id": found.manifest["id"], "query": word, "source": source,
+                    "neighbors": [{"word": w, "similarity": s} for w, s in hits]})
         return
     if source != "vocabulary":
         err.print(f"{', '.join(oov)}: not in the vocabulary; vector built from {source}")
@@ -264,7 +265,7 @@ def contextual(
         # the static vector is looked up, not computed from the sentence: the same in both
         report.update(static_id=emb.manifest["id"], static_cosine=cosine(vector, vector))
     if as_json:
-        print(json.dumps(report, ensure_ascii=False))
+        print_json(report, ensure_ascii=False)
         return
     out.print(f"{word!r} in {first!r} (tokens {vectors[0][1]}) and in {second!r} (tokens {vectors[1][1]})")
     out.print(f"  contextual ({name} {found.manifest['id'][:12]}): cosine {report['contextual_cosine']:.4f}")

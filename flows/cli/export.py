@@ -7,13 +7,12 @@ written with ``datasets`` (``DatasetDict.save_to_disk``), so ``datasets.load_fro
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from corpusforge.cli.common import JsonOpt, StoreOpt, _fail, _store, out
+from corpusforge.cli.common import JsonOpt, StoreOpt, _fail, _store, out, print_json
 
 
 def _check_format(value: str) -> str:
@@ -57,7 +56,7 @@ def export(
     except ExportError as exc:
         _fail(str(exc), 2)
     if as_json:
-        print(json.dumps(summary, ensure_ascii=False))
+        print_json(summary, ensure_ascii=False)
         return
     splits = ", ".join(f"{name} {rows}" for name, rows in summary["splits"].items())
     out.print(f"exported {found.manifest['name']} ({summary['id'][:12]}) to {summary['path']}: {splits}; "

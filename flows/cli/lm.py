@@ -38,6 +38,7 @@ from corpusforge.cli.common import (  # noqa: E402,E501
     _store,
     err,
     out,
+    print_json,
 )
 from corpusforge.tasks.lm.config import GENERATE_DEFAULTS  # noqa: E402
 
@@ -114,7 +115,7 @@ def generate(
     except ValueError as exc:
         _fail(str(exc), 2)
     if as_json:
-        print(json.dumps({"id": artifact_id, "prompt": prompt, "text": text, "seed": seed}))
+        print_json({"id": artifact_id, "prompt": prompt, "text": text, "seed": seed})
         return
     sys.stdout.write(prompt + text + "\n")
 
@@ -138,7 +139,7 @@ def inspect(
     except ValueError as exc:
         _fail(str(exc), 2)
     if as_json:
-        print(json.dumps(report, ensure_ascii=False))
+        print_json(report, ensure_ascii=False)
         return
     from rich.table import Table
 

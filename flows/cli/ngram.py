@@ -12,7 +12,21 @@ from typing import Annotated, Optional
 
 import typer
 
-from corpusforge.cli.common import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, choices, out
+from corpusforge.cli.common import (
+    JsonOpt,
+    SetOpt,
+    StoreOpt,
+    _fail,
+    _print_result,
+    _run_flow,
+    _store,
+    choices,
+    out,
+    print_json,
+)
+
+# Why --json may hold a null perplexity or log probability (the notes say so next to each one)
+MLE_ZERO = "an n-gram unseen in training has probability 0 under mle; add-k or kneser-ney smoothing give it some"
 
 
 def _above_zero(value):
@@ -37,7 +51,8 @@ def estimate(
         help="Default modified-kneser-ney (KenLM lmplz's). add-k with k=1 is Laplace; stupid-backoff gives "
              "scores, not probabilities.")] = "modified-kneser-ney",
     k: Annotated[float, typer.Option("--k", callback=_above_zero, help="add-k: the pseudo-count (Laplace: 1).")] = 1.0,
-    eval_files: Annotated[Optional[list[Path]], typer.Option("--eval", help="Evaluation text file (repeatable).")] = None,
+    eval_files: Annotated[Optional[list[str]], typer.Option(  # str: the JSON's keys are the paths as given
+        "--eval", metavar="FILE", help="Evaluation text file (repeatable).")] = None,
     arpa: Annotated[Optional[Path], typer.Option("--arpa", help="Write the model as ARPA here (.gz: gzipped).")] = None,
     set_: SetOpt = None,
     store: StoreOpt = None,
@@ -55,7 +70,8 @@ def estimate(
         _fail(f"--smoothing: {smoothing!r} is not allowed; use one of {', '.join(SMOOTHINGS)}", 2)
     if arpa is not None and smoothing == "stupid-backoff":
         _fail("--arpa: stupid backoff gives scores, not probabilities; ARPA export is for probability models", 2)
-    evals = list(eval_files or [])
+    given = list(eval_files or [])
+    evals = [Path(p) for p in given]
     for path in evals:
         if not path.is_file():
             _fail(f"--eval: no such file: {path}", 2)
@@ -70,13 +86,13 @@ def estimate(
     stats = json.loads((Path(result["path"]) / "stats.json").read_text(encoding="utf-8"))
     by_source = {e["source"]: e for e in stats["evaluations"].values()}
     perplexity, perplexity_wo, oov = {}, {}, {}
-    for path in evals:
+    for key, path in zip(given, evals):  # keyed by the path as the user typed it
         e = by_source.get(str(path.resolve()))
         if e is None:
             continue
-        perplexity[str(path)] = _number(e["perplexity"])
-        perplexity_wo[str(path)] = _number(e["perplexity_without_oov"])
-        oov[str(path)] = e["oov"]
+        perplexity[key] = _number(e["perplexity"])
+        perplexity_wo[key] = _number(e["perplexity_without_oov"])
+        oov[key] = e["oov"]
     arpa_written = None
     if arpa is not None:
         built = Path(result["path"]) / "model.arpa.gz"
@@ -96,7 +112,7 @@ def estimate(
                "sentences": stats["summary"]["sentences"], "tokens": stats["summary"]["tokens"],
                "arpa": arpa_written, "metrics": result["metrics"]}
     if as_json:
-        _print_result(summary, True, payload)
+        _print_result(summary, True, payload, why=_why(smoothing))
         return
     _print_result(summary, False, payload)
     out.print(f"n-gram model {result['id'][:12]} ({smoothing}, order {order}): {payload['sentences']:,} sentences, "
@@ -107,6 +123,13 @@ def estimate(
         out.print(f"  {path}: perplexity {ppl:.4f} (without OOVs {perplexity_wo[path]:.4f}), OOVs {oov[path]}")
     if arpa_written:
         out.print(f"  ARPA: {arpa_written}")
+
+
+def _why(method: str) -> dict[str, str]:
+    """--json notes: why a perplexity or log probability of these keys is infinite, for this smoothing."""
+    if method != "mle":
+        return {}
+    return dict.fromkeys(("perplexity", "perplexity_without_oov", "word", "sentences", "results"), MLE_ZERO)
 
 
 def _number(value):
@@ -160,7 +183,7 @@ def query(
                                  **{k: v for k, v in model.evaluate([s.split()]).items()
                                     if k in ("perplexity", "perplexity_without_oov", "oov")}} for s in sentence]
     if as_json:
-        print(json.dumps(payload, default=str))
+        print_json(payload, why=_why(model.method))
         return
     kind = "P" if model.is_probability else "S (score, not a probability)"
     out.print(f"model {ident[:12] if len(ident) == 64 else ident} ({model.method}, order {model.order})")
@@ -178,7 +201,8 @@ def query(
 @app.command()
 def evaluate(
     model_ref: Annotated[str, typer.Argument(metavar="MODEL", help="ngram artifact id (prefix) or an ARPA file.")],
-    files: Annotated[list[Path], typer.Argument(metavar="FILES...", help="Text files, one sentence per line.")],
+    files: Annotated[list[str], typer.Argument(  # str: the JSON's keys are the paths as given
+        metavar="FILES...", help="Text files, one sentence per line.")],
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -187,12 +211,13 @@ def evaluate(
 
     model, ident = _load(model_ref, store)
     results = {}
-    for path in files:
+    for given in files:
+        path = Path(given)
         if not path.is_file():
-            _fail(f"no such file: {path}", 2)
-        results[str(path)] = model.evaluate(read_sentences(path))
+            _fail(f"no such file: {given}", 2)
+        results[given] = model.evaluate(read_sentences(path))
     if as_json:
-        print(json.dumps({"id": ident, "method": model.method, "results": results}, default=str))
+        print_json({"id": ident, "method": model.method, "results": results}, why=_why(model.method))
         return
     for path, r in results.items():
         out.print(f"{path}: perplexity {r['perplexity']:.4f} (without OOVs {r['perplexity_without_oov']:.4f}), "

@@ -7,7 +7,6 @@ evaluation) with the preset's settings, so every upstream step is reused when it
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -20,7 +19,17 @@ app = typer.Typer(help="Encoder-decoders (translation): train (GRU with or witho
 # after `app` exists: corpusforge.cli imports this module at its end, so either may be imported first
 from corpusforge.api import preset_names  # noqa: E402
 from corpusforge.api import seq2seq_config as train_config  # noqa: E402 - the API builds the config
-from corpusforge.cli.common import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, out  # noqa: E402
+from corpusforge.cli.common import (  # noqa: E402
+    JsonOpt,
+    SetOpt,
+    StoreOpt,
+    _fail,
+    _print_result,
+    _run_flow,
+    _store,
+    out,
+    print_json,
+)
 
 PairOpt = tuple[Path, Path]
 BeamOpt = Annotated[Optional[int], typer.Option("--beam", min=1, help="Beam size (1: greedy). Default: 5, "
@@ -150,8 +159,8 @@ def translate(
         except ValueError as exc:
             _fail(str(exc), 2)
     if as_json:
-        print(json.dumps({"id": artifact_id, "source": text, "translation": result, "direction": d.key,
-                          "beam": settings["beam"], **({"heatmap": drawn} if drawn else {})}, ensure_ascii=False))
+        print_json({"id": artifact_id, "source": text, "translation": result, "direction": d.key,
+                    "beam": settings["beam"], **({"heatmap": drawn} if drawn else {})}, ensure_ascii=False)
         return
     sys.stdout.write(result + "\n")
     if drawn:
@@ -208,7 +217,7 @@ def evaluate(
     report = {"id": artifact_id, "sources": str(src_file), "references": str(ref_file), "beam": settings["beam"],
               "direction": translator.direction(direction).key, **scores, "seconds": seconds}
     if as_json:
-        print(json.dumps(report, ensure_ascii=False))
+        print_json(report, ensure_ascii=False)
         return
     out.print(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  lowercased tokenized BLEU "
               f"{scores['bleu_tok_lc']:.2f}  ({scores['sentences']} sentences, beam {settings['beam']}, "

@@ -6,7 +6,6 @@ for seeing what runs, starting it ahead of time, and stopping it. See flows/serv
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Annotated, Optional
@@ -16,7 +15,15 @@ import typer
 app = typer.Typer(help="The store's local server: one Prefect API and warm imports shared by every command.",
                   no_args_is_help=True)
 
-from corpusforge.cli.common import JsonOpt, StoreOpt, _fail, _store, err, out  # noqa: E402
+from corpusforge.cli.common import (  # noqa: E402
+    JsonOpt,
+    StoreOpt,
+    _fail,
+    _store,
+    err,
+    out,
+    print_json,
+)
 
 
 @app.command()
@@ -82,7 +89,7 @@ def status(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
               "warm": bool(state.get("warm")) if running else None,
               "same_environment": usable}
     if as_json:
-        print(json.dumps(report))
+        print_json(report)
         return
     if not running:
         out.print(f"no local server runs for {root}"

@@ -16,7 +16,19 @@ from typing import Annotated, Optional
 
 import typer
 
-from corpusforge.cli.common import SOURCES_HELP, JsonOpt, SetOpt, StoreOpt, _fail, _run_flow, _store, choices, err, out
+from corpusforge.cli.common import (
+    SOURCES_HELP,
+    JsonOpt,
+    SetOpt,
+    StoreOpt,
+    _fail,
+    _run_flow,
+    _store,
+    choices,
+    err,
+    out,
+    print_json,
+)
 
 KINDS = ("word", "char", "classic-bpe", "bpe", "byte-bpe", "wordpiece", "unigram")
 Kind = choices("TokenizerKind", KINDS)
@@ -68,7 +80,7 @@ def train(
         payload["trace"] = json.loads(trace_json.read_text(encoding="utf-8"))
         print((path / "trace.txt").read_text(encoding="utf-8"), end="", flush=True)
     if as_json:
-        print(json.dumps(payload, ensure_ascii=False), flush=True)
+        print_json(payload, ensure_ascii=False)
         return
     out.print(f"tokenizer {payload['kind']} [bold]{step['id'][:12]}[/] ({'reused' if step['reused'] else 'trained'})"
               f" vocab {payload['vocab_size']} -> {step['path']}", highlight=False)
@@ -101,7 +113,7 @@ def encode(
     ids = tok.encode(text)
     tokens = [tok.id_to_token(i) for i in ids]
     if as_json:
-        print(json.dumps({"tokens": tokens, "ids": ids, "decoded": tok.decode(ids)}, ensure_ascii=False))
+        print_json({"tokens": tokens, "ids": ids, "decoded": tok.decode(ids)}, ensure_ascii=False)
         return
     out.print(" ".join(json.dumps(t, ensure_ascii=False) for t in tokens), highlight=False)
     out.print(" ".join(map(str, ids)), highlight=False)
@@ -147,7 +159,7 @@ def compare(
         key = f"{found.manifest['name']}:{found.manifest['id'][:8]}"
         results[key] = {**metrics, "kind": tok.kind, "vocab_size": tok.vocab_size, "id": found.manifest["id"]}
     if as_json:
-        print(json.dumps(results))
+        print_json(results)
         return
     if not results:
         err.print("nothing to compare")

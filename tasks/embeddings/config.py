@@ -15,6 +15,8 @@ DENSE_KINDS = ("word2vec", "fasttext", "glove")
 
 # The dense-embeddings step, whatever trains it (gensim's word2vec/fastText or our GloVe): one step name, one
 # version counter. 2: gensim saved without lifecycle events (dates), nondeterministic files declared.
+# GloVe's fit has its own (tasks/embeddings/glove.py GLOVE_VERSION, 3): it alone changed since, so word2vec and
+# fastText artifacts keep their ids.
 EMBEDDINGS_STEP = "embeddings"
 EMBEDDINGS_VERSION = 2
 # One config feeds several steps (tfidf's sparse_vectors, word2vec, fasttext, glove and its cooccurrence counts,

@@ -18,17 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.store import ArtifactStore
-from corpusforge.tasks.embeddings.config import (
-    EMBEDDINGS_STEP,
-    EMBEDDINGS_VERSION,
-    EmbeddingsConfig,
-)
+from corpusforge.tasks.embeddings.config import EMBEDDINGS_STEP, EmbeddingsConfig
 from corpusforge.tasks.embeddings.inputs import train_split_path
 from corpusforge.tasks.step import StepResult, artifact_input, run_step
+from corpusforge.tasks.training import refuse_non_finite
 
 COOCCURRENCE_STEP = "cooccurrence"
 COOCCURRENCE_VERSION = 1
-GLOVE_STEP, GLOVE_VERSION = EMBEDDINGS_STEP, EMBEDDINGS_VERSION  # the embeddings step's (was its own counter, 1)
+# the embeddings step, with a version of its own: 3 since GloVe caps its batch where the most frequent word's summed
+# step would overshoot (models.glove.stable_batch_size: a small corpus gave NaN vectors with the default 32,768); a
+# diverged fit is never published. (2 was the embeddings step's counter, shared until then.)
+GLOVE_STEP, GLOVE_VERSION = EMBEDDINGS_STEP, 3
 WORDS_RE = r"[\p{L}\p{N}_]+"  # tokens: words (as tasks/embeddings_sparse and models/word2vec.tokenize)
 # Python's str.split() whitespace (tokens: whitespace), in RE2 syntax.
 WHITESPACE_RE = r"[\s\p{Z}\x{1c}-\x{1f}\x{85}]+"
@@ -136,8 +136,12 @@ def _fit(out: Path, cooc: StepResult, cfg: EmbeddingsConfig, on_progress) -> dic
     if on_progress is not None:
         on_progress(0, cfg.epochs)
 
+    params = glove_params_for(cfg)
     vectors, history = fit_glove(triplets["i"].to_numpy(), triplets["j"].to_numpy(), triplets["x"].to_numpy(),
-                                 vocab.height, glove_params_for(cfg), device=str(device), on_epoch=on_epoch)
+                                 vocab.height, params, device=str(device), on_epoch=on_epoch)
+    refuse_non_finite(f"embeddings {cfg.name} (glove)", metrics={"final_loss": history[-1]["loss"]},
+                      weights={"vectors": vectors},
+                      change=f"lower embeddings.learning_rate (now {params.learning_rate:g}; glove.c's is 0.05)")
     files = save_vectors(keyed_vectors(vocab["word"].to_list(), vectors), out)
     vocab.select("word", "count").write_parquet(out / "vocab.parquet")
     (out / "training.json").write_text(json.dumps({"device": str(device), "epochs": history}, indent=2) + "\n")
@@ -146,5 +150,6 @@ def _fit(out: Path, cooc: StepResult, cfg: EmbeddingsConfig, on_progress) -> dic
     (out / "embeddings.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     seconds = [h["epoch_seconds"] for h in history]
     metrics = {"vocab_size": vocab.height, "dim": cfg.dim, "nonzero": triplets.height, "final_loss": history[-1]["loss"],
+               "batch_size": history[-1]["batch_size"],  # embeddings.batch_size or less (models.glove.stable_batch_size)
                "epoch_seconds_mean": sum(seconds) / len(seconds), "train_seconds": sum(seconds)}
     return {"metrics": metrics, "embeddings": info, "vectors_path": "vectors.txt", "device": str(device)}

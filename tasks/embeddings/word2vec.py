@@ -21,6 +21,7 @@ from corpusforge.tasks.embeddings.config import (
 )
 from corpusforge.tasks.embeddings.inputs import train_split_path
 from corpusforge.tasks.step import StepResult, artifact_input, run_step
+from corpusforge.tasks.training import refuse_non_finite
 
 LIBRARIES = ("gensim", "numpy", "polars")
 
@@ -72,6 +73,11 @@ def _train(out: Path, corpus: StepResult, cfg: EmbeddingsConfig, on_progress=Non
         model, metrics = train_gensim(sentences, gensim_params_for(cfg), fasttext=fasttext, on_epoch=on_epoch)
     if len(model.wv) == 0:
         raise ValueError(f"min_count: no word occurs {cfg.min_count} times in the train split")
+    weights = {"vectors": model.wv.vectors}
+    if fasttext:
+        weights["ngram_vectors"] = model.wv.vectors_ngrams
+    refuse_non_finite(f"embeddings {cfg.name} ({cfg.kind})", weights=weights,
+                      change=f"lower embeddings.learning_rate (now {model.alpha:g}; gensim's default is 0.025)")
     files = save_vectors(model.wv, out)
     pl.DataFrame({"word": list(model.wv.index_to_key),
                   "count": [int(model.wv.get_vecattr(w, "count")) for w in model.wv.index_to_key]}

@@ -34,7 +34,13 @@ from corpusforge.tasks.step import (
     resolve_references,
     run_step,
 )
-from corpusforge.tasks.training import MetricsLog, training_report, training_scratch
+from corpusforge.tasks.training import (
+    MetricsLog,
+    diverged_advice,
+    refuse_non_finite,
+    training_report,
+    training_scratch,
+)
 
 LM_VERSION = 4  # 4: lm.model and lm.train are typed dataclasses: every field (defaults included) is in the id
 # 2: config.json records the tokenizer store-relative; metrics.json holds no timings
@@ -181,6 +187,8 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
     metrics.update(params=float(sum(p.numel() for p in model.parameters())), train_seconds=seconds,
                    stopped_early=float(result.stopped_early))
     model = model.cpu().eval()
+    refuse_non_finite(f"lm {cfg.name}", metrics=metrics, weights=model.state_dict(),
+                      change=diverged_advice("lm", tcfg))
     save_model(model, out)
     spec_json = json.loads((out / "config.json").read_text(encoding="utf-8"))
     spec_json["tokenizer"] = {"path": store_relative(tokenizer_dir, Path(out).resolve().parent.parent)

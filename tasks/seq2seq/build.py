@@ -30,7 +30,13 @@ from corpusforge.tasks.config import identity
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.seq2seq.config import EVAL_STEP, MODEL_STEP, Seq2SeqStageConfig, seq2seq_config_from_dict
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
-from corpusforge.tasks.training import MetricsLog, training_report, training_scratch
+from corpusforge.tasks.training import (
+    MetricsLog,
+    diverged_advice,
+    refuse_non_finite,
+    training_report,
+    training_scratch,
+)
 
 SEQ2SEQ_VERSION, EVAL_VERSION = 1, 1
 SPLITS = ("train", "valid", "test")
@@ -163,6 +169,8 @@ def _train(out: Path, encoded_dir: Path, cfg: Seq2SeqStageConfig, scratch: Path,
     metrics.update(params=float(sum(p.numel() for p in model.parameters())), train_seconds=seconds,
                    pairs_train=float(frames["train"].height), stopped_early=float(result.stopped_early))
     model = model.cpu().eval()
+    refuse_non_finite(f"seq2seq {cfg.name}", metrics=metrics, weights=model.state_dict(),
+                      change=diverged_advice("seq2seq", cfg.train))
     save_model(model, out)
     root = Path(out).resolve().parent.parent
     spec_json = json.loads((out / "config.json").read_text(encoding="utf-8"))

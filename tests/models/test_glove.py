@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from corpusforge.models.glove import GloVe, GloveParams, fit_glove, glove_loss, glove_step, glove_weight
+from corpusforge.models.glove import (
+    GloVe,
+    GloveParams,
+    fit_glove,
+    glove_loss,
+    glove_step,
+    glove_weight,
+    stable_batch_size,
+)
 
 
 def test_weighting_function_by_hand():
@@ -120,3 +129,40 @@ def test_summed_minibatch_steps_do_not_overshoot_frequent_rows():
     (same16, cross16), (same_all, cross_all) = results
     assert same16 > 0.95 and same_all > 0.95  # measured 0.997 and 0.995
     assert abs(cross16 - cross_all) < 0.05  # measured -0.497 vs -0.494
+
+
+def dense_large_counts(n=60, seed=0):
+    """Every pair of n words co-occurs 20-1,100 times (f = 1 everywhere): few, dense, heavy rows, the shape of a
+    small corpus's co-occurrence matrix (2,000 lines of PTB: 1,314 words, the top row in 1.2% of the entries)."""
+    rng = np.random.default_rng(seed)
+    rows, cols = np.nonzero(~np.eye(n, dtype=bool))
+    logx = rng.uniform(3.0, 7.0, size=(n, n))
+    logx = (logx + logx.T) / 2
+    return rows, cols, np.exp(logx[rows, cols])
+
+
+def test_default_batch_is_capped_where_a_frequent_rows_summed_step_would_overshoot():
+    # Regression test for issue 35 (defect 3): with the default 32,768-entry batch the whole matrix was one step,
+    # each row summing 59 stale steps of weight 1 (lr * F = 2.95 > 1): the loss went 12.8 -> 1.7e28 in 5 epochs
+    # (NaN vectors at n = 150; all-NaN vectors on 2,000 lines of PTB).
+    rows, cols, x = dense_large_counts()
+    assert GloveParams().batch_size == 32768 > len(x)
+    emb, hist = fit_glove(rows, cols, x, 60, GloveParams(dim=10, epochs=5, seed=1), device="cpu")
+    assert np.isfinite(emb).all()
+    losses = [h["loss"] for h in hist]
+    assert all(b < a for a, b in itertools.pairwise(losses)) and losses[-1] < 0.5  # measured 9.56 -> 0.294
+    # the cap: nnz / (lr * the heaviest row's summed f) = 3540 / (0.05 * 59)
+    assert hist[0]["batch_size"] == 1200
+    w = glove_weight(torch.as_tensor(x, dtype=torch.float32), 10.0)
+    i, j = torch.as_tensor(rows), torch.as_tensor(cols)
+    assert stable_batch_size(i, j, w, 60, 0.05, 32768) == 1200
+    assert stable_batch_size(i, j, w, 60, 0.05, 512) == 512  # a smaller batch than the cap is kept
+    assert stable_batch_size(i, j, w, 60, 1e6, 32768) == 64  # never below 64 entries
+
+
+def test_small_weights_are_not_capped():
+    # counts 0.1-5 (f <= 0.6): the heaviest row's summed weight times lr stays under 1 even in one batch of all
+    # entries, so the batch asked for is the batch used (and results on such matrices do not change)
+    rows, cols, x, _labels = three_topic_cooccurrence()
+    _, hist = fit_glove(rows, cols, x, 60, GloveParams(dim=8, epochs=1, batch_size=len(x), seed=2), device="cpu")
+    assert hist[0]["batch_size"] == len(x)

@@ -74,3 +74,27 @@ def test_training_scratch_is_keyed_by_what_the_id_is_made_of_and_removed_after(t
     with training_report("lm x", 10, logging.getLogger("t")) as report:
         report(5, {"val_loss": 1.25, "val_ppl": 3.49, "val_accuracy": 0.5})
     assert "step 5: val loss 1.2500 (ppl 3.49, accuracy 0.5)" in caplog.text
+
+
+def test_refuse_non_finite_names_what_and_what_to_change_in_one_line():
+    # issue 35 (defect 3): the rule every training step applies before it publishes
+    import math
+
+    import numpy as np
+    import pytest
+    import torch
+
+    from corpusforge.tasks.training import TrainingDiverged, refuse_non_finite
+
+    finite = {"w": torch.ones(3, 2), "steps": torch.tensor([5]), "v": np.zeros(4, dtype=np.float32)}
+    refuse_non_finite("lm a", change="lower lm.train.lr", metrics={"val_loss": 2.5, "val_ppl": math.inf},
+                      weights=finite)  # a perplexity may overflow to inf; only losses and weights are checked
+    weights = {**finite, "w": torch.tensor([[1.0, math.nan], [math.inf, 2.0], [0.0, 0.0]]),
+               "v": np.array([np.nan, 1, 2, 3], dtype=np.float32), "ids": np.array([1, 2])}
+    with pytest.raises(TrainingDiverged) as caught:
+        refuse_non_finite("lm a", change="lower lm.train.lr (now 10)",
+                          metrics={"train_loss": math.nan, "best_val_loss": math.inf, "val_loss": 3.0},
+                          weights=weights)
+    assert isinstance(caught.value, ValueError)
+    assert str(caught.value) == ("lm a: training diverged (train_loss is nan; best_val_loss is inf; 3 of 13 weight "
+                                 "values are NaN or infinite), so nothing was published; lower lm.train.lr (now 10)")

@@ -107,3 +107,21 @@ def test_embed_train_eval_neighbors(prefect_harness, tmp_path):
     # 6 distinct lines (dedup); words in >= 2 of them: the, king, rules, land, queen, a, man, walks, woman, and
     assert tfidf["metrics"]["vocab_size"] == 10 and tfidf["metrics"]["docs_train"] == 6
     assert (Path(tfidf["path"]) / "train_tfidf.npz").is_file()
+
+
+def test_a_diverged_glove_fails_in_one_line_and_publishes_nothing(prefect_harness, tmp_path):
+    # issue 35 (defect 3): exit 1, one line naming the artifact, what is not finite and what to change; no traceback
+    corpus, store = make_corpus(tmp_path), tmp_path / "store"
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_API_URL"] = prefect_harness
+    proc = subprocess.run([CLI, "embed", "train", str(corpus), "--kind", "glove", "--set", "dim=8", "--set", "min_count=1",
+                           "--set", "epochs=5", "--set", "learning_rate=1e6", "--set", "device=cpu",
+                           "--set", "tracking.enabled=false", "--store", str(store), "--json"],
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 1 and proc.stdout.strip() == "", proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [("error: embeddings royals-glove (glove): training diverged (final_loss is nan; 80 of 80 weight "
+                       "values are NaN or infinite), so nothing was published; lower embeddings.learning_rate (now "
+                       "1e+06; glove.c's is 0.05)")], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert not (store / "embeddings").exists() or not any((store / "embeddings").iterdir())

@@ -141,6 +141,47 @@ def test_glove_stage_exports_word2vec_formats_and_reuses(tmp_path):
     assert all(r.reused for r in again) and again[-1].id == glove.id
 
 
+PTB_TRAIN = SHARED / "corpora" / "ptb" / "ptb.train.txt"
+
+
+@pytest.mark.skipif(not PTB_TRAIN.is_file(), reason="needs ../shared/corpora/ptb")
+def test_glove_with_default_settings_on_2000_lines_of_ptb_gives_finite_vectors(tmp_path):
+    # Regression test for issue 35 (defect 3): `head -2000 ptb.train.txt`, `embed train --kind glove` published
+    # final_loss NaN and 131,400 of 131,400 NaN values (1,314 words: few, dense rows summed in 32,768-entry steps)
+    from gensim.models import KeyedVectors
+
+    lines = PTB_TRAIN.read_text(encoding="utf-8").splitlines()[:2000]
+    corpus = fake_corpus(tmp_path, lines)
+    _cooc, glove = build_embeddings(corpus, EmbeddingsConfig(kind="glove", name="p-glove", device="cpu"),
+                                    ArtifactStore(tmp_path / "s"))
+    metrics = read_manifest(Path(glove.path))["metrics"]
+    assert math.isfinite(metrics["final_loss"]) and metrics["final_loss"] < 0.06  # measured 0.0526
+    assert metrics["batch_size"] < 32768  # capped (3,788)
+    kv = KeyedVectors.load_word2vec_format(str(Path(glove.path) / "vectors.bin"), binary=True)
+    assert kv.vectors.shape == (1314, 100) and np.isfinite(kv.vectors).all()
+
+
+def test_a_diverged_fit_fails_in_one_line_and_publishes_nothing(tmp_path):
+    from corpusforge.tasks.training import TrainingDiverged
+
+    store = ArtifactStore(tmp_path / "s")
+    docs = ["a b c d e f a b c d", "b c d e f a b", "f e d c b a f e d"] * 3
+    corpus = fake_corpus(tmp_path, docs)
+    cfg = EmbeddingsConfig(kind="glove", name="g", dim=6, window=2, min_count=1, epochs=3, learning_rate=1e6,
+                           device="cpu")
+    with pytest.raises(TrainingDiverged) as caught:
+        build_embeddings(corpus, cfg, store)
+    message = str(caught.value)
+    assert "\n" not in message and isinstance(caught.value, ValueError)
+    assert message.startswith("embeddings g (glove): training diverged (") and "nothing was published" in message
+    assert "final_loss is " in message and "36 of 36 weight values are NaN or infinite" in message
+    assert message.endswith("lower embeddings.learning_rate (now 1e+06; glove.c's is 0.05)")
+    assert not (store.root / "embeddings").exists() or not any((store.root / "embeddings").iterdir())
+    # the same corpus at the default learning rate is published
+    _cooc, glove = build_embeddings(corpus, EmbeddingsConfig(**{**cfg.__dict__, "learning_rate": 0.0}), store)
+    assert [p.name for p in (store.root / "embeddings").iterdir()] == [Path(glove.path).name]
+
+
 # --- word2vec / fastText ----------------------------------------------------------------------------------
 
 SENTENCES = ["the king rules the land", "the queen rules the land", "a man walks", "a woman walks",

@@ -241,3 +241,22 @@ def test_a_family_version_changes_the_id_of_that_family_only(tmp_path):
     assert nplm.id != "30d2e1b1d2acf52cfe42032a083219ae18c6c3cd7ccb4335ccd843260770f85d"
     assert json.loads((Path(nplm.path) / "manifest.json").read_text())["config"]["family_version"] == 2
     assert "family_version" not in json.loads((Path(gpt.path) / "manifest.json").read_text())["config"]
+
+
+def test_a_diverged_lm_fails_in_one_line_and_publishes_nothing(tmp_path):
+    # issue 35 (defect 3): a trained artifact with non-finite weights or final loss is never published
+    from corpusforge.tasks.training import TrainingDiverged
+
+    upstream = write_char_shards(tmp_path)
+    store = ArtifactStore(tmp_path / "store")
+    section = {**GPT_SECTION, "train": {**GPT_SECTION["train"], "lr": 1e6, "max_iters": 10, "eval_interval": 10,
+                                        "warmup_iters": 0, "grad_clip": 0.0}}
+    with pytest.raises(TrainingDiverged) as caught:
+        build_lm(upstream, lm_config_from_dict(section), store)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("lm tiny: training diverged (")
+    assert "weight values are NaN or infinite" in message and "nothing was published" in message
+    assert message.endswith("lower lm.train.lr (now 1e+06) or set lm.train.grad_clip (now 0: off) or raise "
+                            "lm.train.warmup_iters (now 0)")
+    assert not (store.root / "lm").exists() or not any((store.root / "lm").iterdir())
+    assert not any((store.root / ".scratch" / "lm").iterdir())  # the diverged checkpoints are gone too
