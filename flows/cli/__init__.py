@@ -49,6 +49,8 @@ from corpusforge.cli.export import export as export_command  # noqa: E402
 from corpusforge.cli.lm import app as lm_app  # noqa: E402
 from corpusforge.cli.ngram import app as ngram_app  # noqa: E402
 from corpusforge.cli.pipeline import corpus, run, schedule, ui  # noqa: E402
+from corpusforge.cli.sentences import search as embed_search  # noqa: E402
+from corpusforge.cli.sentences import sentences as embed_sentences  # noqa: E402
 from corpusforge.cli.seq2seq import app as seq2seq_app  # noqa: E402
 from corpusforge.cli.server import app as server_app  # noqa: E402
 from corpusforge.cli.tokenizer import app as tokenizer_app  # noqa: E402
@@ -59,6 +61,8 @@ app.add_typer(artifacts_app, name="artifacts")
 app.command()(schedule)
 app.command()(ui)
 app.add_typer(tokenizer_app, name="tokenizer")
+embed_app.command("sentences")(embed_sentences)
+embed_app.command("search")(embed_search)
 app.add_typer(embed_app, name="embed")
 app.add_typer(ngram_app, name="ngram")
 app.add_typer(lm_app, name="lm")

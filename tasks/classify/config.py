@@ -45,11 +45,12 @@ class ClassifyStageConfig:
         "How to train (corpusforge.models.configs.TrainConfig): the same keys as lm.train."})
     text: str = field(default="text", metadata={"doc": "The corpus field with the text to classify."})
     label: str = field(default="label", metadata={"doc": "The corpus label field (corpus.reader.labels)."})
-    init: str | None = field(default=None, metadata=artifact_ref(("lm", "classify"), doc=(
+    init: str | None = field(default=None, metadata=artifact_ref(("lm", "classify", "sentence_embeddings"), doc=(
         "Fine-tune from this checkpoint (an artifact id or unique prefix): a pre-trained encoder lm (the bert family: "
-        "its body and pooler load by name, its shape and its tokenizer are used, the texts are encoded with it) or a "
-        "classify artifact to train further (its classes must hold every label). What did not load is reported. "
-        "null: a fresh init.")))
+        "its body and pooler load by name, its shape and its tokenizer are used, the texts are encoded with it), a "
+        "sentence encoder (sentence_embeddings: with finetune head and model.pooling mean, a linear probe of its "
+        "vectors) or a classify artifact to train further (its classes must hold every label). What did not load is "
+        "reported. null: a fresh init.")))
     embeddings: str | None = field(default=None, metadata=artifact_ref(("embeddings", "glove"), doc=(
         "Start the token embedding from these word vectors (word2vec, fastText or GloVe: an embeddings section of "
         "the pipeline or an artifact id): each token of the tokenizer found among the vectors' words gets its "
