@@ -84,3 +84,29 @@ def checkpoint_tokenizer(parent: Path, spec: Mapping[str, Any]) -> tuple[Path, s
     if not recorded:
         return None
     return resolve_recorded(recorded, Path(parent)), (spec.get("tokenizer") or {}).get("id")
+
+
+def model_tokenizer_dir(model_dir: Path) -> Path:
+    """The tokenizer folder a trained model's config.json records (store-relative), checked to exist: a ValueError
+    naming what is missing otherwise (the model could not read text without it)."""
+    from corpusforge.storage.store import resolve_recorded
+
+    spec = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    recorded = (spec.get("tokenizer") or {}).get("path")
+    found = resolve_recorded(recorded, Path(model_dir)) if recorded else None
+    if not found or not Path(found).is_dir():
+        raise ValueError(f"{model_dir}: its tokenizer ({found or 'none recorded in config.json'}) is missing")
+    return Path(found)
+
+
+def load_with_tokenizer(model_dir: str | Path, tokenizer_dir: str | Path | None = None,
+                        device: str = "cpu") -> tuple[Any, Any, dict[str, Any]]:
+    """(the model saved in ``model_dir``, its tokenizer, its config.json): the tokenizer its config.json records
+    unless ``tokenizer_dir`` is given (a registered MLflow model carries its own copy). Nothing is unpickled."""
+    from corpusforge.models.tokenization import load_tokenizer
+    from corpusforge.models.zoo import load_model
+
+    model_dir = Path(model_dir)
+    spec = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    tokenizer = load_tokenizer(tokenizer_dir if tokenizer_dir is not None else model_tokenizer_dir(model_dir))
+    return load_model(model_dir, device=device), tokenizer, spec

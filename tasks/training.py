@@ -9,6 +9,7 @@ what it writes next to the weights, and how it reports while it trains.
   every rebuild: speeds and durations go to the manifest and MLflow only) and ``loss_curve.png``;
 - :func:`training_report`: a training task's reporter: a progress bar on a terminal, the Prefect task log, and
   the caller's callback (the flow's live MLflow run, corpusforge.tasks.track.LiveRuns);
+- :func:`fit`: the trainer run the way every training step runs it (checkpoints in the scratch, resumed);
 - :func:`refuse_non_finite`: the rule every training step applies before its artifact is published: weights with a
   NaN or an infinity, or a non-finite final loss, are never published; the step fails with
   :class:`TrainingDiverged`, one line saying which and what to change.
@@ -128,6 +129,26 @@ class MetricsLog:
         (out / "metrics.json").write_text(json.dumps({"final": kept, "history": points}, indent=2) + "\n",
                                           encoding="utf-8")
         plot_loss_curve(self.history, out / "loss_curve.png", title=title)
+
+
+def fit(model: Any, objective: Any, train_cfg: Any, scratch: Path,
+        on_metrics: Report | None = None) -> tuple[Any, MetricsLog, dict[str, float], float]:
+    """Train ``model`` with the shared trainer (corpusforge.models.training.train) on ``objective``, checkpointing
+    into the step's scratch and resuming from it when a killed run left one. Returns (the trainer's result, the
+    :class:`MetricsLog` that kept the history (its ``write`` makes metrics.json and the loss curve), the final
+    numeric metrics, the seconds it took)."""
+    import time
+
+    from corpusforge.models.training import train
+
+    record = MetricsLog(on_metrics)
+    ckpt = Path(scratch) / "checkpoint.safetensors"
+    started = time.perf_counter()
+    result = train(model, objective, train_cfg, on_metrics=record, checkpoint_path=ckpt,
+                   resume_from=ckpt if ckpt.is_file() else None)
+    seconds = time.perf_counter() - started
+    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
+    return result, record, metrics, seconds
 
 
 def plot_loss_curve(history: list[dict[str, Any]], path: Path, title: str = "") -> None:

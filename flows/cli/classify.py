@@ -21,7 +21,18 @@ app = typer.Typer(help="Text classifiers: train (BiLSTM, BERT from scratch or fi
 # after `app` exists: corpusforge.cli imports this module at its end, so either may be imported first
 from corpusforge.api import classify_config as train_config  # noqa: E402 - the API builds the config
 from corpusforge.api import preset_names  # noqa: E402
-from corpusforge.cli.common import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, out  # noqa: E402
+from corpusforge.cli.common import (  # noqa: E402
+    JsonOpt,
+    SetOpt,
+    StoreOpt,
+    _fail,
+    _find_step_artifact,
+    _print_result,
+    _run_flow,
+    _store,
+    out,
+    print_json,
+)
 
 FileArg = Annotated[Path, typer.Argument(metavar="FILE", help="TSV/CSV/JSONL with a text and a label column.")]
 
@@ -79,17 +90,7 @@ def train(
 
 
 def _find_model(artifact_id: str, store: Optional[str]) -> Path:
-    from corpusforge.storage.catalog import Catalog
-    from corpusforge.storage.store import ArtifactStore
-
-    try:
-        found = Catalog(ArtifactStore(_store(store))).get(artifact_id)
-    except LookupError as exc:  # an unknown or ambiguous id is bad usage
-        _fail(str(exc.args[0]), 2)
-    step = found.manifest.get("step")
-    if step != "classify":
-        _fail(f"{artifact_id}: is a {step!r} artifact, not a classifier (classify)", 2)
-    return found.path
+    return _find_step_artifact(artifact_id, store, "classify", "a classifier (classify)").path
 
 
 def _load(path: Path):
@@ -112,8 +113,8 @@ def predict(
     classifier = _load(_find_model(artifact_id, store))
     rows = classifier.predict(texts)
     if as_json:
-        print(json.dumps({"id": artifact_id, "predictions": [{"text": t, **r} for t, r in zip(texts, rows)]},
-                         ensure_ascii=False, allow_nan=False))
+        print_json({"id": artifact_id, "predictions": [{"text": t, **r} for t, r in zip(texts, rows)]},
+                   ensure_ascii=False)
         return
     for text, row in zip(texts, rows):
         probs = "  ".join(f"{c} {p:.3f}" for c, p in row["probabilities"].items())
@@ -183,7 +184,7 @@ def evaluate(
     result = {"id": artifact_id, "file": str(file), "classes": classifier.classes, **report, "seconds": seconds,
               **({"plot": str(plot)} if plot is not None else {})}
     if as_json:
-        print(json.dumps(result, ensure_ascii=False, allow_nan=False))
+        print_json(result, ensure_ascii=False)
         return
     out.print(f"accuracy {report['accuracy']:.4f}  macro F1 {report['f1']:.4f}  ({report['records']} records, "
               f"{seconds:.1f} s)", highlight=False)

@@ -144,6 +144,21 @@ def _store(store: Optional[str | Path]) -> Path:
     return root
 
 
+def _find_step_artifact(artifact_id: str, store: Optional[str | Path], step: str, what: str):
+    """The published artifact of ``step`` with this id (or unique prefix), as the catalog finds it; an unknown or
+    ambiguous id, or an artifact of another step, is one line and exit 2 (``what`` names what was wanted)."""
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+
+    try:
+        found = Catalog(ArtifactStore(_store(store))).get(artifact_id)
+    except LookupError as exc:
+        _fail(str(exc.args[0]), 2)
+    if found.manifest.get("step") != step:
+        _fail(f"{artifact_id}: is a {found.manifest.get('step')!r} artifact, not {what}", 2)
+    return found
+
+
 def _writable_store(root: Path) -> None:
     """A command that writes needs a store it can create or write into: say so before any work starts."""
     probe = root

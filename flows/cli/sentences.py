@@ -10,23 +10,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from corpusforge.cli.common import JsonOpt, StoreOpt, _fail, _store, out, print_json
+from corpusforge.cli.common import JsonOpt, StoreOpt, _fail, _find_step_artifact, out, print_json
 
 STEP = "sentence_embeddings"
 
 
 def _encoder(artifact_id: str, store: Optional[str]):
-    from corpusforge.storage.catalog import Catalog
-    from corpusforge.storage.store import ArtifactStore
     from corpusforge.tasks.sentence_embeddings.inference import load_embedder
 
-    try:
-        found = Catalog(ArtifactStore(_store(store))).get(artifact_id)
-    except LookupError as exc:
-        _fail(str(exc.args[0]), 2)
-    if found.manifest.get("step") != STEP:
-        _fail(f"{artifact_id}: is a {found.manifest.get('step')!r} artifact, not a sentence encoder "
-              f"({STEP}: train one with a sentence_embeddings section)", 2)
+    found = _find_step_artifact(artifact_id, store, STEP, f"a sentence encoder ({STEP}: train one with a "
+                                "sentence_embeddings section)")
     try:
         return found, load_embedder(found.path)
     except (OSError, ValueError) as exc:

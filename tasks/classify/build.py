@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from corpusforge.tasks.config import ConfigError, identity
 from corpusforge.tasks.encoded import checkpoint, checkpoint_tokenizer, read_encoded, reencode, shape_from
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, resolve_references, run_step
-from corpusforge.tasks.training import MetricsLog, training_report, training_scratch
+from corpusforge.tasks.training import diverged_advice, fit, refuse_non_finite, training_report, training_scratch
 
 CLASSIFY_VERSION = 1
 
@@ -96,7 +95,7 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
 
     from corpusforge.models.family import family, load_ref
     from corpusforge.models.tokenization import load_tokenizer
-    from corpusforge.models.training import pick_device, train
+    from corpusforge.models.training import pick_device
     from corpusforge.models.zoo import build_model, load_weights, save_model
 
     meta, frames = read_encoded(encoded_dir, (cfg.text,), (cfg.label,), STEP)
@@ -177,18 +176,12 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
             continue
         splits[split] = ([prepare(ids) for ids in frame[cfg.text].to_list()], class_index(classes, values, split))
     objective = load_ref(spec.objective)(mcfg, splits)
-    record = MetricsLog(on_metrics)
-    ckpt = scratch / "checkpoint.safetensors"
-    started = time.perf_counter()
-    result = train(model, objective, cfg.train, on_metrics=record, checkpoint_path=ckpt,
-                   resume_from=ckpt if ckpt.is_file() else None)
-    seconds = time.perf_counter() - started
+    result, record, metrics, seconds = fit(model, objective, cfg.train, scratch, on_metrics)
     for p in model.parameters():
         p.requires_grad = True
     model = model.cpu().eval()
     evaluation = {split: evaluate_split(model, *splits[split], classes) for split in ("valid", "test") if split in splits}
     headline = "test" if "test" in evaluation else "valid"
-    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
     metrics.update(accuracy=evaluation[headline]["accuracy"], f1=evaluation[headline]["f1"])
     for split, scores in evaluation.items():
         prefix = "val" if split == "valid" else split
@@ -196,6 +189,8 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
     metrics.update(params=float(sum(p.numel() for p in model.parameters())), train_seconds=seconds,
                    records_train=float(frames["train"].height), classes=float(len(classes)),
                    stopped_early=float(result.stopped_early))
+    refuse_non_finite(f"classify {cfg.name}", metrics=metrics, weights=model.state_dict(),
+                      change=diverged_advice("classify", cfg.train))
     save_model(model, out)
     root = Path(out).resolve().parent.parent
     spec_json = json.loads((out / "config.json").read_text(encoding="utf-8"))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,13 +33,7 @@ from corpusforge.tasks.step import (
     resolve_references,
     run_step,
 )
-from corpusforge.tasks.training import (
-    MetricsLog,
-    diverged_advice,
-    refuse_non_finite,
-    training_report,
-    training_scratch,
-)
+from corpusforge.tasks.training import diverged_advice, fit, refuse_non_finite, training_report, training_scratch
 
 LM_VERSION = 4  # 4: lm.model and lm.train are typed dataclasses: every field (defaults included) is in the id
 # 2: config.json records the tokenizer store-relative; metrics.json holds no timings
@@ -140,7 +133,7 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
     import torch
 
     from corpusforge.models.family import family, load_ref
-    from corpusforge.models.training import pick_device, train
+    from corpusforge.models.training import pick_device
     from corpusforge.models.zoo import build_model, save_model
 
     meta, splits = read_shards(encoded_dir)
@@ -173,14 +166,8 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
                 warnings.append(f"init_from {parent.name}: {what} {', '.join(report[what][:8])}"
                                 + (f" (+{len(report[what]) - 8} more)" if len(report[what]) > 8 else ""))
     objective = load_ref(spec.objective)(mcfg, splits)
-    record = MetricsLog(on_metrics)
-    ckpt = scratch / "checkpoint.safetensors"
-    started = time.perf_counter()
-    result = train(model, objective, tcfg, on_metrics=record, checkpoint_path=ckpt,
-                   resume_from=ckpt if ckpt.is_file() else None)
-    seconds = time.perf_counter() - started
+    result, record, metrics, seconds = fit(model, objective, tcfg, scratch, on_metrics)
     device = pick_device(tcfg.device)
-    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
     if cfg.evaluate_test and splits["test"] is not None and splits["valid"] is not None:
         test = objective.evaluate(model, "test", tcfg.batch_size, 0, next(model.parameters()).device)
         metrics.update({f"test_{k}": v for k, v in test.items()})

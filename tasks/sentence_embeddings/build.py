@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from corpusforge.tasks.sentence_embeddings.config import (
     sentence_embeddings_config_from_dict,
 )
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, resolve_references, run_step
-from corpusforge.tasks.training import MetricsLog, training_report, training_scratch
+from corpusforge.tasks.training import diverged_advice, fit, refuse_non_finite, training_report, training_scratch
 
 VERSION = 1
 
@@ -58,7 +57,7 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
 
     from corpusforge.models.family import family, load_ref
     from corpusforge.models.tokenization import load_tokenizer
-    from corpusforge.models.training import pick_device, train
+    from corpusforge.models.training import pick_device
     from corpusforge.models.zoo import build_model, load_weights, save_model
 
     first, second = cfg.fields
@@ -105,12 +104,7 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
             continue
         splits[split] = ([prepare(x) for x in frame[first].to_list()], [prepare(x) for x in frame[second].to_list()])
     objective = load_ref(spec.objective)(mcfg, splits)
-    record = MetricsLog(on_metrics)
-    ckpt = scratch / "checkpoint.safetensors"
-    started = time.perf_counter()
-    result = train(model, objective, cfg.train, on_metrics=record, checkpoint_path=ckpt,
-                   resume_from=ckpt if ckpt.is_file() else None)
-    seconds = time.perf_counter() - started
+    result, record, metrics, seconds = fit(model, objective, cfg.train, scratch, on_metrics)
     model = model.cpu().eval()
     evaluation: dict[str, Any] = {}
     for split in ("valid", "test"):
@@ -121,7 +115,6 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
                                        objective.symmetric).evaluate(model, "train", cfg.train.batch_size)
             evaluation[split] = {"pairs": len(a), f"{first}->{second}": forward, f"{second}->{first}": backward}
     headline = "test" if "test" in evaluation else "valid"
-    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
     for split, scored in evaluation.items():
         prefix = "val" if split == "valid" else split
         for key in ("top1", "top5", "mrr"):
@@ -131,6 +124,8 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
                    mrr=evaluation[headline][f"{first}->{second}"]["mrr"], params=float(sum(
                        p.numel() for p in model.parameters())), train_seconds=seconds,
                    pairs_train=float(frames["train"].height), stopped_early=float(result.stopped_early))
+    refuse_non_finite(f"sentence_embeddings {cfg.name}", metrics=metrics, weights=model.state_dict(),
+                      change=diverged_advice("sentence_embeddings", cfg.train))
     save_model(model, out)
     root = Path(out).resolve().parent.parent
     spec_json = json.loads((out / "config.json").read_text(encoding="utf-8"))

@@ -60,18 +60,10 @@ class SentenceEmbedder:
 
 
 def load_embedder(model_dir: str | Path, tokenizer_dir: str | Path | None = None, device: str = "cpu") -> SentenceEmbedder:
-    from corpusforge.models.tokenization import load_tokenizer
-    from corpusforge.models.zoo import load_model
-    from corpusforge.storage.store import resolve_recorded
+    """The encoder saved in ``model_dir`` with its tokenizer (config.json's, unless ``tokenizer_dir`` is given)."""
+    from corpusforge.tasks.encoded import load_with_tokenizer
 
-    model_dir = Path(model_dir)
-    spec = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    if tokenizer_dir is None:
-        recorded = (spec.get("tokenizer") or {}).get("path")
-        if not recorded:
-            raise ValueError(f"{model_dir}: config.json records no tokenizer")
-        tokenizer_dir = resolve_recorded(recorded, model_dir)
-    return SentenceEmbedder(load_model(model_dir, device=device), load_tokenizer(tokenizer_dir), spec)
+    return SentenceEmbedder(*load_with_tokenizer(model_dir, tokenizer_dir, device))
 
 
 def load_artifact(artifact_dir: Path, manifest: dict[str, Any]) -> SentenceEmbedder:

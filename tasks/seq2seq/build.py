@@ -30,13 +30,7 @@ from corpusforge.tasks.config import identity
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.seq2seq.config import EVAL_STEP, MODEL_STEP, Seq2SeqStageConfig, seq2seq_config_from_dict
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
-from corpusforge.tasks.training import (
-    MetricsLog,
-    diverged_advice,
-    refuse_non_finite,
-    training_report,
-    training_scratch,
-)
+from corpusforge.tasks.training import diverged_advice, fit, refuse_non_finite, training_report, training_scratch
 
 SEQ2SEQ_VERSION, EVAL_VERSION = 1, 1
 SPLITS = ("train", "valid", "test")
@@ -133,7 +127,7 @@ def _train(out: Path, encoded_dir: Path, cfg: Seq2SeqStageConfig, scratch: Path,
 
     from corpusforge.models.family import family, load_ref
     from corpusforge.models.tokenization import load_tokenizer
-    from corpusforge.models.training import pick_device, train
+    from corpusforge.models.training import pick_device
     from corpusforge.models.zoo import build_model, save_model
 
     meta, frames = read_pairs(encoded_dir, (cfg.source, cfg.target))
@@ -156,13 +150,7 @@ def _train(out: Path, encoded_dir: Path, cfg: Seq2SeqStageConfig, scratch: Path,
     torch.manual_seed(cfg.train.seed)  # the weights' init
     model = build_model(cfg.family, mcfg)
     objective = load_ref(spec.objective)(mcfg, splits)
-    record = MetricsLog(on_metrics)
-    ckpt = scratch / "checkpoint.safetensors"
-    started = time.perf_counter()
-    result = train(model, objective, cfg.train, on_metrics=record, checkpoint_path=ckpt,
-                   resume_from=ckpt if ckpt.is_file() else None)
-    seconds = time.perf_counter() - started
-    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
+    result, record, metrics, seconds = fit(model, objective, cfg.train, scratch, on_metrics)
     if cfg.evaluate_test and "test" in splits and "valid" in splits:
         test = objective.evaluate(model, "test", cfg.train.batch_size, 0, next(model.parameters()).device)
         metrics.update({f"test_{k}": v for k, v in test.items()})

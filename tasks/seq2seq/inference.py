@@ -9,7 +9,6 @@ and decoded with corpusforge.models.decoding (greedy when beam is 1, else beam s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,18 +134,9 @@ class Translator:
 def load_translator(model_dir: str | Path, tokenizer_dir: str | Path | None = None, device: str = "cpu") -> Translator:
     """The model saved in ``model_dir`` with its tokenizer (the one its config.json records, store-relative, unless
     ``tokenizer_dir`` is given: the registered MLflow model carries its own copy)."""
-    from corpusforge.models.tokenization import load_tokenizer
-    from corpusforge.models.zoo import load_model
-    from corpusforge.storage.store import resolve_recorded
+    from corpusforge.tasks.encoded import load_with_tokenizer
 
-    model_dir = Path(model_dir)
-    spec = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    if tokenizer_dir is None:
-        recorded = (spec.get("tokenizer") or {}).get("path")
-        if not recorded:
-            raise ValueError(f"{model_dir}: config.json records no tokenizer")
-        tokenizer_dir = resolve_recorded(recorded, model_dir)
-    return Translator(load_model(model_dir, device=device), load_tokenizer(tokenizer_dir), spec)
+    return Translator(*load_with_tokenizer(model_dir, tokenizer_dir, device))
 
 
 def load_artifact(artifact_dir: Path, manifest: dict[str, Any]) -> Translator:

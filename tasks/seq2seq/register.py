@@ -21,15 +21,11 @@ def register_seq2seq(tracker, run_id: str, manifest: dict[str, Any], model_dir: 
     ``data/tokenizer`` (the tokenizer artifact's files), nothing pickled. Each new artifact adds a version, which
     ``models:/NAME@latest`` resolves to."""
     from corpusforge.storage.tracking import pyfunc_requirements
-
-    from corpusforge.storage.store import resolve_recorded
+    from corpusforge.tasks.encoded import model_tokenizer_dir
     from corpusforge.tasks.seq2seq.pyfunc import DEFAULT_PARAMS
 
     spec = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
-    recorded = (spec.get("tokenizer") or {}).get("path")
-    tokenizer_dir = resolve_recorded(recorded, Path(model_dir)) if recorded else None
-    if not tokenizer_dir or not Path(tokenizer_dir).is_dir():
-        raise ValueError(f"{model_dir}: its tokenizer ({tokenizer_dir}) is missing, so the model cannot be registered")
+    tokenizer_dir = model_tokenizer_dir(model_dir)  # a ValueError when it is missing: the model could not read text
     tags = {"corpusforge.artifact_id": manifest["id"], "corpusforge.step": "seq2seq",
             "corpusforge.family": str(spec.get("family")), "corpusforge.tokenizer_id": str(spec["tokenizer"].get("id")),
             "corpusforge.directions": ",".join(f"{d['source']}-{d['target']}"

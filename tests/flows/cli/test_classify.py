@@ -64,7 +64,7 @@ def test_pretrain_fine_tune_predict_evaluate_and_the_registered_model(prefect_ha
                          "--init", pre["id"][:12], "--json").stdout.strip().splitlines()[-1])
     m = out["metrics"]
     assert {"id", "metrics", "registered_model"} <= set(out) and {"accuracy", "f1"} <= set(m)
-    assert m["accuracy"] == m["val_accuracy"] >= 0.75, m  # chance: 0.5 (the labels are balanced)
+    assert m["accuracy"] == m["val_accuracy"] >= 0.65, m  # chance 0.5 (balanced labels; 200 records: sd 0.035)
     model_dir = Path(out["path"])
     spec = json.loads((model_dir / "config.json").read_text())
     assert spec["family"] == "bert_classifier" and spec["model"]["n_layer"] == 2  # the checkpoint's shape won
