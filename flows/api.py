@@ -463,6 +463,92 @@ def classify_config(train: PathLike, preset: str, valid: PathLike | None = None,
     return config
 
 
+POST_TRAINING_PIPELINE_KEYS = pipeline_keys("post_training")
+METHOD_PRESETS = ("full", "lora", "sft", "dpo")
+
+
+def finetune_config(parent: str, data: Sequence[PathLike], method: str | None = None, preset: str | None = None,
+                    valid: PathLike | None = None, overrides: Sequence[str] = ()) -> dict:
+    """The pipeline config for ``lm finetune``: ``data`` read into a corpus (text files for full/lora; JSONL/TSV/CSV
+    records for sft/dpo, the fields the templates read kept: a column named like a label (label, class, ...)
+    as a label, the others as text fields), ``--valid FILE`` pinned to the validation split, and the preset's
+    post_training section (the method's own preset, configs/post_training/METHOD.yaml, unless ``preset`` names
+    another) starting from ``parent``. --set keys without a section prefix address the post_training section."""
+    import glob
+
+    from corpusforge.tasks.config import ConfigError, apply_overrides
+    from corpusforge.tasks.post_training.config import METHODS, PostTrainingConfig, template_fields
+
+    if method is not None and method not in METHODS:
+        raise ConfigError(f"--method: one of {', '.join(METHODS)}, got {method!r}")
+    name = Path(preset).stem if preset else (method or "sft")
+    data_cfg = load_preset(preset or method or "sft", "post_training")
+    section = dict(data_cfg.get("post_training") or {})
+    if method:
+        section["method"] = method
+    section["init"] = parent
+    paths = [Path(p) for p in data] + ([Path(valid)] if valid else [])
+    for path in paths:
+        if not path.exists():
+            raise ConfigError(f"{path}: no such file or directory")
+    corpus = dict(data_cfg.get("corpus") or {})
+    split = dict(corpus.pop("split", None) or {})
+    if valid:
+        if Path(valid).name in {Path(p).name for p in data}:
+            raise ConfigError("lm finetune: the --valid file needs a name of its own (each source is named after "
+                              "its file)")
+        split["by_source"] = {**(split.get("by_source") or {}), glob.escape(Path(valid).name): "valid"}
+        split["valid"] = 0.0
+    reader = dict(corpus.pop("reader", None) or {})
+    base = {
+        "name": f"finetune-{name}",
+        "corpus": {"name": Path(data[0]).stem.split(".")[0][:40] or "finetune", **corpus, "split": split,
+                   "reader": reader, "sources": [str(p) for p in paths]},
+        "post_training": section,
+        "runner": data_cfg.get("runner", {"kind": "threads", "workers": 2}),
+    }
+    if "tracking" in data_cfg:
+        base["tracking"] = data_cfg["tracking"]
+    templates = {}  # prompt=..., response=..., rejected=...: taken verbatim (YAML would read "{x}" as a mapping)
+    rest = []
+    for item in overrides:
+        key, eq, value = item.partition("=")
+        key = key.strip().removeprefix("post_training.")
+        if eq and key in ("prompt", "response", "rejected"):
+            templates[key] = None if value.strip() in ("null", "~") else value.replace("\\n", "\n").replace("\\t", "\t")
+        else:
+            rest.append(item)
+    config = apply_overrides(base, [s if s.startswith(POST_TRAINING_PIPELINE_KEYS) else f"post_training.{s}"
+                                    for s in rest])
+    config["post_training"].update(templates)
+    post, reader = config["post_training"], config["corpus"]["reader"]
+    method_now = post.get("method", "sft")
+    if method_now in ("sft", "dpo") and not reader.get("fields") and Path(data[0]).is_file():
+        wanted: list[str] = []
+        for key in ("prompt", "response") + (("rejected",) if method_now == "dpo" else ()):
+            template = post.get(key, PostTrainingConfig.__dataclass_fields__[key].default)
+            if template is not None and not isinstance(template, str):
+                raise ConfigError(f"post_training.{key}: a template string, got {template!r} (in YAML, quote it)")
+            try:
+                wanted += template_fields(template) if template else []
+            except ValueError as exc:
+                raise ConfigError(f"post_training.{key}: {exc}") from None
+        wanted = list(dict.fromkeys(wanted))
+        columns, _ = _header(Path(data[0]))
+        missing = [w for w in wanted if w not in columns]
+        if missing:
+            raise ConfigError(f"{data[0]}: no {', '.join(missing)} column for the post_training templates; its "
+                              f"columns are {', '.join(columns) or 'none'} (give prompt=... and response=... "
+                              "templates over them with --set)")
+        labels = {w: {"column": w, "type": "str"} for w in wanted if w in LABEL_COLUMNS}
+        fields = {w: w for w in wanted if w not in labels}
+        if fields:
+            reader["fields"] = fields
+        if labels:
+            reader.setdefault("labels", labels)
+    return config
+
+
 # ------------------------------------------------------------------------------------ command groups
 
 
@@ -519,10 +605,37 @@ def _classify_train(train: PathLike, preset: str, valid: PathLike | None = None,
     return _result(run_config(config, store))["classify"]
 
 
+def _lm_finetune(parent: str, data: Sequence[PathLike], method: str | None = None, preset: str | None = None,
+                 valid: PathLike | None = None, overrides: Sequence[str] = (),
+                 store: PathLike | None = None) -> Artifact:
+    """``corpusforge lm finetune``: train ``parent`` (an lm, post_training or lora_merge id) further on ``data``
+    with ``method`` (full, lora, sft, dpo). Returns the post_training artifact (metrics: losses, trainable
+    parameters, answer accuracy for sft/dpo); ``.load()`` gives (model, tokenizer), adapters merged."""
+    config = finetune_config(parent, data, method, preset, valid, overrides)
+    return _result(run_config(config, store))["post_training"]
+
+
+def _lm_merge(adapter_id: str, store: PathLike | None = None) -> Artifact:
+    """``corpusforge lm merge``: fold a LoRA adapter artifact into plain weights (a lora_merge artifact)."""
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.post_training.build import build_merge
+    from corpusforge.tasks.step import StepResult
+
+    artifact_store = ArtifactStore(store_root(store))
+    found = Catalog(artifact_store).get(adapter_id)
+    artifact_store.check_intact(found.path, found.manifest)
+    result = build_merge(StepResult(id=found.manifest["id"], step=found.manifest["step"],
+                                    name=found.manifest["name"], path=str(found.path), reused=True,
+                                    seconds=0.0),
+                         artifact_store)
+    return Artifact.from_dir(result.path, result.reused)
+
+
 tokenizer = SimpleNamespace(train=_tokenizer_train)
 ngram = SimpleNamespace(estimate=_ngram_estimate)
 embed = SimpleNamespace(train=_embed_train)
-lm = SimpleNamespace(train=_lm_train)
+lm = SimpleNamespace(train=_lm_train, finetune=_lm_finetune, merge=_lm_merge)
 seq2seq = SimpleNamespace(train=_seq2seq_train)
 classify = SimpleNamespace(train=_classify_train)
 

@@ -11,7 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from corpusforge.tasks import classify, corpus, embeddings, lm, ngram, sentence_embeddings, seq2seq, tokenizer
+from corpusforge.tasks import (
+    classify,
+    corpus,
+    embeddings,
+    lm,
+    ngram,
+    post_training,
+    sentence_embeddings,
+    seq2seq,
+    tokenizer,
+)
 from corpusforge.tasks.config import ConfigError, is_artifact_id, references
 from corpusforge.tasks.stage import Stage
 
@@ -24,6 +34,7 @@ STAGES: tuple[Stage, ...] = (
     seq2seq.STAGE,
     classify.STAGE,
     sentence_embeddings.STAGE,
+    post_training.STAGE,
 )
 
 

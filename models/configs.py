@@ -60,3 +60,41 @@ class TrainConfig:
         if self.grad_clip < 0:
             raise ValueError(f"grad_clip: must be >= 0, got {self.grad_clip}")
 
+
+# the LoRA paper's advice (section 7.1) and the texts': adapt the attention projections (our GPT's fused q,k,v and its
+# output projection)
+LORA_DEFAULT_TARGETS: tuple[str, ...] = ("attn.c_attn", "attn.c_proj")
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """LoRA adapters (Hu et al. 2021): W stays frozen, h = Wx + (alpha / r) * B A x with B = 0 at the start
+    (corpusforge.models.lora). ``to_dict`` is JSON (an adapter artifact's config.json)."""
+
+    r: int = field(default=8, metadata={"doc": "Rank of the update B A."})
+    alpha: float = field(default=16.0, metadata={"doc": "Scale numerator: the update is multiplied by alpha / r."})
+    dropout: float = field(default=0.0, metadata={"doc": "Dropout on the adapter's input."})
+    targets: tuple[str, ...] = field(default=LORA_DEFAULT_TARGETS, metadata={
+        "doc": "Linear layers to adapt, by name suffix (attn.c_attn: the fused q,k,v projection; attn.c_proj, "
+               "mlp.c_fc, mlp.c_proj)."})
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", tuple(self.targets))
+        if self.r < 1:
+            raise ValueError(f"r: must be >= 1, got {self.r}")
+        if self.alpha <= 0:
+            raise ValueError(f"alpha: must be > 0, got {self.alpha}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout: must be in [0, 1), got {self.dropout}")
+        if not self.targets:
+            raise ValueError("targets: name at least one Linear layer")
+        for t in self.targets:
+            if ":" in t:
+                raise ValueError(
+                    f"targets: {t!r}: adapting only some of a fused projection's outputs (q and v apart in c_attn) is "
+                    "not supported; c_attn packs q, k, v in one matrix and an adapter on it adapts all three. "
+                    "Separate (A_q, B_q), (A_v, B_v) need split projections in the model.")
+
+    def to_dict(self) -> dict:
+        return {"r": self.r, "alpha": self.alpha, "dropout": self.dropout, "targets": list(self.targets)}
+

@@ -48,7 +48,8 @@ class FamilySpec:
     capabilities: frozenset[str] = frozenset()
     recurrent: bool = False
     derived: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    exporters: Mapping[str, str] = field(default_factory=dict)  # format -> "module:function(model_dir, out_dir)"
+    # format -> "module:function(model_dir, out_dir, tokenizer_dir=None)" returning a summary dict (`lm export`)
+    exporters: Mapping[str, str] = field(default_factory=dict)
     # bumped by hand when the same config and data would now train other weights (the step's id then changes for
     # this family only; 1 leaves the ids it always had)
     version: int = 1

@@ -46,6 +46,8 @@ from corpusforge.cli.artifacts import app as artifacts_app  # noqa: E402
 from corpusforge.cli.classify import app as classify_app  # noqa: E402
 from corpusforge.cli.embed import app as embed_app  # noqa: E402
 from corpusforge.cli.export import export as export_command  # noqa: E402
+from corpusforge.cli.finetune import finetune as lm_finetune  # noqa: E402
+from corpusforge.cli.finetune import merge as lm_merge  # noqa: E402
 from corpusforge.cli.lm import app as lm_app  # noqa: E402
 from corpusforge.cli.ngram import app as ngram_app  # noqa: E402
 from corpusforge.cli.pipeline import corpus, run, schedule, ui  # noqa: E402
@@ -65,6 +67,8 @@ embed_app.command("sentences")(embed_sentences)
 embed_app.command("search")(embed_search)
 app.add_typer(embed_app, name="embed")
 app.add_typer(ngram_app, name="ngram")
+lm_app.command("finetune")(lm_finetune)
+lm_app.command("merge")(lm_merge)
 app.add_typer(lm_app, name="lm")
 app.add_typer(seq2seq_app, name="seq2seq")
 app.add_typer(classify_app, name="classify")

@@ -1,8 +1,9 @@
-"""``corpusforge lm ...``: train a neural LM from source files with a preset, generate text, inspect it.
+"""``corpusforge lm ...``: train a neural LM from source files with a preset, generate text, inspect it, export it.
 
 ``lm train`` runs the whole pipeline flow (corpus -> tokenizer + encode -> lm) with the preset's settings,
-so every upstream step is reused when it already exists. ``lm generate`` and ``lm inspect`` read a
-published lm artifact through the catalog and never start Prefect.
+so every upstream step is reused when it already exists. ``lm generate``, ``lm inspect`` and ``lm export`` read a
+published lm artifact through the catalog and never start Prefect. ``lm export`` writes the format the model's
+family declares (FamilySpec.exporters; a GPT: ``hf``, a transformers GPT2LMHeadModel checkpoint).
 """
 
 from __future__ import annotations
@@ -78,7 +79,12 @@ def train(
     _print_result(summary, as_json, payload)
 
 
-def _find_lm(artifact_id: str, store: Optional[Path]) -> Path:
+# the steps whose artifacts are language models: an lm, a post-trained one, adapters merged into plain weights
+MODEL_STEPS = ("lm", "post_training", "lora_merge")
+
+
+def _find_lm(artifact_id: str, store: Optional[Path], steps: tuple[str, ...] = ("lm",)):
+    """The catalog entry of a model artifact of one of ``steps`` (an unknown id or another step: exit 2)."""
     from corpusforge.storage.catalog import Catalog
     from corpusforge.storage.store import ArtifactStore
 
@@ -86,14 +92,32 @@ def _find_lm(artifact_id: str, store: Optional[Path]) -> Path:
         found = Catalog(ArtifactStore(_store(store))).get(artifact_id)
     except LookupError as exc:  # an unknown or ambiguous id is bad usage
         _fail(str(exc.args[0]), 2)
-    if found.manifest.get("step") != "lm":
-        _fail(f"{artifact_id}: is a {found.manifest.get('step')!r} artifact, not an lm", 2)
-    return found.path
+    if found.manifest.get("step") not in steps:
+        what = "an lm" if steps == ("lm",) else f"a model ({' or '.join(steps)})"
+        _fail(f"{artifact_id}: is a {found.manifest.get('step')!r} artifact, not {what}", 2)
+    return found
+
+
+def _load_post_trained(found, store: Optional[Path]):
+    """(model, tokenizer) of a post_training or lora_merge artifact, checked against its digests (an adapter
+    artifact comes merged into its base, whose digests are checked too)."""
+    from corpusforge.storage.store import ArtifactStore, TamperedArtifact
+    from corpusforge.tasks.post_training.inference import load_post_trained
+
+    try:
+        ArtifactStore(_store(store)).check_intact(found.path, found.manifest)
+        model, tok, _ = load_post_trained(found.path)
+    except TamperedArtifact as exc:
+        _fail(str(exc), 1)
+    except (OSError, ValueError) as exc:
+        _fail(f"{found.path}: cannot load the model: {exc}", 1)
+    return model, tok
 
 
 @app.command("generate")
 def generate(
-    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="lm artifact id or a unique prefix.")],
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="lm, post_training or lora_merge artifact id (or a "
+                                                                  "unique prefix).")],
     prompt: Annotated[str, typer.Option("--prompt", help="Text to continue (the default, a newline, starts from "
                                                          "nothing).")] = GENERATE_DEFAULTS["prompt"],
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=1, help="Tokens to generate.")] = GENERATE_DEFAULTS["max_new_tokens"],
@@ -107,11 +131,16 @@ def generate(
 ) -> None:
     """Continue PROMPT with a trained LM."""
     from corpusforge.tasks.lm.inference import generate_from
+    from corpusforge.tasks.textgen import generate_text
 
-    path = _find_lm(artifact_id, store)
+    found = _find_lm(artifact_id, store, MODEL_STEPS)
+    sampling = {"greedy": greedy, "temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
     try:
-        text = generate_from(path, prompt, max_new_tokens, greedy=greedy, temperature=temperature, top_k=top_k,
-                             top_p=top_p, seed=seed)
+        if found.manifest.get("step") == "lm":
+            text = generate_from(found.path, prompt, max_new_tokens, **sampling)
+        else:  # post-trained: adapters merged into their base first
+            model, tok = _load_post_trained(found, store)
+            text = generate_text(model, tok, prompt, max_new_tokens, eot_id=tok.eot_id, **sampling)
     except ValueError as exc:
         _fail(str(exc), 2)
     if as_json:
@@ -132,7 +161,7 @@ def inspect(
     """Attention heatmaps per layer and head (PNG) and the top-k next tokens for PROMPT."""
     from corpusforge.tasks.lm.inference import inspect_lm
 
-    path = _find_lm(artifact_id, store)
+    path = _find_lm(artifact_id, store).path
     target = out_dir or Path.cwd() / f"lm-inspect-{artifact_id[:12]}"
     try:
         report = inspect_lm(path, prompt, target, top_k)
@@ -155,3 +184,72 @@ def inspect(
             out.print(f"attention heatmap: {f}")
     else:
         err.print(f"a {report['family']} model has no attention to draw; only the table is shown")
+
+
+@app.command("export")
+def export(
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="lm, post_training (full weights) or lora_merge "
+                                                                  "artifact id, or a unique prefix.")],
+    output: Annotated[Path, typer.Argument(metavar="OUT_DIR", help="New (or empty) folder to write.")],
+    fmt: Annotated[str, typer.Option("--format", help="Output format, as the model's family declares it (its "
+                                                      "spec's exporters): hf (a GPT as a transformers "
+                                                      "GPT2LMHeadModel checkpoint with its tokenizer).")] = "hf",
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Export a trained LM with its tokenizer in a format its family declares (hf: transformers).
+
+    The artifact's files (and its tokenizer's) are checked against their digests first. A variant the format
+    cannot express (a GPT with rope positions, say) is refused with the field that rules it out.
+    """
+    from corpusforge.models.family import family, load_ref
+    from corpusforge.storage.store import MANIFEST, ArtifactStore, TamperedArtifact
+    from corpusforge.tasks.encoded import model_tokenizer_dir
+
+    root = _store(store)
+    found = _find_lm(artifact_id, root, MODEL_STEPS)
+    if not (found.path / "model.safetensors").is_file():
+        _fail(f"{found.manifest['id'][:12]} holds LoRA adapters only: merge them first (corpusforge lm merge "
+              f"{found.manifest['id'][:12]}), then export the merged model", 2)
+    artifact_store = ArtifactStore(root)
+    try:
+        artifact_store.check_intact(found.path, found.manifest)
+    except TamperedArtifact as exc:
+        _fail(str(exc), 1)
+    spec = json.loads((found.path / "config.json").read_text(encoding="utf-8"))
+    try:
+        fam = family(str(spec.get("family")))
+    except ValueError as exc:
+        _fail(f"{found.manifest['id'][:12]}: {exc}", 2)
+    ref = fam.exporters.get(fmt)
+    if ref is None:
+        _fail(f"lm export --format {fmt}: a {fam.name} model exports to "
+              f"{', '.join(sorted(fam.exporters)) or 'no format'}", 2)
+    tokenizer_dir = None
+    if (spec.get("tokenizer") or {}).get("path"):
+        try:
+            tokenizer_dir = model_tokenizer_dir(found.path)
+            tok_manifest = tokenizer_dir / MANIFEST
+            if tok_manifest.is_file():  # the tokenizer is an artifact of the same store: check it too
+                artifact_store.check_intact(tokenizer_dir, json.loads(tok_manifest.read_text(encoding="utf-8")))
+        except TamperedArtifact as exc:
+            _fail(str(exc), 1)
+        except ValueError as exc:
+            _fail(str(exc), 2)
+    try:
+        summary = load_ref(ref)(found.path, output.resolve(), tokenizer_dir=tokenizer_dir)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    summary["id"] = found.manifest["id"]
+    if as_json:
+        print_json(summary, ensure_ascii=False)
+        return
+    tokens = ", ".join(f"{role} {v['token']!r}" for role, v in summary["tokens"].items() if v)
+    out.print(f"exported {found.manifest['name']} ({summary['id'][:12]}, {summary['family']}) to {summary['path']} "
+              f"as {summary['architecture']}: {', '.join(summary['files'])}", soft_wrap=True)
+    if tokens:
+        out.print(f"special tokens: {tokens}", soft_wrap=True, highlight=False)
+    for note in summary["notes"]:
+        out.print(f"note: {note}", soft_wrap=True, highlight=False)
+    out.print(f"open it with: transformers.AutoModelForCausalLM.from_pretrained({str(output)!r}) and "
+              f"AutoTokenizer.from_pretrained({str(output)!r})", soft_wrap=True, highlight=False)

@@ -8,4 +8,5 @@ SPEC = FamilySpec(
     objective="corpusforge.models.objectives:causal_lm",
     doc="decoder Transformer trained on the next token",
     capabilities=frozenset({"generate", "attention_maps"}),
+    exporters={"hf": "corpusforge.models.gpt.hf:export_hf"},  # transformers GPT2LMHeadModel (models/gpt/hf.py)
 )

@@ -11,13 +11,10 @@ from typing import Any
 from corpusforge.models.configs import TrainConfig
 from corpusforge.models.family import FamilyConfigs, families
 from corpusforge.tasks.config import NOT_IN_ID, ConfigError, derived_model_config, artifact_ref, check_artifact_name, from_dict
+from corpusforge.tasks.textgen import GENERATE_DEFAULTS  # the generation defaults, shared with post-trained models
 
 # The token a family's role is given when a run adds it to the tokenizer (BERT's names)
 DEFAULT_ROLE_TOKENS = {"pad": "[PAD]", "mask": "[MASK]", "cls": "[CLS]", "sep": "[SEP]", "bos": "<s>", "eos": "</s>"}
-# The generation defaults, in one place: `corpusforge lm generate`, the lm_sample step (SampleConfig) and the
-# registered MLflow pyfunc (tasks.lm_pyfunc.DEFAULT_PARAMS) all read them. top_k/top_p None: off.
-GENERATE_DEFAULTS: dict[str, Any] = {"prompt": "\n", "max_new_tokens": 200, "temperature": 0.8, "top_k": None,
-                                     "top_p": None, "seed": 1337}
 
 
 @dataclass(frozen=True)

@@ -13,46 +13,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from corpusforge.tasks.textgen import generate_text, render_ids  # noqa: F401 - this module's API too
+
 
 def load_tokenizer(path: str | Path):
     from corpusforge.models.tokenization import load_tokenizer as load
 
     return load(path)
-
-
-def generate_text(model, tok, prompt: str, max_new_tokens: int, *, greedy: bool = False, temperature: float = 1.0,
-                  top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
-                  eot_id: int | None = None) -> str:
-    from corpusforge.models.sampling import generate
-    from corpusforge.models.zoo import family_of
-
-    spec = family_of(model)
-    if not spec.can("generate"):
-        raise ValueError(f"a {spec.name} model cannot generate text ({spec.doc}); `corpusforge lm inspect` shows "
-                         "what it predicts")
-    ids = tok.encode(prompt) if prompt else []
-    if not ids:
-        if eot_id is None:
-            raise ValueError("prompt: empty, and the tokenizer has no end-of-text id to start from")
-        ids = [int(eot_id)]
-    new = generate(model, ids, max_new_tokens, greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
-                   seed=seed, recurrent=spec.recurrent)
-    # decode in context: word-level tokenizers put the space *between* tokens, so decode(new) alone
-    # would glue the first new word to the prompt
-    full, prefix = render_ids(tok, ids + new, eot_id), render_ids(tok, ids, eot_id)
-    return full[len(prefix):] if full.startswith(prefix) else render_ids(tok, new, eot_id)
-
-
-def render_ids(tok, ids: list[int], eot_id: int | None) -> str:
-    """Token ids as text for reading: each end-of-text id becomes a line break (a document boundary), and
-    other special tokens stay visible (PTB's ``<unk>``): a plain decode would drop them without a trace."""
-    parts: list[list[int]] = [[]]
-    for i in ids:
-        if eot_id is not None and i == eot_id:
-            parts.append([])
-        else:
-            parts[-1].append(i)
-    return "\n".join(tok.decode(part, skip_special_tokens=False) if part else "" for part in parts)
 
 
 def load_trained(lm_dir: str | Path, device: str = "cpu", tokenizer_dir: str | Path | None = None):

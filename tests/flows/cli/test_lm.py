@@ -18,7 +18,7 @@ from corpusforge.tasks.config import ConfigError
 from tests.conftest import REPO, write
 
 CLI = str(Path(sys.executable).parent / "corpusforge")
-PRESETS = ["bert-mlm-small", "ptb-gpt-small", "ptb-gru-small", "ptb-lstm-medium", "ptb-lstm-small", "ptb-nplm", "shakespeare-char",
+PRESETS = ["bert-mlm-small", "ptb-gpt-bpe-small", "ptb-gpt-small", "ptb-gru-small", "ptb-lstm-medium", "ptb-lstm-small", "ptb-nplm", "shakespeare-char",
            "shakespeare-char-cpu"]
 TINY = ["--set", "model.n_layer=1", "--set", "model.n_head=2", "--set", "model.n_embd=32", "--set", "model.block_size=16",
         "--set", "train.max_iters=30", "--set", "train.eval_interval=15", "--set", "train.eval_iters=4",
@@ -31,7 +31,7 @@ def test_every_issue_preset_exists_and_validates():
     assert preset_names() == PRESETS
     for name in PRESETS:
         cfg = pipeline_config_from_dict(train_config([Path("x.txt")], name, []))
-        assert cfg.lm.name == name and cfg.tokenizer.kind in ("char", "word", "wordpiece")
+        assert cfg.lm.name == name and cfg.tokenizer.kind in ("char", "word", "wordpiece", "byte-bpe")
 
 
 def test_shakespeare_char_cpu_is_the_issue_shape():

@@ -1,0 +1,201 @@
+"""LoRA (Hu et al. 2021) on our own modules, through peft's custom-model support.
+
+``W x`` becomes ``W x + (alpha / r) * B A x`` on the chosen ``nn.Linear`` layers: ``A`` (r x in) drawn as peft
+draws it (kaiming-uniform, as nn.Linear's default), ``B`` (out x r) zero, so a fresh adapter model computes exactly
+what the base model computes; only A and B train, every other weight is frozen. peft's
+``inject_adapter_in_model`` swaps each target for a ``peft.tuners.lora.Linear`` wrapper in place and returns the
+same object: the model keeps its class and its ``forward`` (the trainer, the objectives and decoding see no
+difference), its state dict gains ``<target>.base_layer.weight`` and ``<target>.lora_{A,B}.default.weight``.
+
+- :func:`add_lora` adds the adapters and freezes the rest, returning the parameter counts;
+- :func:`adapter_state_dict` / :func:`load_adapter`: only the adapter tensors, under stable names
+  (``<target>.lora_A.weight``, ``<target>.lora_B.weight``; no adapter name), for a small safetensors file;
+- :func:`merge_lora`: a plain copy of the model with ``W + (alpha / r) B A`` folded in, state-dict keys equal to
+  the base model's (what ``corpusforge.models.zoo.save_model`` writes and ``load_model`` reads);
+- :func:`adapters_disabled`: the base model's forward for as long as the block lasts (the DPO reference when the
+  policy is the base model plus adapters: no second copy of the weights).
+
+Targets are module-name suffixes (``"attn.c_attn"`` matches ``blocks.0.attn.c_attn``, ``blocks.1.attn.c_attn``,
+...). :data:`DEFAULT_TARGETS` for the GPT family are the attention projections, as the LoRA paper (section 7.1:
+adapting the attention weights is enough) and the texts that follow it advise.
+
+Our ``c_attn`` packs the q, k and v projections in one (3C x C) matrix, so an adapter on it adapts all three. The
+paper's "W_q and W_v" apart would need split projections (separate (A_q, B_q) and (A_v, B_v)): a target such as
+``"attn.c_attn:q,v"`` is refused. Masking the k rows of a shared B is not that (A would be shared by q and v, and
+the masked rows would still count as trained parameters), and splitting the projection belongs to models/gpt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from corpusforge.models.configs import LORA_DEFAULT_TARGETS, LoraSettings
+
+DEFAULT_TARGETS = LORA_DEFAULT_TARGETS
+ADAPTER = "default"  # peft's adapter name; one adapter per model here
+
+
+def _settings(cfg: Any) -> LoraSettings:
+    """A :class:`LoraSettings` from itself, a mapping (JSON metadata) or any object with the same attributes."""
+    if isinstance(cfg, LoraSettings):
+        return cfg
+    if isinstance(cfg, Mapping):
+        return LoraSettings(**dict(cfg))
+    return LoraSettings(targets=tuple(cfg.targets), r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout)
+
+
+def _lora_layers(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
+    from peft.tuners.lora import LoraLayer
+
+    for name, module in model.named_modules():
+        if isinstance(module, LoraLayer):
+            yield name, module
+
+
+def has_lora(model: nn.Module) -> bool:
+    return next(_lora_layers(model), None) is not None
+
+
+def match_targets(model: nn.Module, targets: Sequence[str]) -> dict[str, list[str]]:
+    """Each target suffix -> the full names of the ``nn.Linear`` modules it matches (a name equal to the target or
+    ending in ``"." + target``). A target that matches no Linear is an error naming the Linears there are."""
+    targets = _settings({"targets": tuple(targets)}).targets  # the same refusals as LoraSettings
+    if not targets:
+        raise ValueError("targets: name at least one Linear module to adapt")
+    linears = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    found = {t: [n for n in linears if n == t or n.endswith("." + t)] for t in targets}
+    missing = [t for t, names in found.items() if not names]
+    if missing:
+        suffixes = sorted({".".join(n.split(".")[-2:]) for n in linears})
+        raise ValueError(f"LoRA targets {missing} match no nn.Linear in {type(model).__name__}; its Linear modules "
+                         f"are {linears} (suffixes: {suffixes})")
+    return found
+
+
+def add_lora(model: nn.Module, targets: Sequence[str] = DEFAULT_TARGETS, r: int = 8, alpha: float = 16.0,
+             dropout: float = 0.0) -> dict[str, Any]:
+    """Add LoRA adapters to the ``nn.Linear`` modules named by ``targets`` (suffixes), in place, and freeze every
+    other parameter. ``B`` starts at 0 (the model computes exactly what it did), ``A`` as peft draws it
+    (kaiming-uniform). Returns ``trainable``, ``total`` (parameters, tied ones once), ``percent`` (100 *
+    trainable / total), ``per_target`` ({suffix: trainable parameters}, r * (in + out) per matched Linear) and
+    ``settings`` (a :class:`LoraSettings` dict, for :func:`load_adapter`).
+
+    An adapter on our fused ``attn.c_attn`` adapts q, k and v together (see the module docstring)."""
+    from peft import LoraConfig, inject_adapter_in_model
+
+    if has_lora(model):
+        raise ValueError("the model already carries LoRA adapters (merge_lora or a fresh model first)")
+    settings = LoraSettings(targets=tuple(targets), r=r, alpha=alpha, dropout=dropout)
+    found = match_targets(model, settings.targets)
+    names = sorted({n for ns in found.values() for n in ns})
+    config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=names, bias="none",
+                        init_lora_weights=True)
+    inject_adapter_in_model(config, model, adapter_name=ADAPTER)
+    for p_name, p in model.named_parameters():  # peft does this too; here it is a stated guarantee
+        p.requires_grad = ".lora_A." in p_name or ".lora_B." in p_name
+    model._lora_settings = settings  # noqa: SLF001  (plain attribute: not a parameter, not in the state dict)
+    modules = dict(model.named_modules())
+    per_target = {t: sum(p.numel() for n in ns for k, p in modules[n].named_parameters()
+                         if k.startswith(("lora_A.", "lora_B."))) for t, ns in found.items()}
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    return {"trainable": trainable, "total": total, "percent": 100.0 * trainable / total,
+            "per_target": per_target, "settings": settings.to_dict()}
+
+
+def lora_settings(model: nn.Module) -> LoraSettings:
+    settings = getattr(model, "_lora_settings", None)
+    if settings is None:
+        raise ValueError("the model carries no LoRA adapters (add_lora first)")
+    return settings
+
+
+def _stable(name: str) -> str:
+    """``blocks.0.attn.c_attn.lora_A.default.weight`` -> ``blocks.0.attn.c_attn.lora_A.weight``."""
+    return name.replace(f".lora_A.{ADAPTER}.", ".lora_A.").replace(f".lora_B.{ADAPTER}.", ".lora_B.")
+
+
+def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Only the adapter tensors, detached, contiguous, on the CPU, named ``<module>.lora_A.weight`` and
+    ``<module>.lora_B.weight`` (no peft adapter name): what a safetensors adapter file holds."""
+    out = {}
+    for layer_name, layer in _lora_layers(model):
+        for part in ("lora_A", "lora_B"):
+            for key, tensor in getattr(layer, part)[ADAPTER].state_dict().items():
+                out[f"{layer_name}.{part}.{key}"] = tensor.detach().contiguous().cpu()
+    if not out:
+        raise ValueError("the model carries no LoRA adapters")
+    return out
+
+
+def load_adapter(model: nn.Module, tensors: Mapping[str, torch.Tensor],
+                 lora_cfg: LoraSettings | Mapping[str, Any]) -> dict[str, Any]:
+    """Add adapters as ``lora_cfg`` says (unless the model already has them) and load ``tensors`` into them
+    exactly: a missing or unexpected tensor, or one of another shape, is an error. Returns :func:`add_lora`'s
+    counts (or, for a model that already had adapters, just the settings)."""
+    settings = _settings(lora_cfg)
+    if has_lora(model):
+        if lora_settings(model) != settings:
+            raise ValueError(f"the model carries other adapters ({lora_settings(model)}) than {settings}")
+        counts: dict[str, Any] = {"settings": settings.to_dict()}
+    else:
+        counts = add_lora(model, settings.targets, settings.r, settings.alpha, settings.dropout)
+    own = adapter_state_dict(model)
+    missing, unexpected = sorted(set(own) - set(tensors)), sorted(set(tensors) - set(own))
+    shapes = sorted(f"{k} {tuple(tensors[k].shape)} != {tuple(own[k].shape)}" for k in own
+                    if k in tensors and tuple(tensors[k].shape) != tuple(own[k].shape))
+    if missing or unexpected or shapes:
+        raise ValueError(f"adapter tensors do not fit the model: missing {missing}, unexpected {unexpected}, "
+                         f"shapes {shapes}")
+    with torch.no_grad():
+        for layer_name, layer in _lora_layers(model):
+            for part in ("lora_A", "lora_B"):
+                for key, p in getattr(layer, part)[ADAPTER].named_parameters():
+                    p.copy_(tensors[f"{layer_name}.{part}.{key}"].to(p.device, p.dtype))
+    return counts
+
+
+def merge_lora(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` with each adapter folded in (``W + (alpha / r) B A``) and the peft wrappers replaced by
+    plain ``nn.Linear`` again: the same class, state-dict keys equal to the base model's, every parameter
+    trainable. ``model`` itself is left as it was (adapters and all)."""
+    if not has_lora(model):
+        raise ValueError("the model carries no LoRA adapters to merge")
+    merged = copy.deepcopy(model)
+    for layer_name, layer in list(_lora_layers(merged)):
+        if layer.merged:
+            layer.unmerge()
+        layer.merge(safe_merge=True, adapter_names=[ADAPTER])
+        base = layer.get_base_layer()
+        parent_name, _, child = layer_name.rpartition(".")
+        parent = merged.get_submodule(parent_name) if parent_name else merged
+        setattr(parent, child, base)
+    if hasattr(merged, "_lora_settings"):
+        del merged._lora_settings
+    for p in merged.parameters():
+        p.requires_grad = True
+    return merged
+
+
+@contextlib.contextmanager
+def adapters_disabled(model: nn.Module) -> Iterator[nn.Module]:
+    """Within the block the model computes as the base model (every adapter switched off); afterwards the adapters
+    and every parameter's ``requires_grad`` are as they were. With no adapters it changes nothing."""
+    layers = [layer for _, layer in _lora_layers(model)]
+    before = [layer.disable_adapters for layer in layers]
+    grads = {id(p): p.requires_grad for p in model.parameters()}
+    for layer in layers:
+        layer.enable_adapters(False)
+    try:
+        yield model
+    finally:
+        for layer, was_disabled in zip(layers, before):
+            layer.enable_adapters(not was_disabled)
+        for p in model.parameters():
+            p.requires_grad = grads[id(p)]

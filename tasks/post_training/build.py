@@ -1,0 +1,291 @@
+"""The post_training stage's steps.
+
+``post_training`` trains a model further from a checkpoint (``post_training.init``: an lm, post_training or
+lora_merge artifact, which joins the step's inputs) on the corpus's records, encoded with the checkpoint's own
+tokenizer: ``full`` continues the next-token objective on every weight, ``lora`` on LoRA adapters only, ``sft`` is
+supervised fine-tuning (loss on the response tokens only, short examples packed), ``dpo`` direct preference
+optimisation against a frozen reference (the start model; under LoRA the same model with its adapters off).
+Output: ``model.safetensors`` (all weights) or ``adapter.safetensors`` (only the adapters: a small artifact whose
+config.json names its base), ``config.json`` (family, model, tokenizer, the template, where it started),
+``metrics.json``, ``answers.json`` (sft/dpo: greedy answers to held-out prompts beside the gold ones) and
+``loss_curve.png``.
+
+``lora_merge`` (``corpusforge lm merge``) folds an adapter artifact into plain weights (W + (alpha/r) B A): a model
+artifact like an lm's, whose only input is the adapter artifact.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from corpusforge.storage.store import ArtifactStore, store_relative
+from corpusforge.tasks.config import ConfigError, identity
+from corpusforge.tasks.orchestration import prefect_task
+from corpusforge.tasks.post_training.config import (
+    MERGE_STEP,
+    STEP,
+    PostTrainingConfig,
+    post_training_config_from_dict,
+)
+from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, resolve_references, run_step
+from corpusforge.tasks.training import diverged_advice, fit, refuse_non_finite, training_report, training_scratch
+
+POST_VERSION, MERGE_VERSION = 1, 1
+
+
+def build_post_training(upstream: StepResult, cfg: PostTrainingConfig, store: ArtifactStore,
+                        on_metrics: Callable[[int, dict[str, float]], None] | None = None,
+                        refs: Mapping[str, StepResult] | None = None) -> StepResult:
+    """Train (or reuse) the post-trained model on the corpus artifact ``upstream``."""
+    refs = resolve_references(cfg, store, section="post_training", given=refs)
+    config = identity(cfg)
+    inputs = [upstream.id] + [r.id for r in refs.values()]
+    with training_scratch(store, STEP, POST_VERSION, config, inputs) as scratch:
+        return run_step(store, step=STEP, version=POST_VERSION, name=cfg.name, config=config,
+                        inputs=[artifact_input(upstream)],
+                        build=lambda out: _train(out, Path(upstream.path), cfg, scratch, on_metrics,
+                                                 Path(refs["init"].path), refs["init"]),
+                        libraries=("torch", "safetensors", "peft", "polars"), references=refs)
+
+
+def _split_data(cfg: PostTrainingConfig, records, tokenizer, start_model, warnings: list[str]):
+    """The objective's splits and, for sft/dpo, the held-out prompts and gold answers."""
+    from corpusforge.tasks.post_training.data import examples, token_stream
+
+    splits: dict[str, Any] = {}
+    held: dict[str, Any] = {}
+    for split, rows in records.items():
+        if rows is None:
+            continue
+        if cfg.objective == "lm":
+            splits[split] = token_stream(rows, cfg.text, tokenizer)
+            continue
+        rejected = None
+        if cfg.objective == "dpo" and not cfg.rejected:
+            rejected = wrong_answers(cfg, rows, tokenizer, start_model)
+        made = examples(rows, cfg, tokenizer, rejected)
+        if made.skipped:
+            warnings.append(f"{split}: {made.skipped} record(s) without the fields the templates read were skipped")
+        if made.ids:
+            splits[split] = made.ids
+            held[split] = made
+    return splits, held
+
+
+def wrong_answers(cfg: PostTrainingConfig, rows: list[dict[str, Any]], tokenizer, model) -> list[str]:
+    """A rejected answer per record: the start model's greedy answer when it is not the gold one, else the next
+    record's response that differs from the gold (a wrong label, for labelled data)."""
+    from corpusforge.tasks.post_training.config import render
+    from corpusforge.tasks.post_training.data import end_id
+    from corpusforge.tasks.post_training.inference import answer, normalise
+
+    gold, prompts = [], []
+    for row in rows:
+        try:
+            gold.append(render(cfg.response, row, cfg.values))
+            prompts.append(render(cfg.prompt, row, cfg.values))
+        except KeyError:
+            gold.append(None)
+            prompts.append(None)
+    longest = max((len(tokenizer.encode(g)) for g in gold if g), default=1)
+    asked = [p for p in prompts if p is not None]
+    said = iter(answer(model, tokenizer, asked, end_id(tokenizer), longest + 2))
+    distinct = list(dict.fromkeys(g for g in gold if g is not None))
+    out = []
+    for i, g in enumerate(gold):
+        if g is None:
+            out.append("")
+            continue
+        mine = next(said)
+        if normalise(mine) != normalise(g):
+            out.append(mine)
+            continue
+        others = [d for d in distinct if normalise(d) != normalise(g)]
+        out.append(others[i % len(others)] if others else "")
+    return out
+
+
+def _objective(cfg: PostTrainingConfig, model, splits, tokenizer, spec, start_model):
+    from corpusforge.models.family import load_ref
+    from corpusforge.tasks.post_training.data import end_id
+
+    if cfg.objective == "lm":
+        return load_ref(spec.objective)(model.cfg, splits)
+    from corpusforge.models.post_training import DPO, SFT
+
+    pad = tokenizer.role_ids.get("pad")
+    pad = int(pad) if pad is not None else end_id(tokenizer)
+    if cfg.objective == "sft":
+        return SFT(splits, pad, model.cfg.block_size, pack=cfg.pack)
+    reference = "adapters_off" if cfg.lora is not None else start_model
+    block = getattr(model.cfg, "block_size", None)  # the model reads one fewer than prompt + response
+    return DPO(splits, pad, cfg.beta, reference, max_len=block + 1 if block else None)
+
+
+def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, on_metrics, parent: Path,
+           parent_ref: StepResult) -> dict[str, Any]:
+    import torch
+
+    from corpusforge.models.family import family
+    from corpusforge.models.tokenization import load_tokenizer
+    from corpusforge.models.training import pick_device
+    from corpusforge.models.zoo import save_model
+    from corpusforge.tasks.encoded import model_tokenizer_dir
+    from corpusforge.tasks.post_training.data import end_id, read_corpus
+    from corpusforge.tasks.post_training.inference import answer_accuracy, load_plain, read_spec
+
+    warnings: list[str] = []
+    model, parent_spec = load_plain(parent)
+    spec = family(parent_spec["family"])
+    if cfg.objective in ("sft", "dpo") and not spec.can("generate"):
+        raise ConfigError(f"post_training.method {cfg.method}: a {spec.name} model cannot generate text; start from "
+                          "a language model that can (gpt, rnn, nplm)")
+    tokenizer_dir = model_tokenizer_dir(parent)
+    tokenizer = load_tokenizer(tokenizer_dir)
+    records = read_corpus(corpus_dir, cfg.fields())
+    if records["train"] is None:
+        raise ValueError("the corpus's train split has no records: nothing to train on")
+    if records["valid"] is None:
+        raise ValueError("the post_training step needs a validation split: set corpus.split.valid > 0 or give --valid")
+    start_model = copy.deepcopy(model).eval()
+    for p in start_model.parameters():
+        p.requires_grad = False
+    splits, held = _split_data(cfg, records, tokenizer, start_model, warnings)
+    if "train" not in splits or "valid" not in splits:
+        raise ValueError("no train or validation examples were left after filling the templates")
+    counts: dict[str, Any] = {}
+    torch.manual_seed(cfg.train.seed)  # the adapters' A (B starts at 0): the same artifact on every rebuild
+    if cfg.lora is not None:
+        from corpusforge.models.lora import add_lora
+
+        try:
+            counts = add_lora(model, cfg.lora.targets, cfg.lora.r, cfg.lora.alpha, cfg.lora.dropout)
+        except ValueError as exc:
+            raise ConfigError(f"post_training.lora.targets: {exc}") from None
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    objective = _objective(cfg, model, splits, tokenizer, spec, start_model)
+    start_loss = None
+    if cfg.objective != "dpo":  # where the fine-tune starts, on the same held-out examples (dpo: margin 0 there)
+        start_loss = objective.evaluate(model, "valid", cfg.train.batch_size, cfg.train.eval_iters)["loss"]
+    torch.manual_seed(cfg.train.seed)
+    device = pick_device(cfg.train.device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    result, record, metrics, seconds = fit(model, objective, cfg.train, scratch, on_metrics)
+    if device.type == "cuda":
+        metrics["peak_memory_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    model = model.cpu().eval()
+    # what training keeps per trainable float32 parameter beyond the weights: its gradient and AdamW's two moments
+    metrics.update(trainable_params=float(trainable), total_params=float(total),
+                   trainable_percent=100.0 * trainable / total, train_state_mb=12.0 * trainable / 2**20,
+                   train_seconds=seconds,
+                   stopped_early=float(result.stopped_early))
+    if start_loss is not None:
+        metrics["val_start_loss"] = start_loss
+    answers: dict[str, Any] = {}
+    if cfg.objective != "lm" and cfg.eval_records:
+        end = end_id(tokenizer)
+        for split in ("valid", "test"):
+            if split not in held:
+                continue
+            made = held[split]
+            prompts, gold = made.prompts[: cfg.eval_records], made.responses[: cfg.eval_records]
+            longest = max(len(tokenizer.encode(g)) for g in gold) + 2
+            prefix = "val" if split == "valid" else split
+            acc, rows = answer_accuracy(model, tokenizer, prompts, gold, end, longest)
+            before, _ = answer_accuracy(start_model, tokenizer, prompts, gold, end, longest)
+            metrics[f"{prefix}_answer_accuracy"] = acc
+            metrics[f"{prefix}_start_answer_accuracy"] = before
+            answers[split] = {"records": len(prompts), "accuracy": acc, "start_accuracy": before, "examples": rows}
+    weights = model.state_dict()
+    refuse_non_finite(f"post_training {cfg.name}", metrics=metrics, weights=weights,
+                      change=diverged_advice("post_training", cfg.train))
+    root = Path(out).resolve().parent.parent
+    if cfg.lora is not None:
+        from safetensors.torch import save_file
+
+        from corpusforge.models.lora import adapter_state_dict
+
+        save_file(adapter_state_dict(model), str(out / "adapter.safetensors"))
+        spec_json = {"family": parent_spec["family"], "model": parent_spec["model"],
+                     "lora": cfg.lora.to_dict(),
+                     "base": {"id": parent_ref.id, "step": parent_ref.step,
+                              "path": store_relative(parent, root)}}
+    else:
+        save_model(model, out)
+        spec_json = read_spec(out)
+    spec_json["tokenizer"] = {"path": store_relative(tokenizer_dir, root),
+                              "id": (parent_spec.get("tokenizer") or {}).get("id"),
+                              "vocab_size": tokenizer.vocab_size, "eot_id": tokenizer.eot_id}
+    spec_json["post_training"] = {
+        "method": cfg.method, "objective": cfg.objective, "init": {"id": parent_ref.id, "step": parent_ref.step},
+        **({"template": {"prompt": cfg.prompt, "response": cfg.response, "values": cfg.values}}
+           if cfg.objective != "lm" else {"text": cfg.text}),
+        **({"lora": counts} if counts else {})}
+    spec_json["train"] = dataclasses.asdict(cfg.train)
+    spec_json["device"] = str(device)
+    (out / "config.json").write_text(json.dumps(spec_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if answers:
+        (out / "answers.json").write_text(json.dumps(answers, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    record.write(out, metrics, title=f"{spec.name} {cfg.name} ({cfg.method})")
+    return {"metrics": metrics, "device": str(device), "warnings": warnings}
+
+
+# --- merging adapters -----------------------------------------------------------------------------------------
+
+
+def build_merge(adapter: StepResult, store: ArtifactStore) -> StepResult:
+    """Fold an adapter artifact into plain weights (or reuse the merge): a lora_merge artifact."""
+    if adapter.step != STEP or not (Path(adapter.path) / "adapter.safetensors").is_file():
+        raise ConfigError(f"{adapter.id[:12]} is a {adapter.step} artifact without LoRA adapters: nothing to merge "
+                          "(a post_training artifact made with post_training.lora)")
+    return run_step(store, step=MERGE_STEP, version=MERGE_VERSION, name=adapter.name, config={},
+                    inputs=[artifact_input(adapter)], build=lambda out: _merge(out, Path(adapter.path), adapter),
+                    libraries=("torch", "safetensors", "peft"))
+
+
+def _merge(out: Path, adapter_dir: Path, adapter: StepResult) -> dict[str, Any]:
+    from corpusforge.models.lora import merge_lora
+    from corpusforge.models.zoo import save_model
+    from corpusforge.tasks.post_training.inference import load_with_adapters
+
+    model, spec = load_with_adapters(adapter_dir)
+    merged = merge_lora(model)
+    refuse_non_finite(f"lora_merge {adapter.name}", weights=merged.state_dict(), change="retrain the adapters")
+    save_model(merged, out)
+    spec_json = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    root = Path(out).resolve().parent.parent
+    tokenizer = dict(spec["tokenizer"])
+    from corpusforge.storage.store import resolve_recorded
+
+    tokenizer["path"] = store_relative(resolve_recorded(tokenizer["path"], adapter_dir), root)
+    spec_json["tokenizer"] = tokenizer
+    spec_json["post_training"] = {**spec.get("post_training", {}), "merged_from": adapter.id,
+                                  "base": spec["base"]["id"]}
+    (out / "config.json").write_text(json.dumps(spec_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return {"metrics": {"params": float(sum(p.numel() for p in merged.parameters()))}}
+
+
+# --- the Prefect task -----------------------------------------------------------------------------------------------
+
+
+@prefect_task(name="post_training")
+def post_training_task(upstream: dict, config: dict, store_root: str,
+                       on_metrics: Callable[[int, dict[str, float]], None] | None = None,
+                       refs: dict[str, dict[str, Any]] | None = None) -> dict:
+    """Train (or reuse) the post-trained model; ``on_metrics`` also gets the trainer's metrics (MLflow, live)."""
+    from prefect import get_run_logger
+
+    cfg = post_training_config_from_dict(config)
+    with training_report(f"post_training {cfg.name}", cfg.train.max_iters, get_run_logger(), on_metrics) as report:
+        result = build_post_training(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root),
+                                     on_metrics=report,
+                                     refs={k: StepResult.from_dict(v) for k, v in (refs or {}).items()})
+    log_step_outcome(result)
+    return result.to_dict()

@@ -1,0 +1,108 @@
+"""``corpusforge lm export ID --format hf OUT`` on a hand-made store (a tokenizer artifact and a tiny GPT lm
+artifact recording it, as the lm stage writes them): the checkpoint loads with transformers; a family without
+the format, a variant GPT-2 cannot express and a tampered artifact are one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from corpusforge.cli import app
+from corpusforge.models.tokenization import make_tokenizer
+from corpusforge.models.zoo import build_model, save_model
+from corpusforge.storage.store import ArtifactStore, store_relative
+from tests.conftest import REPO
+
+transformers = pytest.importorskip("transformers")
+
+TINY_GPT = {"block_size": 32, "n_layer": 1, "n_head": 2, "n_embd": 16}
+
+
+def publish_tokenizer(store: ArtifactStore):
+    lines = (REPO / "data" / "sample" / "tinyshakespeare.txt").read_text(encoding="utf-8").splitlines()[:500]
+
+    def build(out: Path):
+        tok = make_tokenizer("byte-bpe")
+        tok.train(lines, vocab_size=300)
+        tok.save(out)
+
+    return store.publish(step="tokenizer", name="tok", version=1, config={"kind": "byte-bpe"}, inputs=[], build=build)
+
+
+def publish_lm(store: ArtifactStore, tokenizer, family: str = "gpt", **model):
+    vocab = json.loads((tokenizer.path / "tokenizer_meta.json").read_text())["vocab_size"]
+
+    def build(out: Path):
+        torch.manual_seed(0)
+        save_model(build_model(family, {"vocab_size": vocab, **model}), out)
+        spec = json.loads((out / "config.json").read_text())
+        spec["tokenizer"] = {"path": store_relative(tokenizer.path, store.root), "id": tokenizer.manifest["id"],
+                             "vocab_size": vocab}
+        (out / "config.json").write_text(json.dumps(spec, indent=2) + "\n")
+
+    return store.publish(step="lm", name=f"tiny-{family}", version=1, config={"family": family, "model": model},
+                         inputs=[{"id": tokenizer.manifest["id"], "kind": "artifact"}], build=build)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, ["lm", "export", *args])
+
+
+@pytest.fixture
+def store(store_root):
+    s = ArtifactStore(store_root)
+    return s, publish_tokenizer(s)
+
+
+def test_export_hf_loads_with_transformers(store, tmp_path):
+    s, tok = store
+    lm = publish_lm(s, tok, **TINY_GPT)
+    out = tmp_path / "hf"
+    res = invoke(lm.manifest["id"][:12], str(out), "--format", "hf", "--store", str(s.root), "--json")
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    assert summary["id"] == lm.manifest["id"] and summary["architecture"] == "GPT2LMHeadModel"
+    assert summary["path"] == str(out.resolve()) and summary["tokens"]["eos"]["token"] == "<|endoftext|>"
+    model = transformers.AutoModelForCausalLM.from_pretrained(out)
+    assert type(model).__name__ == "GPT2LMHeadModel"
+    assert transformers.AutoTokenizer.from_pretrained(out).eos_token == "<|endoftext|>"
+    res = invoke(lm.manifest["id"], str(tmp_path / "hf2"), "--store", str(s.root))  # text; hf is the default
+    assert res.exit_code == 0, res.output
+    assert "AutoModelForCausalLM.from_pretrained(" in res.stdout.strip().splitlines()[-1]
+    res = invoke(lm.manifest["id"], str(out), "--store", str(s.root))  # out is now used
+    assert res.exit_code == 2 and "not an empty folder" in res.output
+
+
+def test_a_family_without_the_format_says_which_it_has(store, tmp_path):
+    s, tok = store
+    gpt = publish_lm(s, tok, **TINY_GPT)
+    res = invoke(gpt.manifest["id"], str(tmp_path / "x"), "--format", "onnx", "--store", str(s.root))
+    assert res.exit_code == 2 and "a gpt model exports to hf" in res.output
+    rnn = publish_lm(s, tok, family="rnn", n_layer=1)
+    res = invoke(rnn.manifest["id"], str(tmp_path / "y"), "--store", str(s.root))
+    assert res.exit_code == 2 and "a rnn model exports to no format" in res.output
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_a_variant_is_refused_naming_the_field(store, tmp_path):
+    s, tok = store
+    lm = publish_lm(s, tok, **TINY_GPT, positional="rope")
+    res = invoke(lm.manifest["id"], str(tmp_path / "x"), "--store", str(s.root))
+    assert res.exit_code == 2 and "positional: rope" in res.output
+
+
+def test_a_tampered_artifact_is_not_exported(store, tmp_path):
+    s, tok = store
+    lm = publish_lm(s, tok, **TINY_GPT)
+    weights = lm.path / "model.safetensors"
+    weights.chmod(0o644)
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    res = invoke(lm.manifest["id"], str(tmp_path / "x"), "--store", str(s.root))
+    assert res.exit_code == 1 and "model.safetensors changed" in res.output
+    assert not (tmp_path / "x").exists()
