@@ -611,8 +611,18 @@ def _lm_finetune(parent: str, data: Sequence[PathLike], method: str | None = Non
     """``corpusforge lm finetune``: train ``parent`` (an lm, post_training or lora_merge id) further on ``data``
     with ``method`` (full, lora, sft, dpo). Returns the post_training artifact (metrics: losses, trainable
     parameters, answer accuracy for sft/dpo); ``.load()`` gives (model, tokenizer), adapters merged."""
-    config = finetune_config(parent, data, method, preset, valid, overrides)
+    config = finetune_config(resolve_parent(parent, store), data, method, preset, valid, overrides)
     return _result(run_config(config, store))["post_training"]
+
+
+def resolve_parent(parent: str, store: PathLike | None = None) -> str:
+    """An artifact id as given, or the artifact a registered model (``models:/NAME/latest``, ``/VERSION``,
+    ``@ALIAS``) was made from, read from the store's MLflow registry."""
+    if not parent.startswith("models:/"):
+        return parent
+    from corpusforge.storage.tracking import registered_artifact_id
+
+    return registered_artifact_id(store_root(store), parent)
 
 
 def _lm_merge(adapter_id: str, store: PathLike | None = None) -> Artifact:

@@ -191,7 +191,8 @@ def registered_copy_digests(location: str) -> dict[str, str]:
 
 def check_registered_copy(store_root: Path, manifest: Mapping[str, Any], not_rebased: str | None = None) -> list[str]:
     """Problems with the MLflow copies of a registered lm (empty when it has none or they are intact): every
-    file as recorded at registration, no file added (a ``code/`` folder), MLmodel loading our loader only,
+    file as recorded at registration, no file added (a ``code/`` folder, unless the model was registered with its
+    code: then its every file is among those recorded), MLmodel loading our loader only,
     and the copied model files equal to the lm artifact's own. A copy outside this store is refused, never
     followed; when it lies in the store this one was moved or copied from (its MLflow database not rebased yet:
     ``not_rebased`` says why), the problem says what to run."""
@@ -237,8 +238,13 @@ def check_registered_copy(store_root: Path, manifest: Mapping[str, Any], not_reb
         recorded_signature = entry.get("signature")
         if recorded_signature and _mlmodel_signature(mlmodel) != recorded_signature:
             problems.append(f"{where}: MLmodel's signature is not the one it was registered with")
-        if re.search(r"^\s*code:\s*(?!null\b)\S", mlmodel, flags=re.M) or (root / "code").exists():
+        bundled = any(rel.startswith("code/") for rel in recorded)  # registered with its code (bundle_code)
+        if not bundled and (re.search(r"^\s*code:\s*(?!null\b)\S", mlmodel, flags=re.M) or (root / "code").exists()):
             problems.append(f"{where}: has a code/ folder, which MLflow would import")
+        added_code = [rel for rel in sorted(actual) if rel.startswith("code/") and rel not in recorded]
+        if bundled and added_code:
+            problems.append(f"{where}: its code/ folder, which MLflow imports, has files it was not registered with: "
+                            f"{', '.join(added_code)}")
         key = entry.get("artifact_key") or manifest.get("step")  # the data folder that is this artifact
         for rel, meta in (manifest.get("files") or {}).items():
             copy = root / "data" / "data" / key / rel
@@ -557,6 +563,8 @@ class Tracker:
         kind: str = "lm",
         artifact_key: str | None = None,
         outputs: Mapping[str, str] | None = None,
+        bundle_code: bool = False,
+        probes: Sequence[Mapping[str, Any] | None] = (None,),
     ) -> dict[str, str]:
         """Log a pyfunc model built from directories (no pickle) to ``run_id`` and register a new version.
 
@@ -572,6 +580,14 @@ class Tracker:
         is the artifact itself (default: the first). The result also says which ``loader_module`` and
         ``artifact_key`` were used and the model's signature (inputs, outputs, params), for the store's ledger: ``artifacts verify`` checks the registered copy
         against what was recorded, so this module names no loader of its own.
+
+        ``bundle_code``: the model carries the corpusforge modules its loader imports (:func:`bundle_pyfunc_code`
+        with ``probes``, the params of the predictions that find them) and does not require the ``corpusforge``
+        package, which no index has: it loads where only its pip requirements are installed (``mlflow models serve
+        --env-manager ...``). MLflow puts ``code/`` first on ``sys.path``, so the copy is not a ``corpusforge``
+        package there: the loader is a shim (``code/corpusforge_model_code/__init__.py``) that appends its
+        ``lib/`` (holding ``corpusforge/``) to the path only when no corpusforge is installed, so the copy never
+        shadows an installed corpusforge in a process that uses both.
         """
         import shutil
         import tempfile
@@ -598,10 +614,18 @@ class Tracker:
             for key, src in data_dirs.items():
                 shutil.copytree(src, data / key, ignore=shutil.ignore_patterns("manifest.json", ".*"))
             model_dir = Path(tmp) / "model"
+            requirements = list(pip_requirements)
+            code_paths, saved_loader = None, loader_module
+            if bundle_code:  # code/corpusforge_model_code/: a shim, and the modules under its lib/
+                shim = Path(tmp) / "code" / BUNDLE_PACKAGE
+                bundle_pyfunc_code(loader_module, data, shim / "lib", probes)
+                (shim / "__init__.py").write_text(_BUNDLE_SHIM.replace("{loader}", loader_module), encoding="utf-8")
+                code_paths, saved_loader = [str(shim)], BUNDLE_PACKAGE
+                requirements = [r for r in requirements if _requirement_name(r) != "corpusforge"]
             with warnings.catch_warnings():  # the signature above says what goes in: no example is needed
                 warnings.filterwarnings("ignore", message=".*input example was not provided", category=UserWarning)
-                mlflow.pyfunc.save_model(str(model_dir), loader_module=loader_module, data_path=str(data),
-                                         pip_requirements=list(pip_requirements), signature=signature,
+                mlflow.pyfunc.save_model(str(model_dir), loader_module=saved_loader, data_path=str(data),
+                                         code_paths=code_paths, pip_requirements=requirements, signature=signature,
                                          metadata={k: str(v) for k, v in tags.items()})
             self.client.log_model_artifacts(logged.model_id, str(model_dir))
         self.client.finalize_logged_model(logged.model_id, "READY")
@@ -615,7 +639,7 @@ class Tracker:
         version = self.client.create_model_version(registered_name, logged.artifact_location, run_id=run_id,
                                                    tags=dict(tags), model_id=logged.model_id)
         return {**_version_info(registered_name, version.version, logged.model_id, logged.artifact_location),
-                "loader_module": loader_module, "artifact_key": artifact_key or next(iter(data_dirs)),
+                "loader_module": saved_loader, "artifact_key": artifact_key or next(iter(data_dirs)),
                 "signature": signature.to_dict()}
 
     def find_model_version(self, registered_name: str, tag: str, value: str) -> dict[str, str] | None:
@@ -632,6 +656,38 @@ class Tracker:
     def experiment_url(self) -> str:
         """The experiment's page, on its runs (not the GenAI traces MLflow 3 opens by default)."""
         return f"#/experiments/{self.experiment_id}{UI_QUERY}"
+
+
+def registered_artifact_id(store_root: Path, uri: str) -> str:
+    """The store artifact a registered model version was made from: ``models:/NAME/VERSION``, ``models:/NAME/latest``
+    or ``models:/NAME@ALIAS``, read from the version's ``corpusforge.artifact_id`` tag in the store's registry
+    (``default_tracking_uri``). A LookupError, one line, when there is no such version or it was not made here."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    rest = uri[len("models:/"):] if uri.startswith("models:/") else ""
+    name, alias = rest.split("@", 1) if "@" in rest else (rest.rsplit("/", 1)[0] if "/" in rest else rest, None)
+    version = None if alias or "/" not in rest else rest.rsplit("/", 1)[1]
+    if not name:
+        raise LookupError(f"{uri!r}: a registered model is models:/NAME/VERSION, models:/NAME/latest or models:/NAME@ALIAS")
+    tracking = default_tracking_uri(Path(store_root))
+    client = MlflowClient(tracking_uri=tracking, registry_uri=tracking)
+    try:
+        if alias:
+            mv = client.get_model_version_by_alias(name, alias)
+        elif version in (None, "latest"):
+            found = client.search_model_versions(f"name = '{name}'")
+            if not found:
+                raise LookupError(f"{uri}: no registered model {name!r} in {tracking}")
+            mv = max(found, key=lambda v: int(v.version))
+        else:
+            mv = client.get_model_version(name, version)
+    except MlflowException as exc:
+        raise LookupError(f"{uri}: not in the registry at {tracking} ({str(exc).splitlines()[0]})") from None
+    artifact = (mv.tags or {}).get("corpusforge.artifact_id")
+    if not artifact:
+        raise LookupError(f"{uri}: version {mv.version} has no corpusforge.artifact_id tag (not registered by corpusforge)")
+    return artifact
 
 
 def _version_info(name: str, version: Any, model_id: str | None, source: str | None) -> dict[str, str]:
@@ -739,6 +795,95 @@ def pyfunc_texts(model_input: Any, column: str) -> list[str]:
         return [str(v) for v in model_input]
     raise TypeError(f"{column}s: a string, a list of strings or a DataFrame with a {column!r} column, "
                     f"not {type(model_input).__name__}")
+
+
+# Run in a fresh interpreter of this environment by bundle_pyfunc_code: argv = loader module, data dir, probes
+# (JSON), output file. Prints nothing of its own; writes {module name: [source file, is a package]}.
+_TRACE_SCRIPT = """
+import importlib, json, sys
+loader, data, probes, out = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+model = importlib.import_module(loader)._load_pyfunc(data)
+for params in probes:
+    model.predict(["The"], params) if params is not None else model.predict(["The"])
+found = {name: [getattr(m, "__file__", None), hasattr(m, "__path__")] for name, m in list(sys.modules.items())
+         if name == "corpusforge" or name.startswith("corpusforge.")}
+with open(out, "w", encoding="utf-8") as f:
+    json.dump(found, f)
+"""
+
+
+BUNDLE_PACKAGE = "corpusforge_model_code"  # the loader package of a model that carries its code
+_BUNDLE_SHIM = '''"""The loader of a registered corpusforge model that carries its code (lib/corpusforge: the modules it runs).
+
+MLflow imports this package (the model's loader_module) and calls _load_pyfunc. An installed corpusforge is used
+where there is one (the copy never shadows it in a process that also uses the project); elsewhere lib/ joins the
+end of sys.path and the copy is imported.
+"""
+
+import importlib
+import importlib.util
+import os
+import sys
+
+LOADER = "{loader}"
+if importlib.util.find_spec("corpusforge") is None:
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+
+
+def _load_pyfunc(data_path):
+    return importlib.import_module(LOADER)._load_pyfunc(data_path)
+'''
+
+
+def bundle_pyfunc_code(loader_module: str, data_dir: Path, out: Path,
+                       probes: Sequence[Mapping[str, Any] | None] = (None,)) -> Path:
+    """A ``corpusforge/`` package tree under ``out`` (returned) holding the modules a pyfunc model needs to load and
+    predict, for ``mlflow.pyfunc.save_model(code_paths=[...])``.
+
+    The modules are found by running, not by reading: a fresh interpreter of this environment imports
+    ``loader_module``, loads the model from ``data_dir`` and predicts once per ``probes`` entry (its params), and
+    every ``corpusforge.*`` module then in ``sys.modules`` is copied (a package as its ``__init__.py``). A static
+    walk of the import statements would take the lazy imports inside functions too, which reach the CLI, the
+    flows and Prefect (nearly the whole package); the run takes exactly what was used, including the modules that
+    are imported by name (the model families, which ``corpusforge.models.family`` finds by their folders). A
+    model family's folder whose ``spec`` was imported is copied whole, so every family's code travels, not only
+    the modules this model's predictions reached. Sources only: no tests, no configs, no ``__pycache__``."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    out = Path(out)
+    with tempfile.TemporaryDirectory(prefix="corpusforge-trace-") as tmp:
+        listing = Path(tmp) / "modules.json"
+        done = subprocess.run([sys.executable, "-c", _TRACE_SCRIPT, loader_module, str(Path(data_dir).resolve()),
+                               json.dumps(list(probes)), str(listing)], cwd=tmp, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"bundling the code of {loader_module}: loading and predicting in a fresh interpreter "
+                               f"failed: {(done.stderr or done.stdout).strip()[-2000:]}")
+        found: dict[str, list] = json.loads(listing.read_text(encoding="utf-8"))
+    if loader_module not in found:
+        raise RuntimeError(f"bundling the code of {loader_module}: the loader is not a corpusforge module")
+    copies: dict[Path, Path] = {}
+    for name, (source, is_package) in sorted(found.items()):
+        if not source or not str(source).endswith(".py"):
+            raise RuntimeError(f"bundling the code of {loader_module}: {name} has no Python source ({source})")
+        rel = Path(*name.split("."))
+        copies[rel / "__init__.py" if is_package else rel.with_suffix(".py")] = Path(source)
+        if is_package and name.startswith("corpusforge.models.") and f"{name}.spec" in found:
+            folder = Path(source).parent  # a model family: all of its folder
+            for src in folder.rglob("*.py"):
+                if "__pycache__" not in src.parts:
+                    copies.setdefault(rel / src.relative_to(folder), src)
+    for rel, src in sorted(copies.items()):
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, out / rel)
+    return out / "corpusforge"
+
+
+def _requirement_name(requirement: str) -> str:
+    """The distribution a pip requirement line names (``corpusforge==0.1.0`` -> ``corpusforge``), normalised."""
+    return re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
 def pyfunc_requirements(packages: Sequence[str] = ("corpusforge", "torch", "safetensors", "tokenizers", "numpy")

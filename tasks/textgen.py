@@ -4,7 +4,9 @@ defaults, ``generate_text``, and the MLflow pyfunc flavor that writes text.
 A registered text generator's ``loader_module`` is this module (or corpusforge.tasks.lm.pyfunc, the lm stage's name
 for it, which older registered models record): MLflow calls ``_load_pyfunc(data_path)``. Nothing is pickled: the
 data directory holds ``lm/`` (``config.json`` + ``model.safetensors``: plain weights, adapters merged) and
-``tokenizer/`` (the tokenizer artifact's files). The PyTorch module itself is ``get_raw_model()``.
+``tokenizer/`` (the tokenizer artifact's files). The PyTorch module itself is ``get_raw_model()``. The registered
+model carries the corpusforge modules this loader uses (MLflow's ``code/``, ``bundle_code`` in
+corpusforge.storage.tracking), so it loads and serves where corpusforge is not installed.
 
 Input: a string, a list of strings, a dict with ``prompt``, or a DataFrame with a ``prompt`` column.
 Output: one continuation (without the prompt) per prompt. Params (all optional): see ``DEFAULT_PARAMS``.
@@ -64,6 +66,10 @@ DEFAULT_PARAMS: dict[str, Any] = {"max_new_tokens": GENERATE_DEFAULTS["max_new_t
                                   "temperature": GENERATE_DEFAULTS["temperature"],
                                   "top_k": GENERATE_DEFAULTS["top_k"] or 0, "top_p": GENERATE_DEFAULTS["top_p"] or 1.0,
                                   "seed": GENERATE_DEFAULTS["seed"], "greedy": False}
+# the predictions that find the code a registered text generator carries (storage.tracking.bundle_pyfunc_code):
+# greedy, and sampled with top-k and top-p, two tokens each
+PROBE_PARAMS: tuple[dict[str, Any], ...] = ({"greedy": True, "max_new_tokens": 2},
+                                            {"max_new_tokens": 2, "top_k": 5, "top_p": 0.9})
 
 
 class TextGenerator:

@@ -14,12 +14,14 @@ import typer
 
 from corpusforge.api import METHOD_PRESETS, preset_names
 from corpusforge.api import finetune_config as build_config
+from corpusforge.api import resolve_parent
 from corpusforge.cli.common import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, out, print_json
 
 
 def finetune(
     parent: Annotated[str, typer.Argument(metavar="PARENT_ID", help=(
-        "The model to start from: an lm, post_training or lora_merge artifact id (or unique prefix)."))],
+        "The model to start from: an lm, post_training or lora_merge artifact id (or unique prefix), or a model "
+        "registered from one: models:/NAME/latest, models:/NAME/VERSION, models:/NAME@ALIAS."))],
     data: Annotated[list[Path], typer.Argument(metavar="DATA...", help=(
         "full/lora: text files or folders (any format the corpus stage reads). sft: JSONL/TSV/CSV records with the "
         "fields the prompt and response templates read (default: prompt, response). dpo: prompt, chosen, rejected."))],
@@ -51,14 +53,17 @@ def finetune(
     if method is not None and method not in METHOD_PRESETS:
         _fail(f"--method: one of {', '.join(METHOD_PRESETS)}, got {method!r}", 2)
     try:
-        config = build_config(parent, data, method, preset, valid, set_ or [])
+        config = build_config(resolve_parent(parent, _store(store)), data, method, preset, valid, set_ or [])
     except ConfigError as exc:
         _fail(str(exc), 2)
+    except LookupError as exc:
+        _fail(str(exc.args[0]), 2)
     summary = _run_flow(config, _store(store), Path.cwd(), as_json)
     model = summary["stages"]["post_training"]
     steps = {s["step"]: s for s in summary["steps"] if s["step"] != "corpus_shard"}
     payload = {"id": model["id"], "path": model["path"], "name": model["name"], "reused": model["reused"],
                "method": config["post_training"].get("method"), "parent": parent,
+               "parent_id": config["post_training"]["init"],
                "metrics": model.get("metrics") or {},
                "accounting": (summary.get("corpus") or {}).get("accounting"),
                "registered_model": next(iter(summary.get("registered_models") or []), None),

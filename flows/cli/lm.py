@@ -93,7 +93,7 @@ def _find_lm(artifact_id: str, store: Optional[Path], steps: tuple[str, ...] = (
     except LookupError as exc:  # an unknown or ambiguous id is bad usage
         _fail(str(exc.args[0]), 2)
     if found.manifest.get("step") not in steps:
-        what = "an lm" if steps == ("lm",) else f"a model ({' or '.join(steps)})"
+        what = "an lm" if steps == ("lm",) else f"an lm (nor a post-trained model: {', '.join(steps[1:])})"
         _fail(f"{artifact_id}: is a {found.manifest.get('step')!r} artifact, not {what}", 2)
     return found
 
@@ -144,7 +144,7 @@ def generate(
     except ValueError as exc:
         _fail(str(exc), 2)
     if as_json:
-        print_json({"id": artifact_id, "prompt": prompt, "text": text, "seed": seed})
+        print_json({"id": found.manifest["id"], "prompt": prompt, "text": text, "seed": seed})
         return
     sys.stdout.write(prompt + text + "\n")
 

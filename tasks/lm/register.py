@@ -18,7 +18,8 @@ def generates(lm_dir: Path) -> bool:
 
 
 def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) -> dict[str, str]:
-    """Register a trained lm in the MLflow model registry as a text-generating pyfunc (corpusforge.tasks.lm.pyfunc).
+    """Register a trained lm in the MLflow model registry as a text-generating pyfunc (corpusforge.tasks.lm.pyfunc)
+    that carries the corpusforge code it runs (``bundle_code``: it needs no corpusforge where it is served).
 
     The registered name is the lm's name; each new artifact adds a version, which ``@latest`` resolves to.
     """
@@ -26,6 +27,7 @@ def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) ->
     from corpusforge.storage.tracking import pyfunc_requirements
 
     from corpusforge.tasks.lm.pyfunc import DEFAULT_PARAMS
+    from corpusforge.tasks.textgen import PROBE_PARAMS
 
     spec = json.loads((lm_dir / "config.json").read_text(encoding="utf-8"))
     from corpusforge.storage.store import resolve_recorded
@@ -39,4 +41,4 @@ def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) ->
     return tracker.register_pyfunc_model(
         run_id, str(manifest["name"]), {"lm": lm_dir, "tokenizer": Path(tokenizer_dir)},
         loader_module="corpusforge.tasks.lm.pyfunc", pip_requirements=pyfunc_requirements(), params=DEFAULT_PARAMS, tags=tags,
-        kind="lm", artifact_key="lm")
+        kind="lm", artifact_key="lm", bundle_code=True, probes=PROBE_PARAMS)

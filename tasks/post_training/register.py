@@ -23,7 +23,7 @@ def register_post_trained(tracker, run_id: str, manifest: dict[str, Any], model_
     from corpusforge.models.zoo import save_model
     from corpusforge.storage.tracking import pyfunc_requirements
     from corpusforge.tasks.encoded import model_tokenizer_dir
-    from corpusforge.tasks.textgen import DEFAULT_PARAMS
+    from corpusforge.tasks.textgen import DEFAULT_PARAMS, PROBE_PARAMS
     from corpusforge.tasks.post_training.inference import is_adapter, load_plain, read_spec
 
     tokenizer_dir = model_tokenizer_dir(model_dir)
@@ -45,6 +45,6 @@ def register_post_trained(tracker, run_id: str, manifest: dict[str, Any], model_
         return tracker.register_pyfunc_model(
             run_id, str(manifest["name"]), {"lm": Path(weights_dir), "tokenizer": Path(tokenizer_dir)},
             loader_module="corpusforge.tasks.textgen", pip_requirements=pyfunc_requirements(),
-            params=DEFAULT_PARAMS, tags=tags, kind="lm", artifact_key="lm")
+            params=DEFAULT_PARAMS, tags=tags, kind="lm", artifact_key="lm", bundle_code=True, probes=PROBE_PARAMS)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

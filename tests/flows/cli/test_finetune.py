@@ -62,8 +62,10 @@ def test_finetune_lora_merge_generate_export_dpo(prefect_harness, tmp_path, monk
     manifest = json.loads((Path(full["path"]) / "manifest.json").read_text())
     assert parent["id"] in {i["id"] for i in manifest["inputs"]}  # the lineage shows the parent
 
-    lora = last_json(run("lm", "finetune", parent["id"][:12], str(sft), "--method", "sft", "--json",
+    # the registered lm names its artifact: a registered model is a start too
+    lora = last_json(run("lm", "finetune", "models:/tiny-gpt/latest", str(sft), "--method", "sft", "--json",
                          "--set", "lora.r=2", *sum((["--set", s] for s in steps), [])))
+    assert lora["parent_id"] == parent["id"]
     assert lora["metrics"]["trainable_params"] < 0.2 * lora["metrics"]["total_params"]
     assert (Path(lora["path"]) / "adapter.safetensors").is_file()
     refused = run("lm", "export", lora["id"][:12], str(tmp_path / "hf-adapter"), code=2)
@@ -77,6 +79,7 @@ def test_finetune_lora_merge_generate_export_dpo(prefect_harness, tmp_path, monk
     via_adapter = json.loads(run("lm", "generate", lora["id"][:12], "--prompt",
                                  "Review: the plot was dull\nSentiment:", "--greedy", "-n", "5", "--json").stdout)
     assert said["text"] == via_adapter["text"]  # the merged weights compute what the adapters did
+    assert said["id"] == merged["id"] and via_adapter["id"] == lora["id"]  # the full id, not the prefix given
 
     out = tmp_path / "hf"
     run("lm", "export", merged["id"][:12], str(out), "--format", "hf")
@@ -116,3 +119,4 @@ def test_finetune_lora_merge_generate_export_dpo(prefect_harness, tmp_path, monk
               code=2)
     assert "no question column" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
     assert "--method" in run("lm", "finetune", parent["id"][:12], str(sft), "--method", "rlhf", code=2).stderr
+    assert "no registered model" in run("lm", "finetune", "models:/nope/latest", str(sft), code=2).stderr
