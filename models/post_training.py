@@ -189,6 +189,19 @@ class SFT(Objective):
 
 # --- direct preference optimization ---------------------------------------------------------------------------
 
+
+def disable_dropout(model: nn.Module) -> int:
+    """Dropout off in ``model`` (every ``nn.Dropout``'s p and any float ``attn_dropout`` attribute set to 0), as
+    TRL's DPO does by default: the policy's log-probs are then computed like the reference's (in eval mode), not
+    under noise the reference does not have. Returns how many were switched off."""
+    count = 0
+    for module in model.modules():
+        if isinstance(module, nn.Dropout) and module.p:
+            module.p, count = 0.0, count + 1
+        if isinstance(getattr(module, "attn_dropout", None), float) and module.attn_dropout:
+            module.attn_dropout, count = 0.0, count + 1
+    return count
+
 def dpo_loss(policy_chosen_logps: torch.Tensor, policy_rejected_logps: torch.Tensor,
              ref_chosen_logps: torch.Tensor, ref_rejected_logps: torch.Tensor, beta: float,
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -244,9 +257,9 @@ class DPOLoss(nn.Module):
     """The policy and the DPO loss as one module: ``(ids (2B, T), response_mask (2B, T), state) -> (loss, None)``,
     rows 0..B-1 prompt + chosen, rows B..2B-1 prompt + rejected (one forward for both)."""
 
-    def __init__(self, model: nn.Module, beta: float, reference: nn.Module | str):
+    def __init__(self, model: nn.Module, beta: float, reference: nn.Module | str, nll_weight: float = 0.0):
         super().__init__()
-        self.model, self.beta = model, beta
+        self.model, self.beta, self.nll_weight = model, beta, nll_weight
         self._reference = reference if isinstance(reference, str) else _Frozen(reference)
 
     @property
@@ -255,10 +268,16 @@ class DPOLoss(nn.Module):
 
     def forward(self, ids: torch.Tensor, response_mask: torch.Tensor, state: Any = None):
         ref = reference_logps(self.model, self.reference, ids, response_mask)
-        policy = sequence_logps(self.model, ids, response_mask)
         B = ids.shape[0] // 2
+        if not self.nll_weight:
+            policy = sequence_logps(self.model, ids, response_mask)
+            loss, _, _ = dpo_loss(policy[:B], policy[B:], ref[:B], ref[B:], self.beta)
+            return loss, None
+        tokens = token_logps(self.model, ids, response_mask)
+        policy = tokens.sum(-1)
         loss, _, _ = dpo_loss(policy[:B], policy[B:], ref[:B], ref[B:], self.beta)
-        return loss, None
+        nll = -tokens[:B].sum() / response_mask[:B, 1:].sum().clamp(min=1)  # the chosen responses, per token
+        return loss + self.nll_weight * nll, None
 
 
 class DPO(Objective):
@@ -269,16 +288,24 @@ class DPO(Objective):
     policy's device at ``setup``) or ``"adapters_off"``: the policy itself with its LoRA adapters disabled
     (corpusforge.models.lora.add_lora first). Reference log-probs are computed under no_grad.
 
+    ``nll_weight`` adds that multiple of the chosen responses' cross-entropy (per token) to the loss (RPO, Pang et
+    al. 2024; TRL's ``rpo_alpha``): plain DPO can raise the margin by lowering the chosen and the rejected
+    likelihoods together, which on short answers that share tokens (a label and the end token) wrecks greedy
+    answers; the NLL term keeps the chosen ones likely. 0: plain DPO.
+
     ``max_len`` (optional) cuts prompt + response as :class:`SFT` does (prompt from the left first). Batches are
     length-bucketed and padded, reshuffled every epoch. Evaluation over the split: ``loss``, ``reward_margin``
     (mean chosen minus rejected implicit reward), ``preference_accuracy`` (the share of pairs whose chosen reward
     is strictly higher), ``reward_chosen``, ``reward_rejected`` and ``kl``: the sample estimate of
     KL(policy || reference) per token on the chosen responses, the mean of log p_policy - log p_ref over the
     chosen response tokens (the responses are the dataset's, not sampled from the policy, so this is a drift
-    measure rather than an unbiased KL)."""
+    measure rather than an unbiased KL); ``chosen_more_likely`` (and ``reference_chosen_more_likely``): the share of
+    pairs whose chosen response the policy (the reference) finds more likely than the rejected one: the start
+    model's own preference, where ``preference_accuracy`` is 0 by definition (every implicit reward is 0)."""
 
     def __init__(self, splits: Mapping[str, Sequence[tuple[Any, Any, Any]]], pad_id: int, beta: float = 0.1,
-                 reference: nn.Module | str = "adapters_off", max_len: int | None = None, seed: int = 0):
+                 reference: nn.Module | str = "adapters_off", max_len: int | None = None, seed: int = 0,
+                 nll_weight: float = 0.0):
         if pad_id is None:
             raise ValueError("pad_id: DPO pads rows and needs the tokenizer's pad id")
         if beta <= 0:
@@ -292,7 +319,10 @@ class DPO(Objective):
                 p.requires_grad_(False)
         else:
             raise ValueError(f"reference: a frozen nn.Module or 'adapters_off', got {type(reference).__name__}")
+        if nll_weight < 0:
+            raise ValueError(f"nll_weight: must be >= 0, got {nll_weight}")
         self.pad_id, self.beta, self.reference, self.max_len, self.seed = pad_id, beta, reference, max_len, seed
+        self.nll_weight = nll_weight
         self.splits = _records(splits, ("prompt", "chosen", "rejected"))
 
     def has_split(self, split: str) -> bool:
@@ -332,7 +362,7 @@ class DPO(Objective):
         return Batch((ids, mask), int((ids != self.pad_id).sum()))
 
     def loss_module(self, model: nn.Module) -> nn.Module:
-        return DPOLoss(model, self.beta, self.reference)
+        return DPOLoss(model, self.beta, self.reference, self.nll_weight)
 
     def flops_per_token(self, model: nn.Module) -> float:
         # the policy's forward and backward plus the reference's forward (a third of a training step)
@@ -351,7 +381,7 @@ class DPO(Objective):
         was_training = model.training
         model.eval()
         losses, chosen_r, rejected_r = [], [], []
-        drift, tokens = 0.0, 0
+        drift, tokens, prefers, ref_prefers = 0.0, 0, 0, 0
         try:
             with torch.no_grad():
                 for start in range(0, n, batch_size):
@@ -367,13 +397,16 @@ class DPO(Objective):
                     chosen_r.append(rc.float().cpu())
                     rejected_r.append(rr.float().cpu())
                     drift += (pol_tok[:B] - ref_tok[:B]).sum().item()
+                    prefers += int((pol[:B] > pol[B:]).sum())
+                    ref_prefers += int((ref[:B] > ref[B:]).sum())
                     tokens += int(mask[:B, 1:].sum())
         finally:
             model.train(was_training)
         rc, rr = torch.cat(chosen_r), torch.cat(rejected_r)
         return {"loss": sum(losses) / n, "reward_margin": float((rc - rr).mean()),
                 "preference_accuracy": float((rc > rr).double().mean()), "reward_chosen": float(rc.mean()),
-                "reward_rejected": float(rr.mean()), "kl": drift / max(tokens, 1)}
+                "reward_rejected": float(rr.mean()), "kl": drift / max(tokens, 1),
+                "chosen_more_likely": prefers / n, "reference_chosen_more_likely": ref_prefers / n}
 
     def _ref_tokens(self, model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         from corpusforge.models.lora import adapters_disabled

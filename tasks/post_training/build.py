@@ -123,8 +123,11 @@ def _objective(cfg: PostTrainingConfig, model, splits, tokenizer, spec, start_mo
     if cfg.objective == "sft":
         return SFT(splits, pad, model.cfg.block_size, pack=cfg.pack)
     reference = "adapters_off" if cfg.lora is not None else start_model
+    from corpusforge.models.post_training import disable_dropout
+
+    disable_dropout(model)  # the policy's log-probs as the reference's are computed (TRL's default too)
     block = getattr(model.cfg, "block_size", None)  # the model reads one fewer than prompt + response
-    return DPO(splits, pad, cfg.beta, reference, max_len=block + 1 if block else None)
+    return DPO(splits, pad, cfg.beta, reference, max_len=block + 1 if block else None, nll_weight=cfg.nll_weight)
 
 
 def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, on_metrics, parent: Path,

@@ -58,6 +58,10 @@ class PostTrainingConfig:
         "Field values renamed before the templates read them, e.g. {label: {'0': negative, '1': positive}}.")})
     pack: bool = field(default=True, metadata={"doc": "sft: pack short examples into one row of block_size tokens."})
     beta: float = field(default=0.1, metadata={"doc": "dpo: the strength of the KL penalty toward the reference."})
+    nll_weight: float = field(default=0.0, metadata={"doc": (
+        "dpo: add this multiple of the chosen answers' cross-entropy to the loss (RPO; TRL's rpo_alpha), which keeps "
+        "them likely: plain DPO (0) can widen the margin by lowering both answers, which breaks greedy answers that "
+        "share tokens (a label word and the end token).")})
     eval_records: int = field(default=500, metadata={"doc": (
         "sft/dpo: held-out records whose answers are generated (greedy) and compared with the gold response "
         "(answer_accuracy); 0: none.")})
@@ -75,6 +79,8 @@ class PostTrainingConfig:
             object.__setattr__(self, "lora", LoraSettings())
         if self.beta <= 0:
             raise ValueError(f"beta: must be > 0, got {self.beta}")
+        if self.nll_weight < 0:
+            raise ValueError(f"nll_weight: must be >= 0, got {self.nll_weight}")
         if self.eval_records < 0:
             raise ValueError(f"eval_records: must be >= 0, got {self.eval_records}")
         for name in ("prompt", "response") + (("rejected",) if self.rejected else ()):

@@ -126,7 +126,7 @@ def test_a_copied_store_uses_its_own_registered_model_and_tampering_with_it_is_c
 
     registered = Path(version.source[len("file://"):])
     mlmodel = registered / "MLmodel"
-    mlmodel.write_text(mlmodel.read_text().replace("loader_module: corpusforge.tasks.lm.pyfunc", "loader_module: evil"))
+    mlmodel.write_text(mlmodel.read_text().replace("loader_module: corpusforge_model_code", "loader_module: evil"))
     (registered / "code").mkdir(exist_ok=True)  # the registered lm carries its corpusforge code (bundle_code)
     (registered / "code" / "evil.py").write_text("import os\n")
     report = Catalog(ArtifactStore(copy)).verify(manifest["id"])

@@ -211,3 +211,34 @@ def test_dpo_refuses_what_cannot_work():
         DPO({"train": [([1], [2])]}, PAD, reference=tiny())
     with pytest.raises(ValueError, match="empty prompt"):
         DPO({"train": [([], [2], [3])]}, PAD, reference=tiny())
+
+
+def test_the_nll_term_adds_the_chosen_cross_entropy_per_token():
+    from corpusforge.models.post_training import token_logps
+
+    model, data = tiny(), toy_preferences(6, seed=2)
+    reference = copy.deepcopy(model)
+    plain = DPO({"train": data}, PAD, beta=0.1, reference=reference)
+    rpo = DPO({"train": data}, PAD, beta=0.1, reference=copy.deepcopy(model), nll_weight=0.5)
+    ids, mask = plain.collate("train", list(range(6)))
+    with torch.no_grad():
+        base, _ = plain.loss_module(model)(ids, mask)
+        both, _ = rpo.loss_module(model)(ids, mask)
+        chosen = token_logps(model, ids[:6], mask[:6])
+        nll = -(chosen.sum() / mask[:6, 1:].sum())  # by hand: the chosen answers' mean cross-entropy per token
+    assert both.item() == pytest.approx(base.item() + 0.5 * nll.item(), rel=1e-6)
+    with pytest.raises(ValueError, match="nll_weight"):
+        DPO({"train": data}, PAD, reference=reference, nll_weight=-1)
+
+
+def test_disable_dropout_makes_training_mode_deterministic():
+    from corpusforge.models.post_training import disable_dropout
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=50, block_size=32, n_layer=2, n_head=2, n_embd=32, dropout=0.3)).train()
+    x = torch.randint(0, 50, (2, 10))
+    assert not torch.equal(model(x)[0], model(x)[0])  # dropout draws differ
+    assert disable_dropout(model) > 0
+    assert torch.equal(model(x)[0], model(x)[0]) and model.training
+    model.eval()
+    assert torch.allclose(model(x)[0], model.train()(x)[0])  # training mode now computes what eval mode does

@@ -101,7 +101,7 @@ def test_finetune_lora_merge_generate_export_dpo(prefect_harness, tmp_path, monk
                                             "rejected": f" {flip[label]}"}) + "\n" for t, label in rows),
                         encoding="utf-8")
     dpo = last_json(run("lm", "finetune", full["id"][:12], str(triplets), "--method", "dpo", "--json",
-                        "--set", "train.lr=1e-4", *sum((["--set", s] for s in steps), [])))
+                        "--set", "train.lr=1e-3", *sum((["--set", s] for s in steps), [])))
     d = dpo["metrics"]
     assert {"val_preference_accuracy", "val_reward_margin", "val_kl"} <= set(d) and d["val_reward_margin"] > 0
 

@@ -11,7 +11,7 @@ import pytest
 from corpusforge.api import finetune_config, preset_names
 from corpusforge.tasks.config import ConfigError
 
-PRESETS = ["dpo", "full", "lora", "sft", "sst2-dpo", "sst2-sft"]
+PRESETS = ["dpo", "full", "lora", "multi30k-sft", "sft", "sst2-dpo", "sst2-sft"]
 
 
 def test_every_preset_validates_with_the_fields_its_templates_read(tmp_path):
@@ -20,12 +20,15 @@ def test_every_preset_validates_with_the_fields_its_templates_read(tmp_path):
     assert preset_names("post_training") == PRESETS
     sst2 = tmp_path / "train.tsv"
     sst2.write_text("sentence\tlabel\na fine film\t1\n", encoding="utf-8")
+    pairs = tmp_path / "m30k.tsv"
+    pairs.write_text("en\tde\na dog runs\tein hund rennt\n", encoding="utf-8")
     records = tmp_path / "records.jsonl"
     records.write_text(json.dumps({"prompt": "p", "response": "r", "chosen": "c", "rejected": "x"}) + "\n")
     text = tmp_path / "text.txt"
     text.write_text("some text\n")
     for name in PRESETS:
-        data = sst2 if name.startswith("sst2") else text if name in ("full", "lora") else records
+        data = (sst2 if name.startswith("sst2") else pairs if name.startswith("multi30k")
+                else text if name in ("full", "lora") else records)
         cfg = pipeline_config_from_dict(finetune_config("abcd1234", [data], preset=name))
         post = cfg.post_training
         assert post.init == "abcd1234" and cfg.corpus.sources
