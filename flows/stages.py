@@ -11,17 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from corpusforge.tasks import (
-    classify,
-    corpus,
-    embeddings,
-    lm,
-    ngram,
-    post_training,
-    sentence_embeddings,
-    seq2seq,
-    tokenizer,
-)
+# one line: tests/flows/test_adding_a_*.py add a stage to this import the way a developer would
+from corpusforge.tasks import classify, corpus, embeddings, lm, ngram, post_training, sentence_embeddings, seq2seq, tokenizer
 from corpusforge.tasks.config import ConfigError, is_artifact_id, references
 from corpusforge.tasks.stage import Stage
 
