@@ -47,8 +47,10 @@ def listens_on(pid: int, port: int) -> bool:
     answer of whatever replies on that port (another store's Prefect API, or another user's listener that took
     the port between our check and its bind)."""
     inodes = tcp_listener_inodes(port)
-    if not inodes:
-        return False
+    return bool(inodes) and _holds_socket(pid, inodes)
+
+
+def _holds_socket(pid: int, inodes: set[int]) -> bool:
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
@@ -59,6 +61,26 @@ def listens_on(pid: int, port: int) -> bool:
         except OSError:
             continue
         if target.startswith("socket:[") and int(target[8:-1]) in inodes:
+            return True
+    return False
+
+
+def group_listens_on(pgid: int, port: int) -> bool:
+    """Whether a process of process group ``pgid`` holds the socket listening on TCP ``port``: for a server
+    started in its own session whose listener may be a worker it started (``mlflow server``'s uvicorn). A
+    server that could not bind (``Errno 98``) may keep running while another process answers on its port."""
+    inodes = tcp_listener_inodes(port)
+    if not inodes:
+        return False
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and _holds_socket(int(entry), inodes):
             return True
     return False
 
@@ -77,16 +99,58 @@ def own_prefect_healthy(url: str, pid: int | None, timeout: float = 2.0) -> bool
     return prefect_healthy(url, timeout)
 
 
-def free_port(preferred: int) -> int:
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether TCP ``port`` can be bound on ``host`` now (as uvicorn binds: TIME_WAIT is no obstacle)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with contextlib.closing(socket.socket(family, socket.SOCK_STREAM)) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(preferred: int, host: str = "127.0.0.1") -> int:
+    """``preferred`` if it can be bound on ``host``, else a port the kernel picks (0: always the kernel's)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     for port in (preferred, 0):
-        with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        with contextlib.closing(socket.socket(family, socket.SOCK_STREAM)) as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
             try:
-                s.bind(("127.0.0.1", port))
+                s.bind((host, port))
             except OSError:
                 continue
             return s.getsockname()[1]
-    raise OSError("no free TCP port on 127.0.0.1")
+    raise OSError(f"no free TCP port on {host}")
+
+
+# Prefect's UI asks its server's /ui-settings where the API is; the server answers PREFECT_UI_API_URL, which
+# Prefect derives from PREFECT_SERVER_API_HOST/PORT (4200 by default), not from `prefect server start --port`.
+# A server on any other port then serves a UI that shows whatever answers on 4200 (another store's runs).
+UI_API_VARS = ("PREFECT_UI_API_URL", "PREFECT_SERVER_UI_API_URL")
+
+
+def ui_api_env(environ, base_url: str) -> dict[str, str]:
+    """The variables a Prefect server we start on ``base_url`` needs so that its UI reads its own API; none when
+    the user set the UI's API address (a proxy in front of it: theirs to choose)."""
+    if any(environ.get(k) for k in UI_API_VARS):
+        return {}
+    return {"PREFECT_UI_API_URL": base_url.rstrip("/") + "/api"}
+
+
+def ui_api_matches(base_url: str, environ=os.environ, timeout: float = 5.0) -> bool:
+    """Whether the Prefect server at ``base_url`` tells its UI to use its own API (or the one the user set), as
+    its /ui-settings says; True when that cannot be read (an older server without the endpoint)."""
+    import json
+
+    expected = next((environ[k] for k in UI_API_VARS if environ.get(k)), base_url.rstrip("/") + "/api")
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/ui-settings", timeout=timeout) as response:
+            served = json.loads(response.read()).get("api_url")
+    except (OSError, ValueError, AttributeError):
+        return True
+    return not served or served.rstrip("/") == expected.rstrip("/")
 
 
 def executable(name: str) -> str:

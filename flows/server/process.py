@@ -40,6 +40,8 @@ from corpusforge.server.prefect_api import (
     own_prefect_healthy,
     prefect_items,
     refresh_prefect_settings,
+    ui_api_env,
+    ui_api_matches,
 )
 from corpusforge.server.warm import (
     LATER_MODULES,
@@ -115,6 +117,7 @@ class LocalServer:
         logs = self.store_root / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        env.update(ui_api_env(env, f"http://127.0.0.1:{port}"))  # its UI reads this API, not one on 4200
         self.seed_prefect_database(env)
         with open(logs / "prefect-server.log", "ab") as log:
             self.prefect = subprocess.Popen(
@@ -181,6 +184,12 @@ class LocalServer:
         state = read_state(self.store_root) or {}
         url, pid = state.get("prefect_url"), state.get("prefect_pid")
         if state.get("pid") == os.getpid() and url and pid and pid_alive(int(pid)) and own_prefect_healthy(url, pid):
+            if not ui_api_matches(url):  # started by older code whose UI read the API on port 4200: replace it
+                self._adopted_pid = int(pid)
+                self.stop_prefect()
+                self._adopted_pid = None
+                _log(f"stopped the Prefect API at {url}: its UI did not read it; starting another")
+                return False
             self.prefect_url = url
             self.prefect = None
             self._adopted_pid = int(pid)
