@@ -5,7 +5,7 @@
     result["ngram"].load().perplexity(...)
 
 The Python API (``corpusforge.api``: ``run``, ``corpus``, ``tokenizer.train``, ``ngram.estimate``,
-``embed.train``, ``lm.train``, ``seq2seq.train``, ``classify.train``, ``artifacts.find/show/verify/load``) is
+``embed.train``, ``lm.train``, ``seq2seq.train``, ``classify.train``, ``artifacts.find/show/verify/load/du/gc``) is
 imported on first use, so ``import corpusforge`` stays cheap (the CLI imports this package too). The stage code lives in
 ``corpusforge.tasks``, the model zoo in ``corpusforge.models``, the store in ``corpusforge.storage``.
 """

@@ -125,7 +125,7 @@ def _result(summary: Mapping[str, Any]) -> RunResult:
 def store_root(store: PathLike | None = None) -> Path:
     """``store``, else ``$CORPUSFORGE_STORE``, else ``./.corpusforge`` (as the CLI). An object-store URL
     (``"s3://bucket/prefix"``) gives its local cache directory, on which the store reads and writes the bucket
-    (README, "Object storage")."""
+    (docs: Operations, "Object storage")."""
     from corpusforge.storage.store import resolve_store_root
 
     return resolve_store_root(store)
@@ -298,16 +298,55 @@ def load_preset(name: str, kind: str = "lm") -> dict:
     return load_yaml(path)
 
 
-def lm_config(sources: list[Path], preset: str, overrides: list[str]) -> dict:
-    """The pipeline config for ``lm train``. --set keys without a section prefix address the lm section."""
-    from corpusforge.tasks.config import apply_overrides
+def pin_held_out(split: Mapping[str, Any], names: Mapping[str, str | None]) -> dict[str, Any]:
+    """A corpus.split section with each given held-out source pinned to its split (``names``: split -> the source's
+    name, None when not given): a by_source glob matching the name literally, ahead of the preset's globs (the first
+    match wins, so the file given for a split goes there), and that split's fraction 0 (the file is the split:
+    nothing of the train sources joins it). A name the preset's globs already send to that split adds no glob, so
+    naming a preset's own files (ptb.valid.txt) gives the same config, and ids, as passing them as sources."""
+    import glob
+
+    from corpusforge.tasks.corpus.split import SplitConfig
+
+    split = dict(split)
+    given = dict(split.get("by_source") or {})
+    pins = {}
+    for part, name in names.items():
+        if not name:
+            continue
+        split[part] = 0.0
+        if SplitConfig(valid=0, test=0, by_source=given).split_for_source(name) != part:
+            pins[glob.escape(name)] = part
+    by_source = {**pins, **{k: v for k, v in given.items() if k not in pins}}
+    if by_source:
+        split["by_source"] = by_source
+    return split
+
+
+def lm_config(sources: list[Path], preset: str, overrides: list[str], valid: PathLike | None = None,
+              test: PathLike | None = None) -> dict:
+    """The pipeline config for ``lm train``: ``sources`` to train on, the ``--valid``/``--test`` files (each one
+    source, pinned to its split) and the preset's sections. --set keys without a section prefix address the lm
+    section. Whether the corpus will hold a split out for the lm is checked when the run is planned
+    (corpusforge.plan.check_held_out_splits), where the source names are known."""
+    from corpusforge.tasks.config import ConfigError, apply_overrides
 
     data = load_preset(preset)
     name = Path(preset).stem
+    given = {"valid": valid, "test": test}
+    names = {part: Path(p).name for part, p in given.items() if p is not None}
+    taken = [Path(s).name for s in sources]
+    if len(set(names.values())) < len(names) or set(names.values()) & set(taken):
+        raise ConfigError("lm train: the --valid and --test files need names of their own (each source is named "
+                          f"after its file: {', '.join([*taken, *names.values()])})")
     corpus_name = "-".join(sorted({Path(s).stem.split(".")[0] for s in sources}))[:40] or "corpus"
+    corpus = dict(data.get("corpus") or {})
+    if names:
+        corpus["split"] = pin_held_out(corpus.get("split") or {}, names)
     base = {
         "name": f"lm-{name}",
-        "corpus": {"name": corpus_name, "sources": [str(s) for s in sources], **data.get("corpus", {})},
+        "corpus": {"name": corpus_name, "sources": [str(s) for s in [*sources, *(p for p in given.values() if p)]],
+                   **corpus},
         "tokenizer": {"name": f"{name}-tok", **data.get("tokenizer", {})},
         "lm": data.get("lm", {}),
         "runner": data.get("runner", {"kind": "threads", "workers": 2}),
@@ -329,8 +368,6 @@ def seq2seq_config(src: PathLike, tgt: PathLike, preset: str, valid: PairPaths |
     ``--valid``/``--test`` pairs pinned to their splits (the preset's fractions then hold out nothing more), the
     preset's tokenizer and seq2seq sections. --set keys without a section prefix address the seq2seq section. A
     preset that holds out no validation pairs, run without ``valid``, is a ConfigError (the model needs them)."""
-    import glob
-
     from corpusforge.tasks.config import ConfigError, apply_overrides
 
     data = load_preset(preset, "seq2seq")
@@ -341,14 +378,7 @@ def seq2seq_config(src: PathLike, tgt: PathLike, preset: str, valid: PairPaths |
         raise ConfigError("seq2seq train: the train, --valid and --test files need names of their own (each pair of "
                           f"files is one source named after them: {', '.join(names.values())})")
     corpus = {k: v for k, v in (data.get("corpus") or {}).items()}
-    split = dict(corpus.pop("split", None) or {})
-    by_source = dict(split.get("by_source") or {})
-    for part in ("valid", "test"):
-        if given[part]:
-            by_source[glob.escape(names[part])] = part
-            split[part] = 0.0  # the given file is the split: nothing of the train pairs joins it
-    if by_source:
-        split["by_source"] = by_source
+    split = pin_held_out(corpus.pop("split", None) or {}, {part: names.get(part) for part in ("valid", "test")})
     stem = "-".join(sorted({Path(p).stem.split(".")[0] for p in (src, tgt)}))[:40] or "pairs"
     base = {
         "name": f"seq2seq-{name}",
@@ -401,8 +431,6 @@ def classify_config(train: PathLike, preset: str, valid: PathLike | None = None,
     and ``init`` (a pre-trained checkpoint to fine-tune) as ``classify.init``. --set keys without a section prefix
     address the classify section. A preset that says ``requires: [init]`` without one is a ConfigError, as is a
     file without the columns."""
-    import glob
-
     from corpusforge.tasks.config import ConfigError, apply_overrides
 
     data = load_preset(preset, "classify")
@@ -431,14 +459,7 @@ def classify_config(train: PathLike, preset: str, valid: PathLike | None = None,
     integers = bool(values) and all(isinstance(v, int) or (isinstance(v, str) and v.strip().lstrip("-").isdigit())
                                     for v in values)
     corpus = dict(data.get("corpus") or {})
-    split = dict(corpus.pop("split", None) or {})
-    by_source = dict(split.get("by_source") or {})
-    for part in ("valid", "test"):
-        if given[part]:
-            by_source[glob.escape(names[part])] = part
-            split[part] = 0.0
-    if by_source:
-        split["by_source"] = by_source
+    split = pin_held_out(corpus.pop("split", None) or {}, {part: names.get(part) for part in ("valid", "test")})
     reader = {**(corpus.pop("reader", None) or {}), "text_field": text,
               "labels": {"label": {"column": label, "type": "int" if integers else "str"}}}
     classify = dict(data.get("classify") or {})
@@ -580,9 +601,11 @@ def _embed_train(sources: Sequence[PathLike], kind: str = "word2vec", overrides:
 
 
 def _lm_train(sources: Sequence[PathLike], preset: str, overrides: Sequence[str] = (),
-              store: PathLike | None = None) -> Artifact:
-    """``corpusforge lm train``: corpus, tokenizer, encoding and the preset's neural LM."""
-    return _result(run_config(lm_config([Path(s) for s in sources], preset, list(overrides)), store))["lm"]
+              store: PathLike | None = None, valid: PathLike | None = None, test: PathLike | None = None) -> Artifact:
+    """``corpusforge lm train``: corpus, tokenizer, encoding and the preset's neural LM (``valid``/``test``: files
+    held out as those splits, ``--valid``/``--test``)."""
+    return _result(run_config(lm_config([Path(s) for s in sources], preset, list(overrides), valid, test),
+                              store))["lm"]
 
 
 def _seq2seq_train(src: PathLike, tgt: PathLike, preset: str, valid: PairPaths | None = None,
@@ -632,20 +655,66 @@ def _lm_merge(adapter_id: str, store: PathLike | None = None) -> Artifact:
     from corpusforge.tasks.post_training.build import build_merge
     from corpusforge.tasks.step import StepResult
 
+    from corpusforge.storage.locks import store_in_use
+
     artifact_store = ArtifactStore(store_root(store))
-    found = Catalog(artifact_store).get(adapter_id)
-    artifact_store.check_intact(found.path, found.manifest)
-    result = build_merge(StepResult(id=found.manifest["id"], step=found.manifest["step"],
-                                    name=found.manifest["name"], path=str(found.path), reused=True,
-                                    seconds=0.0),
-                         artifact_store)
-    return Artifact.from_dir(result.path, result.reused)
+    with store_in_use(artifact_store.root):  # `artifacts gc` waits for it
+        found = Catalog(artifact_store).get(adapter_id)
+        artifact_store.check_intact(found.path, found.manifest)
+        result = build_merge(StepResult(id=found.manifest["id"], step=found.manifest["step"],
+                                        name=found.manifest["name"], path=str(found.path), reused=True,
+                                        seconds=0.0),
+                             artifact_store)
+        return Artifact.from_dir(result.path, result.reused)
+
+
+LM_MODEL_STEPS = ("lm", "post_training", "lora_merge")  # the steps whose artifacts are language models
+
+
+def _lm_evaluate(artifact_id: str, files: Sequence[PathLike], store: PathLike | None = None,
+                 documents: str | None = None, batch_size: int | None = None, device: str = "cpu") -> dict[str, Any]:
+    """``corpusforge lm evaluate``: the perplexity of a neural LM (an lm, post_training or lora_merge artifact) on
+    text files, encoded with its own tokenizer and scored as the lm stage scores its valid/test split
+    (corpusforge.tasks.lm.evaluate). ``documents`` (line, paragraph, file) overrides how the files are cut into
+    documents (default: as the model's training corpus read its files). Returns ``{"id", "step", "family",
+    "results": {file as given: {"documents", "tokens", "nll" (mean, nats), "perplexity"}}}``; LookupError for an
+    unknown id, ValueError for another kind of artifact or an unusable file."""
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.lm.evaluate import DOCUMENT_MODES, evaluate_files, text_settings
+
+    if documents is not None and documents not in DOCUMENT_MODES:
+        raise ValueError(f"documents: use one of {', '.join(DOCUMENT_MODES)}, not {documents!r}")
+    keys = [str(f) for f in files]
+    missing = [k for k in keys if not Path(k).is_file()]
+    if missing:
+        raise ValueError(f"no such file: {missing[0]}")
+    artifact_store = ArtifactStore(store_root(store))
+    catalog = Catalog(artifact_store)
+    found = catalog.get(artifact_id)
+    step = found.manifest.get("step")
+    if step not in LM_MODEL_STEPS:
+        raise ValueError(f"{artifact_id}: is a {step!r} artifact, not a language model ({', '.join(LM_MODEL_STEPS)})")
+    artifact_store.check_intact(found.path, found.manifest)  # an adapter's base is checked as it is loaded
+    if step == "lm":
+        from corpusforge.tasks.lm.inference import load_trained
+
+        model, tok, spec = load_trained(found.path)
+    else:  # adapters come merged into their base
+        from corpusforge.tasks.post_training.inference import load_post_trained
+
+        model, tok, spec = load_post_trained(found.path)
+    settings = text_settings(catalog, found.manifest)
+    if documents is not None:  # the corpus's reader settings and clean preset still apply
+        settings["txt_mode"] = documents
+    results = evaluate_files(model, tok, spec, {k: k for k in keys}, settings, batch_size, device)
+    return {"id": found.manifest["id"], "step": step, "family": spec.get("family"), "results": results}
 
 
 tokenizer = SimpleNamespace(train=_tokenizer_train)
 ngram = SimpleNamespace(estimate=_ngram_estimate)
 embed = SimpleNamespace(train=_embed_train)
-lm = SimpleNamespace(train=_lm_train, finetune=_lm_finetune, merge=_lm_merge)
+lm = SimpleNamespace(train=_lm_train, finetune=_lm_finetune, merge=_lm_merge, evaluate=_lm_evaluate)
 seq2seq = SimpleNamespace(train=_seq2seq_train)
 classify = SimpleNamespace(train=_classify_train)
 
@@ -655,12 +724,15 @@ classify = SimpleNamespace(train=_classify_train)
 
 def _find(step: str | None = None, name: str | None = None, config: Mapping[str, Any] | None = None,
           input_id: str | None = None, latest: bool = False, store: PathLike | None = None) -> list[Artifact]:
-    """``corpusforge artifacts find``: published artifacts, newest last."""
+    """``corpusforge artifacts find``: published artifacts, newest last. ``config`` keys are dotted, a key of the
+    artifact's config (``"split.valid"``) or one with its section first (``"corpus.split.valid"``)."""
     from corpusforge.storage.catalog import Catalog
     from corpusforge.storage.store import ArtifactStore
 
+    from corpusforge.stages import section_steps
+
     hits = Catalog(ArtifactStore(store_root(store))).find(step=step, name=name, config=dict(config or {}),
-                                                          input_id=input_id, latest=latest)
+                                                          input_id=input_id, latest=latest, sections=section_steps())
     return [Artifact(h.manifest["id"], h.manifest["step"], h.manifest["name"], h.path, h.manifest) for h in hits]
 
 
@@ -687,7 +759,33 @@ def _load(artifact_id: str, store: PathLike | None = None) -> Any:
     return _show(artifact_id, store).load()
 
 
-artifacts = SimpleNamespace(find=_find, show=_show, verify=_verify, load=_load)
+def _du(store: PathLike | None = None):
+    """``corpusforge artifacts du``: every artifact's bytes, inputs and dependents (``used_by``), bytes per
+    (step, name) (``.groups()``), the dependency trees' tops (``.roots()``) and what else the store holds
+    (``.other``: MLflow's database and files, temp dirs, ...). Reads manifests only."""
+    from corpusforge.storage.gc import du
+    from corpusforge.storage.store import ArtifactStore
+
+    return du(ArtifactStore(store_root(store)))
+
+
+def _gc(keep_latest: int | None = None, keep_newer_than: str | float | None = None, dry_run: bool = True,
+        wait: bool = False, store: PathLike | None = None, older_than: str | float | None = None):
+    """``corpusforge artifacts gc``: a dry run unless ``dry_run=False``. Keeps the ``keep_latest`` newest
+    artifacts of each (step, name) and those newer than ``keep_newer_than`` (``"7d"``, ``"12h"``, seconds), every
+    artifact a registered MLflow model was made from, and everything a kept artifact depends on; removes the rest
+    and what killed writers left. A report with ``removed``, ``kept`` (each with ``why``), ``leftovers``,
+    ``bytes_freed``, ``mlflow_runs`` (runs that logged a removed artifact). ``StoreBusy`` while a pipeline runs on
+    the store (``wait=True`` waits), ``GcError`` when the registry cannot be read, ``ValueError`` on a bad policy.
+    ``older_than``: how old a leftover must be to go (never selects artifacts)."""
+    from corpusforge.storage.gc import gc
+    from corpusforge.storage.store import ArtifactStore
+
+    return gc(ArtifactStore(store_root(store)), keep_latest=keep_latest, keep_newer_than=keep_newer_than,
+              dry_run=dry_run, wait=wait, older_than=older_than)
+
+
+artifacts = SimpleNamespace(find=_find, show=_show, verify=_verify, load=_load, du=_du, gc=_gc)
 
 __all__ = ["Artifact", "RunResult", "run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "classify",
            "artifacts",

@@ -20,6 +20,7 @@ from prefect.utilities.annotations import unmapped
 from corpusforge.pipeline_config import RunnerConfig, pipeline_config_from_dict
 from corpusforge.plan import check_store_references, pipeline_summary, stage_references
 from corpusforge.stages import STAGES
+from corpusforge.storage.locks import store_in_use
 from corpusforge.storage.store import ArtifactStore, resolve_store_root
 from corpusforge.storage.tracking import open_tracker
 from corpusforge.tasks.config import ConfigError, to_dict
@@ -192,14 +193,6 @@ def experiment_name(pipeline: str) -> str:
 
 NOTHING_NEW_TAG = "corpusforge:nothing-new"
 REPORT_KEY = "corpusforge-report"
-MLFLOW_UI = "http://127.0.0.1:5000"  # `corpusforge ui`'s default MLflow port, for a store's embedded tracking
-
-
-def mlflow_ui_base(tracking_uri: str | None) -> str:
-    uri = tracking_uri or ""
-    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else MLFLOW_UI
-
-
 def tag_flow_run(tag: str) -> None:
     """Add ``tag`` to the current Prefect flow run (best effort: a tag is not worth failing a run over)."""
     from prefect.client.orchestration import get_client
@@ -228,7 +221,9 @@ def _publish_report(tracker, run_id: str, summary: dict[str, Any]) -> None:
     from corpusforge.tasks.report import run_report
 
     try:
-        mlflow_run = mlflow_ui_base(tracker.tracking_uri) + "/" + tracker.run_url(run_id)
+        from corpusforge.ui import mlflow_ui_base  # the port the store's `corpusforge ui` serves MLflow on
+
+        mlflow_run = mlflow_ui_base(tracker.tracking_uri, summary.get("store")) + "/" + tracker.run_url(run_id)
         prefect_url = prefect_flow_run_url(flow_run.get_id())
         links = {"MLflow run (report.html in its artifacts)": mlflow_run}
         if prefect_url:
@@ -322,6 +317,8 @@ def run_pipeline(config: dict[str, Any], store: str | Path | None = None, base_d
     """Validate the config, choose the task runner, and run the flow (in this process)."""
     cfg = pipeline_config_from_dict(config)
     runnable = pipeline_flow.with_options(task_runner=make_task_runner(cfg.runner))
-    with _api_for_workers(cfg.runner):
-        return runnable(config=to_dict(cfg), store=str(resolve_store_root(store)),
+    root = resolve_store_root(store)
+    # held shared for the whole run: `artifacts gc` (exclusive) never removes what this run reads or reuses
+    with _api_for_workers(cfg.runner), store_in_use(root):
+        return runnable(config=to_dict(cfg), store=str(root),
                         base_dir=str(base_dir) if base_dir is not None else None)

@@ -38,7 +38,7 @@ class RunnerConfig:
     address: str = field(default="", metadata={
         "doc": "dask/ray only: join an existing cluster instead of starting a local one: a Dask scheduler "
                "address (tcp://host:8786) or a Ray address (ray://host:10001, host:6379, or auto). Its workers "
-               "must see the store and the sources at the same paths and reach the Prefect API (README)."})
+               "must see the store and the sources at the same paths and reach the Prefect API (docs: Operations, 'Clusters')."})
     verify_inputs: bool = field(default=False, metadata={
         "doc": "Re-hash every file of a published artifact before reusing it (default: check sizes and the file "
                "stats recorded when the files were last hashed; re-hash only files whose stats changed)."})

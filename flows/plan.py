@@ -18,12 +18,14 @@ from typing import Any
 
 from corpusforge.pipeline_config import PipelineConfig
 from corpusforge.stages import STAGES
+from corpusforge.tasks.config import ConfigError
 from corpusforge.tasks.stage import Stage, load
 from corpusforge.storage.store import ArtifactStore, read_manifest
 from corpusforge.storage.tracking import RegistryLedger, default_tracking_uri
 from corpusforge.tasks.corpus.merge import build_corpus, describe, discover, packs_in_corpus_order
 from corpusforge.tasks.corpus.shard import SourceRef, build_corpus_shard
 from corpusforge.tasks.step import NotPublished, StepResult, lookup_only, resolve_references
+from corpusforge.tasks.track import unregistered
 
 
 @dataclass
@@ -65,10 +67,35 @@ def check_store_references(cfg: PipelineConfig, store: ArtifactStore, base_dir: 
             resolve_references(stage_cfg, store, section=stage.section, ids_only=True)
 
 
+def check_held_out_splits(cfg: PipelineConfig, source_names: Sequence[str]) -> None:
+    """A stage that evaluates on a held-out split (Stage.needs_split) in a run whose corpus cannot hold one out
+    (its fractions 0, no source pinned to it by corpus.split.by_source) is a ConfigError now, one line naming the
+    split and how to give one, not a traceback after the corpus and the steps before the stage have run."""
+    split = cfg.corpus.split
+    possible = split.possible_splits(source_names)
+    for stage in STAGES:
+        if not stage.needs_split or getattr(cfg, stage.section) is None or possible & set(stage.needs_split):
+            continue
+        wanted = stage.needs_split[0] + "".join(f" (or {s})" for s in stage.needs_split[1:])
+        zero = [s for s in stage.needs_split if not getattr(split, s) > 0]
+        why = [f"corpus.split.{' and '.join(zero)} {'is' if len(zero) == 1 else 'are'} 0"] if zero else []
+        if len(zero) < len(stage.needs_split):
+            why.append("corpus.split.by_source pins every source to another split")
+        else:
+            globs = [glob for glob, to in split.by_source.items() if to in stage.needs_split]
+            names = ", ".join(list(source_names)[:3]) + (", ..." if len(source_names) > 3 else "")
+            why.append(f"no source ({names}) matches a corpus.split.by_source glob for it"
+                       + (f" ({', '.join(globs)})" if globs else ""))
+        hint = stage.needs_split_hint or f"set corpus.split.{stage.needs_split[0]}=0.1"
+        raise ConfigError(f"{stage.section}: needs a {wanted} split to evaluate on, but the corpus holds none out: "
+                          f"{', and '.join(why)}; {hint}")
+
+
 def plan_pipeline(cfg: PipelineConfig, store_root: Path, base_dir: Path | None) -> Plan:
     """Discover the sources (a missing or empty source is a ConfigError here, before anything starts) and look
     up every step in run order, stopping at the first one that is not published."""
     refs, skipped = discover(cfg.corpus, base_dir)
+    check_held_out_splits(cfg, [r.name for r in refs])
     plan = Plan(sources=refs, skipped=skipped)
     store = ArtifactStore(store_root)
     check_store_references(cfg, store, base_dir)
@@ -151,7 +178,9 @@ def answer_from_store(cfg: PipelineConfig, store_root: Path, plan: Plan) -> dict
     if registered is None:
         return None
     counts = {"steps_computed": 0, "steps_reused": len(plan.results), "reused_ids": [r.id for r in plan.results],
-              "registered_models": registered}
+              "registered_models": registered,
+              "not_registered": unregistered(plan.results, STAGES, tracking=cfg.tracking.enabled,
+                                             register=cfg.tracking.register_models)}
     summary = pipeline_summary(cfg, store_root, plan.results, plan.outputs,
                                tracking_uri=default_tracking_uri(store_root) if cfg.tracking.enabled else None,
                                experiment_id=None, run_id=None, counts=counts)

@@ -90,10 +90,12 @@ def print_pipeline_summary(console: Console, summary: dict[str, Any]) -> None:
     console.print(f"  accounting: corpusforge artifacts show {corpus.get('id', '')[:12]} --store {store}")
     console.print(f"  Data Docs:  {corpus.get('data_docs')}")
     if summary.get("mlflow_run_id"):
+        from corpusforge.ui import mlflow_ui_base
+
         console.print(f"  MLflow:     {summary['tracking_uri']} (run {summary['mlflow_run_id']})")
         if summary.get("mlflow_experiment_id"):
             uri = summary.get("tracking_uri") or ""
-            base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+            base = mlflow_ui_base(uri, store)  # where the store's `corpusforge ui` serves MLflow (not always :5000)
             query = "?workflowType=machine_learning"  # MLflow 3 opens on GenAI traces otherwise
             console.print(f"  report:     {base}/#/experiments/{summary['mlflow_experiment_id']}/runs/"
                           f"{summary['mlflow_run_id']}{query} (report.html; also the Prefect flow run's "
@@ -108,6 +110,8 @@ def print_pipeline_summary(console: Console, summary: dict[str, Any]) -> None:
         else:
             console.print(f"  model:      {model['uri']} (also {model['latest_uri']}), "
                           f"{described.get(model.get('step'), 'a pyfunc')}")
+    for model in summary.get("not_registered") or []:
+        console.print(f"  model:      {escape(model['name'])} not registered: {escape(model['reason'])}")
     console.print(f"  UIs:        corpusforge ui --store {store}   (Prefect + MLflow on 127.0.0.1)")
     console.print(
         f"  {summary['steps_computed']} step(s) computed, {summary['steps_reused']} reused from the store"

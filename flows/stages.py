@@ -33,6 +33,12 @@ def stage_for(section: str) -> Stage | None:
     return next((s for s in STAGES if s.section == section), None)
 
 
+def section_steps() -> dict[str, tuple[str, ...]]:
+    """Each section -> the steps its stage makes (``corpus`` -> corpus_shard, corpus): what a section-prefixed
+    config key (``corpus.split.valid``, as ``--set`` takes it) filters on in ``artifacts find --config``."""
+    return {s.section: tuple(s.steps) for s in STAGES}
+
+
 def step_outputs(step: str):
     """What the stage that makes ``step`` declares about it (corpusforge.tasks.stage.StepOutputs), or None."""
     return next((s.steps[step] for s in STAGES if step in s.steps), None)

@@ -17,6 +17,7 @@ from prefect import flow, get_run_logger
 
 from corpusforge.stages import STAGES, stage_for
 from corpusforge.storage.catalog import Catalog
+from corpusforge.storage.locks import store_in_use
 from corpusforge.storage.store import ArtifactStore, read_manifest, resolve_store_root
 from corpusforge.storage.tracking import open_tracker
 from corpusforge.tasks.stage import load
@@ -65,7 +66,9 @@ def training_flow(section: str, upstream: dict[str, Any] | str, config: dict[str
                                         tags={"corpusforge.pipeline": experiment, "corpusforge.uri": store_root.as_uri()})
     live = LiveRuns(tracker, parent)  # the training curve shows in MLflow while it trains
     try:
-        returned = load(stage.task)(source.to_dict(), config, str(store_root), on_metrics=live.callback(section, name))
+        with store_in_use(store_root):  # `artifacts gc` waits for it (storage/locks.py)
+            returned = load(stage.task)(source.to_dict(), config, str(store_root),
+                                        on_metrics=live.callback(section, name))
         results = [StepResult.from_dict(r) for r in (returned if isinstance(returned, list) else [returned])]
         result = results[-1]  # the stage's main output (an lm's sample, when there is one, comes first)
         counts = track_results(tracker, parent, results, register=register, live=live, stages=STAGES)

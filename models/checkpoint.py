@@ -51,6 +51,14 @@ def save_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimiz
     return path
 
 
+def checkpoint_meta(path: Path) -> dict[str, Any]:
+    """A checkpoint's metadata (step, history, ...) without reading its tensors."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return json.loads(f.metadata()["corpusforge"])
+
+
 def read_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     from safetensors import safe_open
 

@@ -46,7 +46,8 @@ class TrainConfig:
     device: str = field(default="auto", metadata={"doc": "auto (CUDA when present), cpu, cuda, cuda:N."})
     cpu_threads: int = field(default=0, metadata={"identity": False,  # speed only: not in the artifact id
         "doc": "CPU only: torch intra-op threads (0: torch's default). On a machine shared with other jobs, 1 can "
-               "be many times faster than spinning threads that fight over cores (see OMP_WAIT_POLICY in README)."})
+               "be many times faster than spinning threads that fight over cores (the corpusforge command sets "
+               "OMP_WAIT_POLICY=PASSIVE; docs: the lm guide, 'CPU threads')."})
 
     def __post_init__(self) -> None:
         for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "log_interval"):
@@ -77,6 +78,10 @@ class LoraSettings:
     targets: tuple[str, ...] = field(default=LORA_DEFAULT_TARGETS, metadata={
         "doc": "Linear layers to adapt, by name suffix (attn.c_attn: the fused q,k,v projection; attn.c_proj, "
                "mlp.c_fc, mlp.c_proj)."})
+    train_norms: bool = field(default=False, metadata={
+        "doc": "Also train every LayerNorm's gain and bias beside the adapters (a few thousand parameters; they are "
+               "saved in the adapter artifact and folded in by the merge). Lets a small model shift its output "
+               "distribution, which adapters on the attention projections alone barely move."})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(self.targets))
@@ -96,5 +101,8 @@ class LoraSettings:
                     "Separate (A_q, B_q), (A_v, B_v) need split projections in the model.")
 
     def to_dict(self) -> dict:
-        return {"r": self.r, "alpha": self.alpha, "dropout": self.dropout, "targets": list(self.targets)}
+        out = {"r": self.r, "alpha": self.alpha, "dropout": self.dropout, "targets": list(self.targets)}
+        if self.train_norms:  # only when set: adapters made before the option keep their config (and ids)
+            out["train_norms"] = True
+        return out
 

@@ -47,7 +47,14 @@ def _settings(cfg: Any) -> LoraSettings:
         return cfg
     if isinstance(cfg, Mapping):
         return LoraSettings(**dict(cfg))
-    return LoraSettings(targets=tuple(cfg.targets), r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout)
+    return LoraSettings(targets=tuple(cfg.targets), r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout,
+                        train_norms=bool(getattr(cfg, "train_norms", False)))
+
+
+def _norm_params(model: nn.Module) -> dict[str, nn.Parameter]:
+    """Every LayerNorm's gain and bias, by full parameter name (``blocks.0.ln_1.weight``, ...)."""
+    return {f"{name}.{k}" if name else k: p for name, m in model.named_modules() if isinstance(m, nn.LayerNorm)
+            for k, p in m.named_parameters(recurse=False)}
 
 
 def _lora_layers(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
@@ -79,19 +86,22 @@ def match_targets(model: nn.Module, targets: Sequence[str]) -> dict[str, list[st
 
 
 def add_lora(model: nn.Module, targets: Sequence[str] = DEFAULT_TARGETS, r: int = 8, alpha: float = 16.0,
-             dropout: float = 0.0) -> dict[str, Any]:
+             dropout: float = 0.0, train_norms: bool = False) -> dict[str, Any]:
     """Add LoRA adapters to the ``nn.Linear`` modules named by ``targets`` (suffixes), in place, and freeze every
     other parameter. ``B`` starts at 0 (the model computes exactly what it did), ``A`` as peft draws it
     (kaiming-uniform). Returns ``trainable``, ``total`` (parameters, tied ones once), ``percent`` (100 *
     trainable / total), ``per_target`` ({suffix: trainable parameters}, r * (in + out) per matched Linear) and
     ``settings`` (a :class:`LoraSettings` dict, for :func:`load_adapter`).
 
+    With ``train_norms`` every LayerNorm's gain and bias trains too (their starting values are kept aside, so
+    :func:`adapters_disabled` still gives the base model); ``norms`` then counts them.
+
     An adapter on our fused ``attn.c_attn`` adapts q, k and v together (see the module docstring)."""
     from peft import LoraConfig, inject_adapter_in_model
 
     if has_lora(model):
         raise ValueError("the model already carries LoRA adapters (merge_lora or a fresh model first)")
-    settings = LoraSettings(targets=tuple(targets), r=r, alpha=alpha, dropout=dropout)
+    settings = LoraSettings(targets=tuple(targets), r=r, alpha=alpha, dropout=dropout, train_norms=train_norms)
     found = match_targets(model, settings.targets)
     names = sorted({n for ns in found.values() for n in ns})
     config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=names, bias="none",
@@ -99,14 +109,22 @@ def add_lora(model: nn.Module, targets: Sequence[str] = DEFAULT_TARGETS, r: int 
     inject_adapter_in_model(config, model, adapter_name=ADAPTER)
     for p_name, p in model.named_parameters():  # peft does this too; here it is a stated guarantee
         p.requires_grad = ".lora_A." in p_name or ".lora_B." in p_name
+    norms = _norm_params(model) if train_norms else {}
+    if train_norms and not norms:
+        raise ValueError(f"train_norms: {type(model).__name__} has no LayerNorm to train")
+    for p in norms.values():
+        p.requires_grad = True
     model._lora_settings = settings  # noqa: SLF001  (plain attribute: not a parameter, not in the state dict)
+    # the base model's norms, for adapters_disabled (plain attribute: not in the state dict)
+    model._lora_base_norms = {k: p.detach().clone() for k, p in norms.items()}  # noqa: SLF001
     modules = dict(model.named_modules())
     per_target = {t: sum(p.numel() for n in ns for k, p in modules[n].named_parameters()
                          if k.startswith(("lora_A.", "lora_B."))) for t, ns in found.items()}
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
     return {"trainable": trainable, "total": total, "percent": 100.0 * trainable / total,
-            "per_target": per_target, "settings": settings.to_dict()}
+            "per_target": per_target, "norms": sum(p.numel() for p in norms.values()),
+            "settings": settings.to_dict()}
 
 
 def lora_settings(model: nn.Module) -> LoraSettings:
@@ -123,8 +141,11 @@ def _stable(name: str) -> str:
 
 def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """Only the adapter tensors, detached, contiguous, on the CPU, named ``<module>.lora_A.weight`` and
-    ``<module>.lora_B.weight`` (no peft adapter name): what a safetensors adapter file holds."""
+    ``<module>.lora_B.weight`` (no peft adapter name), plus the LayerNorms' gains and biases under their own names
+    when the settings train them: what a safetensors adapter file holds."""
     out = {}
+    if has_lora(model) and lora_settings(model).train_norms:
+        out.update({k: p.detach().contiguous().cpu() for k, p in _norm_params(model).items()})
     for layer_name, layer in _lora_layers(model):
         for part in ("lora_A", "lora_B"):
             for key, tensor in getattr(layer, part)[ADAPTER].state_dict().items():
@@ -145,7 +166,7 @@ def load_adapter(model: nn.Module, tensors: Mapping[str, torch.Tensor],
             raise ValueError(f"the model carries other adapters ({lora_settings(model)}) than {settings}")
         counts: dict[str, Any] = {"settings": settings.to_dict()}
     else:
-        counts = add_lora(model, settings.targets, settings.r, settings.alpha, settings.dropout)
+        counts = add_lora(model, settings.targets, settings.r, settings.alpha, settings.dropout, settings.train_norms)
     own = adapter_state_dict(model)
     missing, unexpected = sorted(set(own) - set(tensors)), sorted(set(tensors) - set(own))
     shapes = sorted(f"{k} {tuple(tensors[k].shape)} != {tuple(own[k].shape)}" for k in own
@@ -158,6 +179,9 @@ def load_adapter(model: nn.Module, tensors: Mapping[str, torch.Tensor],
             for part in ("lora_A", "lora_B"):
                 for key, p in getattr(layer, part)[ADAPTER].named_parameters():
                     p.copy_(tensors[f"{layer_name}.{part}.{key}"].to(p.device, p.dtype))
+        if settings.train_norms:
+            for key, p in _norm_params(model).items():
+                p.copy_(tensors[key].to(p.device, p.dtype))
     return counts
 
 
@@ -176,8 +200,9 @@ def merge_lora(model: nn.Module) -> nn.Module:
         parent_name, _, child = layer_name.rpartition(".")
         parent = merged.get_submodule(parent_name) if parent_name else merged
         setattr(parent, child, base)
-    if hasattr(merged, "_lora_settings"):
-        del merged._lora_settings
+    for attr in ("_lora_settings", "_lora_base_norms"):  # trained norms stay as trained: they are plain weights
+        if hasattr(merged, attr):
+            delattr(merged, attr)
     for p in merged.parameters():
         p.requires_grad = True
     return merged
@@ -185,17 +210,27 @@ def merge_lora(model: nn.Module) -> nn.Module:
 
 @contextlib.contextmanager
 def adapters_disabled(model: nn.Module) -> Iterator[nn.Module]:
-    """Within the block the model computes as the base model (every adapter switched off); afterwards the adapters
-    and every parameter's ``requires_grad`` are as they were. With no adapters it changes nothing."""
+    """Within the block the model computes as the base model (every adapter switched off, trained LayerNorms back
+    at their starting values); afterwards the adapters, the norms and every parameter's ``requires_grad`` are as
+    they were. With no adapters it changes nothing."""
     layers = [layer for _, layer in _lora_layers(model)]
     before = [layer.disable_adapters for layer in layers]
     grads = {id(p): p.requires_grad for p in model.parameters()}
+    base_norms = getattr(model, "_lora_base_norms", {}) if layers else {}
+    norms = _norm_params(model) if base_norms else {}
+    trained = {k: norms[k].detach().clone() for k in base_norms}
     for layer in layers:
         layer.enable_adapters(False)
+    with torch.no_grad():
+        for k, v in base_norms.items():
+            norms[k].copy_(v.to(norms[k].device, norms[k].dtype))
     try:
         yield model
     finally:
         for layer, was_disabled in zip(layers, before):
             layer.enable_adapters(not was_disabled)
+        with torch.no_grad():
+            for k, v in trained.items():
+                norms[k].copy_(v)
         for p in model.parameters():
             p.requires_grad = grads[id(p)]

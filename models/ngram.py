@@ -26,6 +26,13 @@ Smoothing methods
     the uniform distribution over the vocabulary without ``<s>`` (so with ``<unk>``);
   * backoff(h) = gamma(h) for every n-gram h that is the context of a longer n-gram, else 0 (log10: 0).
   * ``<s>`` is never predicted; its unigram log10 probability is written as 0, as lmplz writes it.
+  * pruning (``prune``, lmplz's ``--prune``): thresholds t_1..t_N (t_1 = 0, non-decreasing, the last one
+    repeated up to N); an n-gram of order n >= 2 whose RAW count is <= t_n is left out of the model
+    (lmplz compares its "actual" counts, the raw ones, not the adjusted counts). Contexts and suffixes of
+    a kept n-gram have a raw count at least as large, so they are kept too (enforced anyway). Discounts
+    and denominators still come from every n-gram; a pruned n-gram's whole adjusted count moves into its
+    context's gamma: gamma(h) = (sum over kept children D(a) + sum over pruned children a) / sum_x a(hx),
+    so p(. | h) still sums to 1 with the backoff (lm/builder/adjust_counts.cc, initial_probabilities.cc).
 - ``kneser-ney``: the same with one discount per order, D = Y = n1 / (n1 + 2 n2) (fallback 0.5).
 - ``mle``: p(w | h) = c(hw) / c(h.) with the full history (shorter only at the sentence start);
   anything unseen has probability 0 (log10 -inf; perplexity inf).
@@ -462,6 +469,7 @@ def estimate(
     discounts: dict[int, Sequence[float]] | None = None,
     contexts: Sequence[np.ndarray] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    prune: Sequence[int] | None = None,
 ) -> BackoffModel:
     """Estimate a smoothed model from raw count tables (orders 1..N).
 
@@ -471,15 +479,20 @@ def estimate(
     spare the estimator its own prefix searches; the tables must then be in lexicographic order.
     ``on_progress(done, N)``: 0 once the tables are prepared, then per order as Kneser-Ney's probabilities
     are computed (the other methods report N at the end).
+    ``prune``: lmplz's ``--prune`` thresholds per order (Kneser-Ney only; see the module docstring and
+    :func:`prune_thresholds`); None, empty or all zero: no pruning.
     """
     if method not in METHODS:
         raise ValueError(f"method: use one of {', '.join(METHODS)}")
+    thresholds = prune_thresholds(prune, len(tables))
+    if thresholds and method not in ("kneser-ney", "modified-kneser-ney"):
+        raise ValueError(f"prune: only kneser-ney and modified-kneser-ney models are pruned, not {method}")
     o = _prepare(words, tables, contexts)
     if on_progress:
         on_progress(0, len(o.ids))
     if method in ("kneser-ney", "modified-kneser-ney"):
         return _kneser_ney(list(words), o, modified=method == "modified-kneser-ney", given=discounts or {},
-                           on_progress=on_progress)
+                           on_progress=on_progress, prune=thresholds)
     if method == "stupid-backoff":
         model = _stupid_backoff(list(words), o, alpha)
     else:
@@ -489,15 +502,47 @@ def estimate(
     return model
 
 
+def prune_thresholds(prune: Sequence[int] | None, order: int) -> list[int] | None:
+    """lmplz's ``--prune`` list checked and padded to ``order`` thresholds (the last one repeated); None when it
+    prunes nothing (None, empty or all zero). Rules (lmplz's): at most ``order`` values, integers >= 0, the
+    first (unigrams) 0, non-decreasing (otherwise a context of a kept n-gram could be pruned)."""
+    if not prune:
+        return None
+    values = list(prune)
+    if len(values) > order:
+        raise ValueError(f"prune: {len(values)} thresholds for a model of order {order}; give at most one per order")
+    if any(isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0 for t in values):
+        raise ValueError(f"prune: thresholds must be integers >= 0, got {values}")
+    if values[0] != 0:
+        raise ValueError(f"prune: the first (unigram) threshold must be 0, got {values[0]}; unigrams are never pruned")
+    if any(b < a for a, b in zip(values, values[1:])):
+        raise ValueError(f"prune: thresholds must be non-decreasing (as lmplz requires), got {values}")
+    values = [int(t) for t in values] + [int(values[-1])] * (order - len(values))
+    return values if any(values) else None
+
+
+def _kept_rows(o: _Orders, thresholds: list[int]) -> list[np.ndarray]:
+    """Per order, the rows that survive pruning: raw count > threshold (every unigram), plus the context and the
+    suffix of every kept n-gram (already true with non-decreasing thresholds on raw counts; enforced)."""
+    N = len(o.ids)
+    keep = [np.ones(len(o.ids[0]), bool)] + [o.counts[n - 1] > thresholds[n - 1] for n in range(2, N + 1)]
+    for n in range(N, 2, -1):
+        keep[n - 2][o.prefix[n - 1][keep[n - 1]]] = True
+        keep[n - 2][o.suffix[n - 1][keep[n - 1]]] = True
+    return keep
+
+
 def _context_sums(o: _Orders, values: np.ndarray, n: int) -> np.ndarray:
     """Sum of ``values`` over the rows of order n grouped by their context (order n-1 rows)."""
     size = 1 if n == 1 else len(o.ids[n - 2])
     return np.bincount(o.prefix[n - 1], weights=values, minlength=size)
 
 
-def _kneser_ney(words: list[str], o: _Orders, modified: bool, given: dict, on_progress=None) -> BackoffModel:
+def _kneser_ney(words: list[str], o: _Orders, modified: bool, given: dict, on_progress=None,
+                prune: list[int] | None = None) -> BackoffModel:
     N, V = len(o.ids), o.V
     adjusted = adjusted_counts(o)
+    keep = _kept_rows(o, prune) if prune else None
     discounts, fallback, coc = [], [], []
     for n in range(1, N + 1):
         a = adjusted[n - 1]
@@ -520,7 +565,9 @@ def _kneser_ney(words: list[str], o: _Orders, modified: bool, given: dict, on_pr
         d1, d2, d3 = discounts[n - 1]
         disc = np.select([a == 0, a == 1, a == 2], [0.0, d1, d2], d3)
         denom = _context_sums(o, a, n)
-        mass = _context_sums(o, disc * (a > 0), n)
+        # the discounted mass, and with pruning the whole adjusted count of every pruned n-gram (lmplz's gamma)
+        freed = disc * (a > 0) if keep is None else np.where(keep[n - 1], disc * (a > 0), a)
+        mass = _context_sums(o, freed, n)
         with np.errstate(divide="ignore", invalid="ignore"):
             gamma = np.where(denom > 0, mass / denom, 0.0)
             uninterp = (a - disc) / denom[o.prefix[n - 1]]
@@ -541,8 +588,28 @@ def _kneser_ney(words: list[str], o: _Orders, modified: bool, given: dict, on_pr
             backoff.append(np.where(has_children, _log10(np.where(has_children, g, 1.0)), 0.0))
     info = {"discounts": {n + 1: list(d) for n, d in enumerate(discounts)}, "discount_fallback": fallback,
             "counts_of_adjusted_counts": {n + 1: c for n, c in enumerate(coc)}}
-    return BackoffModel(words, o.ids, logprob, backoff, "modified-kneser-ney" if modified else "kneser-ney",
-                        info=info, trie=o.trie)
+    method = "modified-kneser-ney" if modified else "kneser-ney"
+    if keep is None:
+        return BackoffModel(words, o.ids, logprob, backoff, method, info=info, trie=o.trie)
+    info["prune"] = list(prune)
+    info["pruned"] = {n + 1: int((~k).sum()) for n, k in enumerate(keep)}
+    ids, trie = _pruned_trie(o, keep)
+    return BackoffModel(words, ids, [lp[k] for lp, k in zip(logprob, keep)], [b[k] for b, k in zip(backoff, keep)],
+                        method, info=info, trie=trie)
+
+
+def _pruned_trie(o: _Orders, keep: list[np.ndarray]) -> tuple[list[np.ndarray], TrieIndex]:
+    """The kept rows' ids and their trie: a kept row's context is kept, its new row is the number of kept rows
+    before it, and renumbering is monotonic, so the keys stay sorted."""
+    trie = TrieIndex(o.V)
+    ids = [o.ids[0][keep[0]]]
+    trie.keys = [o.trie.keys[0][keep[0]]]
+    for n in range(2, len(o.ids) + 1):
+        new_row = np.cumsum(keep[n - 2]) - 1
+        kept = keep[n - 1]
+        ids.append(o.ids[n - 1][kept])
+        trie.keys.append(new_row[o.prefix[n - 1][kept]] * o.V + ids[-1][:, -1].astype(np.int64))
+    return ids, trie
 
 
 def _real_history_rows(o: _Orders, n: int) -> np.ndarray:

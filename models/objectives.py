@@ -186,6 +186,7 @@ class TokenStream(Objective):
     def _mean(self, total: float, count: int, data) -> dict[str, float]:
         if count == 0:
             raise ValueError(f"the evaluation split ({len(data)} tokens) is shorter than one window of {self.block + 1}")
+        self.scored_tokens = count  # how many predictions the last evaluation scored (lm evaluate reports it)
         return loss_metrics(total / count)
 
     def evaluate(self, model, split, batch_size, max_batches=0, device="cpu", autocast=contextlib.nullcontext):

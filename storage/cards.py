@@ -102,9 +102,11 @@ def card(manifest: Mapping[str, Any], export: Mapping[str, Any] | None = None) -
     if export:
         lines += ["", "## This export", "",
                   "Written by `corpusforge export --format hf-datasets`; open it with "
-                  "`datasets.load_from_disk(PATH)`.", ""]
+                  "`datasets.load_from_disk(PATH)` or `datasets.load_dataset(PATH)` (every split has the same "
+                  "columns and types).", ""]
         lines += [f"- split `{s}`: {n} records" for s, n in export.get("splits", {}).items()]
-        lines.append("- `meta`: " + {"struct": "a struct column (one field per key of the source records)",
+        lines.append("- `meta`: " + {"struct": "a struct column (one field per key any source record has; None where a "
+                                                "record lacks it)",
                                       "json-string": "a JSON string (the records' meta values do not share one "
                                                      "type per key, so Arrow cannot make one struct of them)",
                                       "none": "empty (the sources carried no extra fields)"}[export["meta"]])

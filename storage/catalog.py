@@ -61,15 +61,29 @@ class VerifyReport:
         return not self.problems
 
 
-def _subset(config: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """True if every dotted key in ``wanted`` has that value in ``config``."""
+_MISSING = object()
+
+
+def _dotted(config: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _subset(config: Mapping[str, Any], wanted: Mapping[str, Any], step: str | None = None,
+            sections: Mapping[str, tuple[str, ...]] | None = None) -> bool:
+    """True if every dotted key in ``wanted`` has that value in ``config``. With ``sections`` (a pipeline section ->
+    the steps it makes), a key may start with the section, as ``--set`` keys do (``corpus.split.valid``): it then
+    matches the artifacts of that section's steps whose config has the rest of the key (``split.valid``)."""
     for dotted, value in wanted.items():
-        node: Any = config
-        for part in dotted.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return False
-            node = node[part]
-        if node != value:
+        found = _dotted(config, dotted)
+        head, _, rest = dotted.partition(".")
+        if found is _MISSING and rest and step in (sections or {}).get(head, ()):
+            found = _dotted(config, rest)
+        if found is _MISSING or found != value:
             return False
     return True
 
@@ -88,8 +102,10 @@ class Catalog:
         config: Mapping[str, Any] | None = None,
         input_id: str | None = None,
         latest: bool = False,
+        sections: Mapping[str, tuple[str, ...]] | None = None,
     ) -> list[Found]:
-        """Artifacts matching every given filter, oldest first (or only the newest with ``latest``)."""
+        """Artifacts matching every given filter, oldest first (or only the newest with ``latest``). ``sections``:
+        pipeline section -> its steps, for ``config`` keys that start with a section (see :func:`_subset`)."""
         hits = []
         for found in self.all(step):
             m = found.manifest
@@ -97,7 +113,7 @@ class Catalog:
                 continue
             if name is not None and m.get("name") != name:
                 continue
-            if config and not _subset(m.get("config", {}), config):
+            if config and not _subset(m.get("config", {}), config, m.get("step"), sections):
                 continue
             if input_id is not None and not any(
                 str(i.get("id", "")).startswith(input_id) for i in m.get("inputs", [])

@@ -1,7 +1,7 @@
 """Content digests and artifact ids.
 
 An artifact id is ``sha256(step name, step version, canonical config JSON, ids of its inputs)``
-(README, "The artifact store"). Canonical JSON means sorted keys, no whitespace and UTF-8, so that
+(docs: Internals, "The artifact store"). Canonical JSON means sorted keys, no whitespace and UTF-8, so that
 the same config written in a different key order or YAML style gives the same id.
 """
 

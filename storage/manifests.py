@@ -1,4 +1,4 @@
-"""What a manifest vouches for, checked without reading any other file (README, "The artifact store").
+"""What a manifest vouches for, checked without reading any other file (docs: Internals, "The artifact store").
 
 A manifest's identity follows from its content: its id is ``artifact_id(step, version, config, input ids)``, so
 an edited config, version or input list no longer gives the id it records. Everything else it says (the file

@@ -1,4 +1,4 @@
-"""The artifact store on object storage: ``--store s3://bucket/prefix`` through fsspec (README, "Object storage").
+"""The artifact store on object storage: ``--store s3://bucket/prefix`` through fsspec (docs: Operations, "Object storage").
 
 The promises are the local store's: nothing is visible until it is complete, two writers of one id end with
 one intact artifact, every reuse is checked against the manifest's digests. Object stores have no rename, so
@@ -559,6 +559,31 @@ class ObjectArtifactStore(ArtifactStore):
             except FileNotFoundError:
                 continue
         return found
+
+    def published_bytes(self, directory: Path, manifest: Mapping[str, Any]) -> int:
+        """Bytes the artifact takes on the bucket: its files as the manifest lists them (no listing needed)."""
+        return sum(int(meta.get("size") or 0) for meta in (manifest.get("files") or {}).values())
+
+    def remove_published(self, directory: Path, manifest: Mapping[str, Any]) -> None:
+        """Remove a committed artifact from the bucket: its manifest first (the commit point: from then on no
+        reader on any machine finds it), then its objects, then the local copy. A crash after the first delete
+        leaves an upload no manifest names, which the next ``artifacts gc`` sweeps."""
+        step, dirname, aid = directory.parent.name, directory.name, str(manifest["id"])
+        committed = self._remote_manifest(step, dirname, strict=False)
+        if committed is not None:
+            if committed.get("id") != aid or committed.get("object_prefix") != manifest.get("object_prefix"):
+                raise StoreError(f"{self._where(step, dirname)} no longer holds artifact {aid[:12]} as listed: "
+                                 "not removed")
+            self.fs.rm(self._key(step, dirname, MANIFEST))
+        object_prefix = str(manifest.get("object_prefix", ""))
+        if _DATA_RE.match(object_prefix):
+            try:
+                self.fs.rm(self._key(step, dirname, object_prefix), recursive=True)
+            except FileNotFoundError:
+                pass
+        with self._cache_lock(aid):
+            self._trash_local(directory)
+        self._forget(aid)
 
     def sweep_leftovers(self, apply: bool = False, max_age: float | None = None) -> list[Leftover]:
         """The local cache's dead writers' temp dirs, and every upload on the bucket that no manifest names and

@@ -1,6 +1,6 @@
 """The content-addressed artifact store.
 
-Layout (README, "The artifact store"): ``<root>/<step>/<name>-<id[:12]>/`` holding the step's files and ``manifest.json``.
+Layout (docs: Internals, "The artifact store"): ``<root>/<step>/<name>-<id[:12]>/`` holding the step's files and ``manifest.json``.
 
 Publishing is atomic: the step writes into a hidden temp dir beside the final one, every file and the
 directory are fsynced, the manifest is written last, and one ``rename`` makes the artifact visible.
@@ -11,7 +11,7 @@ locks are unavailable, the first rename wins and the loser discards its copy.
 A root may also be an object-store URL (``s3://bucket/prefix``): :func:`resolve_store_root` then answers a
 local cache directory keyed by the URL, and ``ArtifactStore`` on that directory (or on the URL) is an
 :class:`corpusforge.storage.object_store.ObjectArtifactStore`, which keeps the same promises on the bucket
-(README, "Object storage").
+(docs: Operations, "Object storage").
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from corpusforge.storage.manifests import DIGEST_FIELD, MANIFEST_SCHEMA, manifes
 MANIFEST = "manifest.json"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TMP_PREFIX = ".tmp-"
+TRASH_PREFIX = ".gc-"  # an artifact `artifacts gc` is removing: renamed out of every listing first
 
 class StoreError(RuntimeError):
     """A store operation that cannot succeed (bad name, corrupt manifest, unwritable root)."""
@@ -133,7 +134,7 @@ def resolve_recorded(recorded: str | os.PathLike[str], artifact_dir: Path) -> Pa
 def resolve_store_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     """``--store`` first, then ``CORPUSFORGE_STORE``, then ``./.corpusforge``.
 
-    An object-store URL (``s3://bucket/prefix``) answers its local cache directory (README, "Object storage"),
+    An object-store URL (``s3://bucket/prefix``) answers its local cache directory (docs: Operations, "Object storage"),
     where the artifacts' verified copies, the locks, Prefect's state and MLflow's database live; an
     ``ArtifactStore`` on that directory publishes to and reads from the URL.
     """
@@ -496,7 +497,55 @@ class ArtifactStore:
                                   size))
             if apply:
                 shutil.rmtree(stale, ignore_errors=True)
+        for trash in self._gc_trash():
+            size = sum(f.stat().st_size for f in trash.rglob("*") if f.is_file() and not f.is_symlink())
+            found.append(Leftover(str(trash), "what an interrupted `artifacts gc` was removing (the artifact was "
+                                  "already gone from the store)", size))
+            if apply:
+                shutil.rmtree(trash, ignore_errors=True)
         return found
+
+    def _gc_trash(self) -> list[Path]:
+        """Folders an ``artifacts gc`` renamed an artifact to and did not finish deleting (it was killed)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p for step_dir in self.root.iterdir() if step_dir.is_dir() and not step_dir.name.startswith(".")
+                      for p in step_dir.glob(f"{TRASH_PREFIX}*") if p.is_dir())
+
+    # --- removal (``artifacts gc``, with the store's lock held exclusively: corpusforge.storage.gc) -----------
+    def published_bytes(self, directory: Path, manifest: Mapping[str, Any]) -> int:
+        """Bytes the artifact takes in the store: every file in its folder, the manifest included."""
+        total = 0
+        for base, _, files in os.walk(directory):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(base, name)).st_size
+                except OSError:
+                    pass
+        return total
+
+    def remove_published(self, directory: Path, manifest: Mapping[str, Any]) -> None:
+        """Remove a published artifact: one rename to a trash name takes it out of every listing at once (a
+        reader finds it whole or not at all), then its reuse record and its files go. A crash leaves the artifact
+        whole, or gone with a trash folder that the next ``artifacts gc`` removes."""
+        if read_manifest(directory) != dict(manifest):
+            raise StoreError(f"{directory} no longer holds artifact {str(manifest.get('id'))[:12]} as listed: "
+                             "not removed")
+        self._trash_local(directory)
+        self._forget(str(manifest["id"]))
+
+    def _trash_local(self, directory: Path) -> None:
+        if not directory.exists():
+            return
+        trash = directory.parent / f"{TRASH_PREFIX}{directory.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        os.rename(directory, trash)
+        _fsync_path(directory.parent, directory=True)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def _forget(self, aid: str) -> None:
+        """Drop the reuse records of a removed artifact."""
+        for record in (self._stats_path(aid), self.root / ".verified" / f"{aid}.objects.json"):
+            record.unlink(missing_ok=True)
 
     def _remove_stale_temps(self, step_dir: Path, aid: str) -> None:
         """Remove temp dirs of writers that died mid-publish.

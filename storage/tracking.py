@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import socket
 import time
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -565,6 +565,7 @@ class Tracker:
         outputs: Mapping[str, str] | None = None,
         bundle_code: bool = False,
         probes: Sequence[Mapping[str, Any] | None] = (None,),
+        input_example: Sequence[str] = ("The",),
     ) -> dict[str, str]:
         """Log a pyfunc model built from directories (no pickle) to ``run_id`` and register a new version.
 
@@ -575,6 +576,9 @@ class Tracker:
         MLflow reserves the alias ``latest`` for itself: ``models:/NAME@latest`` (and ``models:/NAME/latest``)
         always resolve to the newest version, so each new version *is* ``@latest`` without an explicit
         ``set_registered_model_alias`` (which refuses that name).
+
+        ``input_example``: texts saved with the model as its input example (``input_example.json`` and the
+        ``serving_input_example.json`` a scoring server takes), checked against the signature when it is saved.
 
         ``kind`` tags the registered model (``corpusforge.kind``); ``artifact_key`` names the data folder that
         is the artifact itself (default: the first). The result also says which ``loader_module`` and
@@ -622,11 +626,16 @@ class Tracker:
                 (shim / "__init__.py").write_text(_BUNDLE_SHIM.replace("{loader}", loader_module), encoding="utf-8")
                 code_paths, saved_loader = [str(shim)], BUNDLE_PACKAGE
                 requirements = [r for r in requirements if _requirement_name(r) != "corpusforge"]
-            with warnings.catch_warnings():  # the signature above says what goes in: no example is needed
-                warnings.filterwarnings("ignore", message=".*input example was not provided", category=UserWarning)
+            said = logging.getLogger("mlflow.pyfunc")  # its INFO "Validating input example against model signature"
+            level = said.level
+            said.setLevel(logging.WARNING)
+            try:
                 mlflow.pyfunc.save_model(str(model_dir), loader_module=saved_loader, data_path=str(data),
                                          code_paths=code_paths, pip_requirements=requirements, signature=signature,
+                                         input_example=[str(t) for t in input_example],
                                          metadata={k: str(v) for k, v in tags.items()})
+            finally:
+                said.setLevel(level)
             self.client.log_model_artifacts(logged.model_id, str(model_dir))
         self.client.finalize_logged_model(logged.model_id, "READY")
         try:
@@ -898,4 +907,56 @@ def pyfunc_requirements(packages: Sequence[str] = ("corpusforge", "torch", "safe
             out.append(f"{package}=={version(package).split('+')[0]}")
         except PackageNotFoundError:
             out.append(package)
+    return out
+
+
+def _reading_client(store_root: Path, tracking_uri: str):
+    """A client on ``tracking_uri`` for reading (``artifacts gc``); its first contact with the store's sqlite file
+    is serialised like a Tracker's (the constructor may migrate)."""
+    from mlflow import MlflowClient
+
+    _read_schema_head_once()
+    with file_lock(Path(store_root) / ".locks" / "mlflow-init.lock"):
+        return MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+
+
+def _pages(search, **kwargs) -> Iterable[Any]:
+    token = None
+    while True:
+        page = search(**kwargs, page_token=token)
+        yield from page
+        token = getattr(page, "token", None)
+        if not token:
+            return
+
+
+def registry_artifact_versions(store_root: Path, tracking_uri: str) -> dict[str, list[str]]:
+    """Artifact id -> ["NAME vN", ...]: every registered model version whose ``corpusforge.artifact_id`` tag names
+    an artifact (``artifacts gc`` keeps those). Raises whatever MLflow raises when the registry cannot be read."""
+    client = _reading_client(store_root, tracking_uri)
+    found: dict[str, list[str]] = {}
+    for mv in _pages(client.search_model_versions, max_results=1000):
+        aid = (mv.tags or {}).get("corpusforge.artifact_id")
+        if aid:
+            found.setdefault(aid, []).append(f"{mv.name} v{mv.version}")
+    return found
+
+
+def runs_with_artifacts(store_root: Path, tracking_uri: str, artifact_ids: Iterable[str]) -> list[dict[str, str]]:
+    """The runs (every experiment, deleted ones too) whose ``corpusforge.artifact_id`` tag is one of
+    ``artifact_ids``: what ``artifacts gc`` names when it removes those artifacts."""
+    from mlflow.entities import ViewType
+
+    wanted = set(artifact_ids)
+    client = _reading_client(store_root, tracking_uri)
+    experiments = [e.experiment_id for e in _pages(client.search_experiments, view_type=ViewType.ALL)]
+    out = []
+    for start in range(0, len(experiments), 100):
+        for run in _pages(client.search_runs, experiment_ids=experiments[start:start + 100],
+                          filter_string="tags.`corpusforge.artifact_id` != ''", run_view_type=ViewType.ALL,
+                          max_results=1000):
+            aid = run.data.tags.get("corpusforge.artifact_id")
+            if aid in wanted:
+                out.append({"run_id": run.info.run_id, "experiment_id": run.info.experiment_id,
+                            "run_name": run.info.run_name or "", "artifact_id": aid})
     return out

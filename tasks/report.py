@@ -49,12 +49,17 @@ def plot_doc_lengths(docs, path: Path, title: str) -> Path:
     return path
 
 
-def write_data_docs_index(out: Path, shards, manifests: list[dict[str, Any]]) -> Path:
+def write_data_docs_index(out: Path, shards, manifests: list[dict[str, Any]],
+                          accounting: dict[str, Any] | None = None) -> Path:
     """``data_docs.html``: one link per shard to the GX Data Docs built inside that shard's artifact.
 
-    Links are relative, so they keep working when the store directory is moved or copied whole.
+    ``accounting``: the corpus's (the merge's): each shard's read and kept are its sources' counts there, the records
+    the corpus publishes (after the shard's validation quarantine and the deduplication across files), so the page
+    and the corpus give the same numbers; without it, the shard's own. Links are relative, so they keep working when
+    the store directory is moved or copied whole.
     """
     # ``out`` is the temp dir beside the final one, so relative links computed from it stay valid.
+    per_source = (accounting or {}).get("per_source") or {}
     rows = []
     for shard, manifest in zip(shards, manifests):
         docs = manifest.get("data_docs")
@@ -62,6 +67,8 @@ def write_data_docs_index(out: Path, shards, manifests: list[dict[str, Any]]) ->
         names = config.get("sources") or [config["source"]]  # a pack of small files, or one file
         source = html.escape(names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more files")
         acc = manifest["accounting"]
+        if per_source and all(name in per_source for name in names):
+            acc = {key: sum(per_source[name][key] for name in names) for key in ("records_read", "kept")}
         status = "passed" if manifest.get("validation", {}).get("success", True) else "row failures quarantined"
         if docs:
             rel = os.path.relpath(Path(shard.path) / docs, out)
@@ -70,13 +77,18 @@ def write_data_docs_index(out: Path, shards, manifests: list[dict[str, Any]]) ->
             validation = manifest.get("validation", {})
             link = "validation disabled" if validation.get("enabled") is False else "no rows to validate"
         rows.append(
-            f"<tr><td>{source}</td><td>{acc['records_read']}</td><td>{acc['kept']}</td>"
+            f"<tr><td>{source}</td><td>{acc['records_read']:,}</td><td>{acc['kept']:,}</td>"
             f"<td>{html.escape(status)}</td><td>{link}</td></tr>"
         )
+    if per_source:
+        rows.append(f"<tr><th>TOTAL</th><th>{accounting['records_read']:,}</th><th>{accounting['kept']:,}</th>"
+                    "<th></th><th></th></tr>")
     page = (
         "<!doctype html><meta charset='utf-8'><title>corpusforge Data Docs</title>"
         "<h1>Great Expectations Data Docs, one site per shard</h1>"
-        "<table border=1 cellpadding=4><tr><th>source</th><th>read</th><th>kept</th><th>validation</th>"
+        + ("<p>kept: the records the corpus publishes, after validation's quarantine and deduplication (across files "
+           "too); each site shows the rows its shard validated.</p>" if per_source else "")
+        + "<table border=1 cellpadding=4><tr><th>source</th><th>read</th><th>kept</th><th>validation</th>"
         "<th>docs</th></tr>" + "".join(rows) + "</table>"
     )
     path = out / "data_docs.html"

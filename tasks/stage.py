@@ -3,7 +3,7 @@
 The pipeline (run order and upstream wiring), config validation (the pipeline config's typed sections), tracking
 (which files of which step go to MLflow, which models are registered) and the run report (plots) all read these
 declarations from one registry, ``corpusforge.stages.STAGES``. Adding a stage is one package under ``tasks/``
-plus one line there (README: "Adding a stage").
+plus one line there (docs: Internals, "Adding a stage").
 
 Functions are named by import path ("module:function") so that reading the declarations (and validating a
 config) imports no step module: only each stage's leaf ``config.py``.
@@ -78,6 +78,11 @@ class Stage:
     # stage's, applied when the pipeline config is validated (an encoder family adds the mask role its model derives
     # an id from to the run's tokenizer, unless the tokenizer section sets it). None: nothing.
     adjust_upstream: str | None = None
+    # the corpus splits the stage evaluates on: at least one must get documents (a fraction > 0, or a source pinned
+    # to it by corpus.split.by_source), checked on the source names before a run starts (else the corpus and the
+    # steps before this one run first, and this one fails last); ``needs_split_hint`` is how to give one
+    needs_split: tuple[str, ...] = ()
+    needs_split_hint: str = ""
 
     def references(self) -> list[tuple[str, tuple[str, ...]]]:
         """(dotted config field, allowed steps) of each artifact reference its config declares."""

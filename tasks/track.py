@@ -83,6 +83,54 @@ class LiveRuns:
         self.runs.clear()
 
 
+def unregistered(results: Sequence[StepResult], stages: Sequence[Stage], *, tracking: bool,
+                 register: bool) -> list[dict[str, str]]:
+    """The results of a registering stage (``Registers``) that no model was registered for, each with why, in one
+    line: tracking off, ``tracking.register_models`` off, or a family the stage does not register (an encoder lm
+    generates no text). A registration that failed is not here: its entry in ``registered_models`` has ``error``."""
+    registrars = {s.registers.step: s.registers for s in stages if s.registers is not None}
+    out = []
+    for r in results:
+        registers = registrars.get(r.step)
+        if registers is None:
+            continue
+        if not tracking:
+            why = "tracking is off (tracking.enabled: false): nothing goes to MLflow, so no model is registered"
+        elif not register:
+            why = "tracking.register_models is false: the run is tracked but no model is registered"
+        elif not load(registers.wants)(Path(r.path)):
+            why = (f"the {r.step} stage registers {registers.what}, which a model of the {_family(Path(r.path))!r} "
+                   "family is not; it stays in the store (and its MLflow run)")
+        else:
+            continue
+        out.append({"step": r.step, "name": r.name, "id": r.id, "reason": why})
+    return out
+
+
+def _family(artifact_dir: Path) -> str:
+    import json
+
+    try:
+        return str(json.loads((artifact_dir / "config.json").read_text(encoding="utf-8")).get("family"))
+    except (OSError, ValueError):
+        return "unknown"
+
+
+def registered_model_fields(summary: dict[str, Any], step: str) -> dict[str, Any]:
+    """What a training command's JSON says about the registry for its stage's ``step``: ``registered_model`` (the
+    registered version, or null) and ``registered_model_reason`` (null when one is registered; else why not: the
+    stage does not register this model, tracking or registration is off, or registering failed)."""
+    models = [m for m in summary.get("registered_models") or [] if m.get("step", step) == step]
+    model = next((m for m in models if "error" not in m), None)
+    if model is not None:
+        return {"registered_model": model, "registered_model_reason": None}
+    if models:
+        return {"registered_model": None, "registered_model_reason": f"registering failed: {models[0]['error']}"}
+    skipped = [m for m in summary.get("not_registered") or [] if m["step"] == step]
+    why = skipped[-1]["reason"] if skipped else f"no {step} model of this run is registered"
+    return {"registered_model": None, "registered_model_reason": why}
+
+
 def track_results(tracker, parent_run_id, results: Sequence[StepResult], register: bool = True,
                   live: LiveRuns | None = None, stages: Sequence[Stage] = ()) -> dict[str, Any]:
     """Log a nested run per computed step (and register each new lm); return counts for the parent's summary.
@@ -99,6 +147,7 @@ def track_results(tracker, parent_run_id, results: Sequence[StepResult], registe
     lazy = isinstance(parent_run_id, ParentRun)
     if lazy and not tracker.enabled:
         parent_run_id = None
+    tracked = parent_run_id is not None and bool(getattr(tracker, "enabled", False))
     if parent_run_id is not None:
         if computed and lazy:
             parent_run_id = parent_run_id()
@@ -126,7 +175,8 @@ def track_results(tracker, parent_run_id, results: Sequence[StepResult], registe
     if lazy and isinstance(parent_run_id, ParentRun):
         parent_run_id = parent_run_id.run_id
     return {"steps_computed": len(computed), "steps_reused": len(reused),
-            "reused_ids": [r.id for r in reused], "registered_models": registered}
+            "reused_ids": [r.id for r in reused], "registered_models": registered,
+            "not_registered": unregistered(results, stages, tracking=tracked, register=register)}
 
 
 @contextmanager

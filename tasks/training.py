@@ -143,12 +143,29 @@ def fit(model: Any, objective: Any, train_cfg: Any, scratch: Path,
 
     record = MetricsLog(on_metrics)
     ckpt = Path(scratch) / "checkpoint.safetensors"
+    resume = ckpt if ckpt.is_file() else None
+    if resume is not None:  # said before the replayed curve (the earlier run's reports, up to its checkpoint)
+        from corpusforge.models.checkpoint import checkpoint_meta
+
+        note(on_metrics, f"resuming from step {checkpoint_meta(resume)['step']} of {train_cfg.max_iters}: the "
+                         f"checkpoint a stopped run of this step left in {ckpt.parent}")
     started = time.perf_counter()
-    result = train(model, objective, train_cfg, on_metrics=record, checkpoint_path=ckpt,
-                   resume_from=ckpt if ckpt.is_file() else None)
+    result = train(model, objective, train_cfg, on_metrics=record, checkpoint_path=ckpt, resume_from=resume)
     seconds = time.perf_counter() - started
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
     return result, record, metrics, seconds
+
+
+def note(on_metrics: Report | None, message: str) -> None:
+    """Say ``message`` where the training's reports go: the reporter of :func:`training_report` (the task log, which
+    the terminal shows too) when ``on_metrics`` is one, else the ``corpusforge`` logger."""
+    say = getattr(on_metrics, "note", None)
+    if callable(say):
+        say(message)
+    else:
+        import logging
+
+        logging.getLogger("corpusforge").info(message)
 
 
 def plot_loss_curve(history: list[dict[str, Any]], path: Path, title: str = "") -> None:
@@ -206,7 +223,8 @@ def training_progress(description: str, total: int) -> Iterator[Report]:
 @contextlib.contextmanager
 def training_report(description: str, total: int, logger, forward: Report | None = None) -> Iterator[Report]:
     """A training task's reporter: the progress bar, one log line per evaluation and per logged step, and the
-    caller's callback (the flow's live MLflow run)."""
+    caller's callback (the flow's live MLflow run). Its ``note(message)`` logs what is not a metric (:func:`fit`'s
+    "resuming from step 400")."""
 
     def log(step: int, metrics: dict[str, float]) -> None:
         if "val_loss" in metrics:
@@ -223,4 +241,5 @@ def training_report(description: str, total: int, logger, forward: Report | None
             if forward:
                 forward(step, metrics)
 
+        report.note = logger.info  # type: ignore[attr-defined] - what fit says that is no metric ("resuming ...")
         yield report

@@ -21,7 +21,9 @@ app = typer.Typer(
 
 
 def main() -> None:
-    app()
+    # the name usage lines and "Try 'corpusforge --help'" show. click guesses it from how the process started,
+    # which in the warm local server (python -m corpusforge.cli.server_main) is "python -m corpusforge.cli..."
+    app(prog_name="corpusforge")
 
 
 def _version_callback(value: bool) -> None:

@@ -26,6 +26,7 @@ from corpusforge.cli.common import (  # noqa: E402
     SetOpt,
     StoreOpt,
     _fail,
+    _files_exist,
     _find_step_artifact,
     _print_result,
     _run_flow,
@@ -67,13 +68,12 @@ def train(
 
     --set keys address the classify section by default (train.max_iters=500, model.pooling=mean, finetune=head);
     prefix corpus., tokenizer., embeddings., runner. or tracking. to reach the other sections. A newly trained model is
-    registered in MLflow under its name as a pyfunc that returns labels and probabilities (`registered_model`).
+    registered in MLflow under its name as a pyfunc that returns labels and probabilities (`registered_model`;
+    null with `registered_model_reason` when none is).
     """
     from corpusforge.tasks.config import ConfigError
 
-    for path in (train_file, valid, test):
-        if path is not None and not path.is_file():
-            _fail(f"{path}: no such file", 2)
+    _files_exist(train_file, valid, test)
     try:
         config = train_config(train_file, preset, valid, test, init, set_ or [], text_column, label_column)
     except ConfigError as exc:
@@ -81,10 +81,12 @@ def train(
     summary = _run_flow(config, _store(store), Path.cwd(), as_json)
     model = summary["stages"]["classify"]
     steps = {s["step"]: s for s in summary["steps"] if s["step"] != "corpus_shard"}
+    from corpusforge.tasks.track import registered_model_fields
+
     payload = {"id": model["id"], "path": model["path"], "name": model["name"], "reused": model["reused"],
                "metrics": model.get("metrics") or {}, "preset": preset,
                "accounting": (summary.get("corpus") or {}).get("accounting"),
-               "registered_model": next(iter(summary.get("registered_models") or []), None),
+               **registered_model_fields(summary, "classify"),
                "steps": {step: s["id"] for step, s in steps.items()}}
     _print_result(summary, as_json, payload)
 

@@ -85,9 +85,9 @@ err = _console(stderr=True)
 
 StoreOpt = Annotated[  # a str: Path would fold s3://bucket into s3:/bucket
     Optional[str],
-    typer.Option("--store", metavar="PATH|URL",
-                 help="Artifact store: a directory, or s3://bucket/prefix (README 'Object storage'; needs "
-                      "corpusforge[s3]). Default: $CORPUSFORGE_STORE, else ./.corpusforge"),
+    typer.Option("--store", metavar="PATH|URL",  # "\\[s3]": help is rich markup, where [s3] is a tag (dropped)
+                 help="Artifact store: a directory, or s3://bucket/prefix (docs: Operations, 'Object storage'; needs "
+                      "corpusforge\\[s3]). Default: $CORPUSFORGE_STORE, else ./.corpusforge"),
 ]
 SetOpt = Annotated[
     Optional[list[str]],
@@ -96,7 +96,7 @@ SetOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON as the last stdout line (strict: a "
                                                       "NaN or infinite number is null, and a 'notes' entry says so).")]
 
-# What the readers take today (storage/formats.py; README "The corpus stage"), for every command that reads sources.
+# What the readers take today (storage/formats.py; docs: User guide, "Corpus"), for every command that reads sources.
 SOURCES_HELP = ("Files or directories (read recursively, in sorted order): .txt/.md, .jsonl, .json, .csv/.tsv, "
                 ".parquet, each optionally compressed as .gz, .bz2, .xz or .zst.")
 
@@ -119,6 +119,15 @@ def _fail(message: str, code: int) -> None:
 
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)  # 'corpusforge[hf]' is no markup tag
     raise typer.Exit(code)
+
+
+def _files_exist(*given: Path | tuple[Path, ...] | None) -> None:
+    """Each given file (a path, a pair of paths, or None: not given) must be a file: else one line and exit 2,
+    before any work (the train commands' data files, --valid and --test)."""
+    for item in given:
+        for path in item if isinstance(item, tuple) else (item,):
+            if path is not None and not Path(path).is_file():
+                _fail(f"{path}: {'a directory, not a file' if Path(path).is_dir() else 'no such file'}", 2)
 
 
 def _store(store: Optional[str | Path]) -> Path:

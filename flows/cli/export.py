@@ -2,7 +2,8 @@
 today a corpus as a Hugging Face ``datasets`` folder (hf-datasets).
 
 Reads the store only (no Prefect, no MLflow): the artifact's files are checked against their digests, then
-written with ``datasets`` (``DatasetDict.save_to_disk``), so ``datasets.load_from_disk(OUT)`` opens it.
+written with ``datasets`` (``DatasetDict.save_to_disk``), so ``datasets.load_from_disk(OUT)`` and
+``datasets.load_dataset(OUT)`` open it (one schema for every split).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ def export(
     artifact_id: Annotated[str, typer.Argument(metavar="ID", help="Corpus artifact id or a unique prefix.")],
     output: Annotated[Path, typer.Argument(metavar="OUT", help="New (or empty) folder to write.")],
     fmt: Annotated[str, typer.Option("--format", callback=_check_format,
-                                     help="Output format, as the stages declare them: hf-datasets (a corpus as a "
-                                          "folder that datasets.load_from_disk opens).")] = "hf-datasets",
+                                     help="Output format, as the stages declare them: hf-datasets (a corpus as "
+                                          "a folder that datasets.load_from_disk and load_dataset open)."
+                                     )] = "hf-datasets",
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -61,12 +61,14 @@ def finetune(
     summary = _run_flow(config, _store(store), Path.cwd(), as_json)
     model = summary["stages"]["post_training"]
     steps = {s["step"]: s for s in summary["steps"] if s["step"] != "corpus_shard"}
+    from corpusforge.tasks.track import registered_model_fields
+
     payload = {"id": model["id"], "path": model["path"], "name": model["name"], "reused": model["reused"],
                "method": config["post_training"].get("method"), "parent": parent,
                "parent_id": config["post_training"]["init"],
                "metrics": model.get("metrics") or {},
                "accounting": (summary.get("corpus") or {}).get("accounting"),
-               "registered_model": next(iter(summary.get("registered_models") or []), None),
+               **registered_model_fields(summary, "post_training"),
                "steps": {step: s["id"] for step, s in steps.items()}}
     _print_result(summary, as_json, payload)
 

@@ -34,6 +34,7 @@ from corpusforge.cli.common import (  # noqa: E402,E501
     SetOpt,
     StoreOpt,
     _fail,
+    _files_exist,
     _print_result,
     _run_flow,
     _store,
@@ -51,6 +52,11 @@ def train(
                                         help=f"One of {', '.join(preset_names())} (shipped with the package: "
                                              "configs/lm/NAME.yaml in the repository), or the path to a YAML of "
                                              "that shape.")],
+    valid: Annotated[Optional[Path], typer.Option("--valid", metavar="FILE", help=(
+        "Held-out text the LM is evaluated on while it trains (else the preset's: a held-out fraction, or for the "
+        "ptb-* presets a source named like ptb.valid.txt)."))] = None,
+    test: Annotated[Optional[Path], typer.Option("--test", metavar="FILE", help=(
+        "Held-out text the LM is scored on after training (else the preset's, as for --valid)."))] = None,
     set_: SetOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
@@ -59,19 +65,23 @@ def train(
 
     --set keys address the lm section by default (train.max_iters=200, model.n_layer=2, family=encoder);
     prefix corpus., tokenizer., runner. or tracking. to reach the other sections. A newly trained model is
-    registered in MLflow under its lm name (models:/NAME@latest); the JSON result has `registered_model`.
+    registered in MLflow under its lm name (models:/NAME@latest); the JSON result has `registered_model`
+    (null with `registered_model_reason` when none is: an encoder generates no text, tracking is off, ...).
     """
     from corpusforge.tasks.config import ConfigError
 
+    _files_exist(valid, test)
     try:
-        config = train_config(sources, preset, set_ or [])
+        config = train_config(sources, preset, set_ or [], valid, test)
     except ConfigError as exc:
         _fail(str(exc), 2)
     summary = _run_flow(config, _store(store), Path.cwd(), as_json)
     lm = summary["stages"]["lm"]
+    from corpusforge.tasks.track import registered_model_fields
+
     payload = {"id": lm["id"], "path": lm["path"], "name": lm["name"], "reused": lm["reused"],
                "metrics": lm["metrics"], "preset": preset,
-               "registered_model": next(iter(summary.get("registered_models") or []), None),
+               **registered_model_fields(summary, "lm"),
                "steps": {s["step"]: s["id"] for s in summary["steps"] if s["step"] != "corpus_shard"}}
     sample = next((s for s in summary["steps"] if s["step"] == "lm_sample"), None)
     if sample is not None:  # the lm_sample artifact (lm.sample is not part of the lm's id)
@@ -149,26 +159,36 @@ def generate(
     sys.stdout.write(prompt + text + "\n")
 
 
+def inspect_dir(store_root: Path, lm_id: str, prompt: str) -> Path:
+    """Where ``lm inspect`` draws without --out: under the store (never the current directory), one folder per
+    model and prompt, so another prompt does not overwrite the last one's heatmaps."""
+    import hashlib
+
+    return Path(store_root).resolve() / "inspect" / f"lm-{lm_id[:12]}-{hashlib.sha256(prompt.encode()).hexdigest()[:8]}"
+
+
 @app.command("inspect")
 def inspect(
     artifact_id: Annotated[str, typer.Argument(metavar="ID", help="lm artifact id or a unique prefix.")],
     prompt: Annotated[str, typer.Option("--prompt", help="Text to look at.")],
     top_k: Annotated[int, typer.Option("--top-k", min=1, help="Rows of the next-token table.")] = 10,
-    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where the heatmap PNGs go (default ./lm-inspect-ID).")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Where the heatmap PNGs go (default: a folder "
+                                                                  "under the store, STORE/inspect/lm-ID-PROMPT, "
+                                                                  "printed).")] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Attention heatmaps per layer and head (PNG) and the top-k next tokens for PROMPT."""
     from corpusforge.tasks.lm.inference import inspect_lm
 
-    path = _find_lm(artifact_id, store).path
-    target = out_dir or Path.cwd() / f"lm-inspect-{artifact_id[:12]}"
+    found = _find_lm(artifact_id, store)
+    target = out_dir or inspect_dir(_store(store), found.manifest["id"], prompt)
     try:
-        report = inspect_lm(path, prompt, target, top_k)
+        report = inspect_lm(found.path, prompt, target, top_k)
     except ValueError as exc:
         _fail(str(exc), 2)
     if as_json:
-        print_json(report, ensure_ascii=False)
+        print_json({**report, "out_dir": str(target)}, ensure_ascii=False)
         return
     from rich.table import Table
 
@@ -181,7 +201,7 @@ def inspect(
     out.print(table)
     if report["heatmaps"]:
         for f in report["heatmaps"]:
-            out.print(f"attention heatmap: {f}")
+            out.print(f"attention heatmap: {f}", highlight=False)
     else:
         err.print(f"a {report['family']} model has no attention to draw; only the table is shown")
 
@@ -253,3 +273,43 @@ def export(
         out.print(f"note: {note}", soft_wrap=True, highlight=False)
     out.print(f"open it with: transformers.AutoModelForCausalLM.from_pretrained({str(output)!r}) and "
               f"AutoTokenizer.from_pretrained({str(output)!r})", soft_wrap=True, highlight=False)
+
+
+@app.command("evaluate")
+def evaluate(
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="lm, post_training or lora_merge artifact id (or a "
+                                                                  "unique prefix).")],
+    files: Annotated[list[str], typer.Argument(  # str: the JSON's keys are the paths as given
+        metavar="FILES...", help="Text files to score.")],
+    documents: Annotated[Optional[str], typer.Option(
+        "--documents", metavar="line|paragraph|file",
+        help="How a file is cut into documents (each followed by the end-of-text token); default: as the model's "
+             "training corpus read its files.")] = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Perplexity of a trained LM on FILES, encoded with its own tokenizer (beside `ngram evaluate`).
+
+    Scored as the lm stage scores its valid/test split: the figure it reported for a held-out file is the one
+    this gives for that file. Per file: documents, tokens (predictions scored), nll (mean, nats), perplexity.
+    """
+    from corpusforge.api import _lm_evaluate
+
+    for given in files:
+        if not Path(given).is_file():
+            _fail(f"no such file: {given}", 2)
+    _find_lm(artifact_id, store, MODEL_STEPS)  # an unknown id or another kind of artifact: exit 2
+    from corpusforge.storage.store import TamperedArtifact
+
+    try:
+        report = _lm_evaluate(artifact_id, files, _store(store), documents)
+    except TamperedArtifact as exc:
+        _fail(str(exc), 1)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    if as_json:
+        print_json(report)
+        return
+    for path, r in report["results"].items():
+        out.print(f"{path}: perplexity {r['perplexity']:.4f} (nll {r['nll']:.4f} nats/token), {r['documents']:,} "
+                  f"documents, {r['tokens']:,} scored tokens", soft_wrap=True, highlight=False)

@@ -54,6 +54,10 @@ def estimate(
     eval_files: Annotated[Optional[list[str]], typer.Option(  # str: the JSON's keys are the paths as given
         "--eval", metavar="FILE", help="Evaluation text file (repeatable).")] = None,
     arpa: Annotated[Optional[Path], typer.Option("--arpa", help="Write the model as ARPA here (.gz: gzipped).")] = None,
+    prune: Annotated[Optional[str], typer.Option(
+        "--prune", metavar="T1,T2,...",
+        help="lmplz's --prune (Kneser-Ney): count thresholds per order, e.g. 0,0,1 drops the trigrams and higher "
+             "seen once; the first is 0, non-decreasing, the last applies to the higher orders.")] = None,
     set_: SetOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
@@ -81,13 +85,16 @@ def estimate(
         data = ngram_config([str(s) for s in sources], order, smoothing, k, evals, set_ or [])
     except ConfigError as exc:
         _fail(str(exc), 2)
+    if prune is not None:
+        data["ngram"]["prune"] = _thresholds(prune)
     summary = _run_flow(data, _store(store), Path.cwd(), as_json)
     result = summary["stages"]["ngram"]
     stats = json.loads((Path(result["path"]) / "stats.json").read_text(encoding="utf-8"))
-    by_source = {e["source"]: e for e in stats["evaluations"].values()}
+    # the i-th --eval file is the artifact's "eval{i}_<stem>" evaluation (it records the file's name, not its path)
+    by_index = {k.split("_", 1)[0]: e for k, e in stats["evaluations"].items() if k.startswith("eval")}
     perplexity, perplexity_wo, oov = {}, {}, {}
-    for key, path in zip(given, evals):  # keyed by the path as the user typed it
-        e = by_source.get(str(path.resolve()))
+    for i, key in enumerate(given):  # keyed by the path as the user typed it
+        e = by_index.get(f"eval{i}")
         if e is None:
             continue
         perplexity[key] = _number(e["perplexity"])
@@ -107,7 +114,8 @@ def estimate(
 
             arpa_written = str(write_arpa(load_ngram_model(result["path"]), arpa))
     payload = {"id": result["id"], "path": result["path"], "reused": result["reused"], "order": order,
-               "smoothing": smoothing, "scores_are_probabilities": smoothing != "stupid-backoff",
+               "smoothing": smoothing, "prune": list(data["ngram"].get("prune") or []),
+               "scores_are_probabilities": smoothing != "stupid-backoff",
                "perplexity": perplexity, "perplexity_without_oov": perplexity_wo, "oov": oov,
                "sentences": stats["summary"]["sentences"], "tokens": stats["summary"]["tokens"],
                "arpa": arpa_written, "metrics": result["metrics"]}
@@ -123,6 +131,14 @@ def estimate(
         out.print(f"  {path}: perplexity {ppl:.4f} (without OOVs {perplexity_wo[path]:.4f}), OOVs {oov[path]}")
     if arpa_written:
         out.print(f"  ARPA: {arpa_written}")
+
+
+def _thresholds(text: str) -> list[int]:
+    """--prune's value: integers separated by commas or spaces ("0,0,1", "0 0 1"); checked by the config."""
+    parts = text.replace(",", " ").split()
+    if not parts or not all(p.isdigit() for p in parts):
+        _fail(f"--prune: {text!r} is not a list of counts >= 0 like 0,0,1", 2)
+    return [int(p) for p in parts]
 
 
 def _why(method: str) -> dict[str, str]:

@@ -85,8 +85,9 @@ def schedule(
 ) -> None:
     """Register CONFIG as a Prefect deployment on a cron schedule and serve it (Ctrl-C stops serving).
 
-    Needs a running Prefect server (PREFECT_API_URL). Each run re-reads the sources, so only new or
-    changed files are recomputed.
+    The deployment and its runs live on the store's own Prefect server (its local server, started if needed and
+    kept running while this serves), or with PREFECT_API_URL set on that server instead. Each run re-reads the
+    sources, so only new or changed files are recomputed.
     """
     from corpusforge.schedule import serve_schedule
 
@@ -95,8 +96,11 @@ def schedule(
 
 def ui(
     store: StoreOpt = None,
-    prefect_port: Annotated[int, typer.Option(min=1, max=65535, help="Port for the Prefect UI.")] = 4200,
-    mlflow_port: Annotated[int, typer.Option(min=1, max=65535, help="Port for the MLflow UI.")] = 5000,
+    prefect_port: Annotated[Optional[int], typer.Option(
+        min=1, max=65535, help="Port for the Prefect UI (default: 4200, or a free port when 4200 is taken).")] = None,
+    mlflow_port: Annotated[Optional[int], typer.Option(
+        min=1, max=65535, help="Port for the MLflow UI; a taken port is an error (default: the port this store's "
+                               "MLflow UI had last, else 5000, else a free port).")] = None,
     host: Annotated[str, typer.Option(help="Bind address; keep 127.0.0.1 unless you know why.")] = "127.0.0.1",
 ) -> None:
     """Start the Prefect server and the MLflow UI for this store on 127.0.0.1; print their URLs and Data Docs."""

@@ -24,6 +24,7 @@ from corpusforge.cli.common import (  # noqa: E402
     SetOpt,
     StoreOpt,
     _fail,
+    _files_exist,
     _print_result,
     _run_flow,
     _store,
@@ -34,13 +35,6 @@ from corpusforge.cli.common import (  # noqa: E402
 PairOpt = tuple[Path, Path]
 BeamOpt = Annotated[Optional[int], typer.Option("--beam", min=1, help="Beam size (1: greedy). Default: 5, "
                                                                       "seq2seq.decode's default (length penalty 0.6).")]
-
-
-def _pairs_exist(*pairs: Optional[PairOpt]) -> None:
-    for pair in pairs:
-        for path in pair or ():
-            if not path.exists():
-                _fail(f"{path}: no such file", 2)
 
 
 @app.command("train")
@@ -64,11 +58,12 @@ def train(
 
     --set keys address the seq2seq section by default (train.max_iters=200, model.attention=luong-dot, decode.beam=1,
     direction=both); prefix corpus., tokenizer., runner. or tracking. to reach the other sections. A newly trained
-    model is registered in MLflow under its name as a pyfunc that translates; the JSON result has `registered_model`.
+    model is registered in MLflow under its name as a pyfunc that translates; the JSON result has `registered_model`
+    (null with `registered_model_reason` when none is).
     """
     from corpusforge.tasks.config import ConfigError
 
-    _pairs_exist((src_file, tgt_file), valid, test)
+    _files_exist((src_file, tgt_file), valid, test)
     try:
         config = train_config(src_file, tgt_file, preset, valid, test, set_ or [])
     except ConfigError as exc:
@@ -77,11 +72,13 @@ def train(
     model = summary["stages"]["seq2seq"]
     steps = {s["step"]: s for s in summary["steps"] if s["step"] != "corpus_shard"}
     evaluation = _manifest(steps["seq2seq_eval"]["path"]) if "seq2seq_eval" in steps else {}
+    from corpusforge.tasks.track import registered_model_fields
+
     payload = {"id": model["id"], "path": model["path"], "name": model["name"], "reused": model["reused"],
                "metrics": {**(model.get("metrics") or {}), **(evaluation.get("metrics") or {})},
                "evaluation": evaluation.get("id"), "preset": preset,
                "accounting": (summary.get("corpus") or {}).get("accounting"),
-               "registered_model": next(iter(summary.get("registered_models") or []), None),
+               **registered_model_fields(summary, "seq2seq"),
                "steps": {step: s["id"] for step, s in steps.items()}}
     _print_result(summary, as_json, payload)
 

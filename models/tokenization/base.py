@@ -119,7 +119,13 @@ class Tokenizer:
         return template(self.roles)
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        """The text of ``ids``. ``skip_special_tokens`` leaves out every special token but the unknown one:
+        ``<unk>`` stands for text that was there (PTB writes it literally), so it is given back, never dropped."""
         raise NotImplementedError
+
+    def skipped_special_ids(self) -> set[int]:
+        """The ids ``decode(..., skip_special_tokens=True)`` leaves out: every special token's but ``unk``'s."""
+        return {i for t, i in self.special_tokens.items() if t != self.unk_token}
 
     def tokenize(self, text: str) -> list[str]:
         """The token strings of ``text`` (what ``encode`` returns, as text)."""

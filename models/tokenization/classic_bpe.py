@@ -291,9 +291,13 @@ class ClassicBPETokenizer(Tokenizer):
         return out
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-        specials = set(self.special_token_list()) if skip_special_tokens else set()
-        toks = [self.inverse[i] for i in ids if self.inverse.get(i) is not None and self.inverse[i] not in specials]
-        # same rule as tokenizers' BPEDecoder(suffix="</w>"): the suffix is a space, except on the last token
+        """``skip_special_tokens`` leaves out every special token but ``<unk>`` (tokenizers' skip_special_tokens, in
+        the export, drops it too). The rule of tokenizers' BPEDecoder(suffix="</w>"): the suffix is a space, except
+        on the last token; a special token has no suffix, so it joins what follows up to the next ``</w>``: an
+        unknown character is decoded inside its word (``Z<unk>bra``), and a special written in the text as a word
+        of its own (PTB's ``<unk>``) before the next word, as the export decodes it (``a <unk>b``)."""
+        skipped = set(self.special_token_list()) - {self.unk_token} if skip_special_tokens else set()
+        toks = [self.inverse[i] for i in ids if self.inverse.get(i) is not None and self.inverse[i] not in skipped]
         last = len(toks) - 1
         return "".join(t.replace(END, "" if i == last else " ") for i, t in enumerate(toks))
 

@@ -147,7 +147,12 @@ class HFTokenizer(Tokenizer):
         return self.hf.encode(text, add_special_tokens=False).tokens
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-        return self.hf.decode(list(ids), skip_special_tokens=skip_special_tokens)
+        """``tokenizers``' decode, except that ``<unk>`` is kept (tokenizers' own skip_special_tokens drops it)."""
+        ids = list(ids)
+        if skip_special_tokens:
+            skipped = self.skipped_special_ids()
+            ids = [i for i in ids if i not in skipped]
+        return self.hf.decode(ids, skip_special_tokens=False)
 
     def id_to_token(self, token_id: int) -> str:
         return self.hf.id_to_token(token_id)

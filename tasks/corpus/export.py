@@ -1,11 +1,15 @@
 """Export a corpus artifact to a Hugging Face ``datasets`` folder (``corpusforge export ID --format hf-datasets``),
 declared on the corpus step (tasks/corpus/__init__.py, ``exports``).
 
-The folder is what ``DatasetDict.save_to_disk`` writes, so ``datasets.load_from_disk(OUT)`` opens it. Splits
-take the names that library uses (``train``, ``validation``, ``test``; empty splits are left out), and each
-record's ``meta`` (stored as a JSON string in our Parquet) becomes a struct column, so ``ds[0]["meta"]["id"]``
-works. When the records' meta values do not share one type per key (say ``"n": 1`` and ``"n": "x"``), Arrow
-cannot make one struct of them: ``meta`` then stays a JSON string, and the summary and the card say so.
+The folder is what ``DatasetDict.save_to_disk`` writes, so ``datasets.load_from_disk(OUT)`` opens it, and
+``datasets.load_dataset(OUT)`` too (the card's ``configs`` name each split's Arrow files). Splits take the names
+that library uses (``train``, ``validation``, ``test``; empty splits are left out), and each record's ``meta``
+(stored as a JSON string in our Parquet) becomes a struct column, so ``ds[0]["meta"]["id"]`` works. Every split
+has the same schema (``load_dataset`` and ``concatenate_datasets`` need it): the struct's type is inferred from
+the records of all splits at once, so it has every key any record has (None where a record lacks it), also in a
+split whose records carry no meta at all. When the records' meta values do not share one type per key (say
+``"n": 1`` and ``"n": "x"``), or a struct would have no field (which Parquet cannot store), ``meta`` is a JSON
+string in every split, and the summary and the card say so.
 
 The artifact's files are checked against their recorded digests before anything is read, and the folder
 gets a dataset card (``README.md``) naming the artifact, its inputs, its accounting and the licence note.
@@ -25,27 +29,37 @@ from corpusforge.tasks.stage import ExportError
 HF_SPLITS = {"train": "train", "valid": "validation", "test": "test"}
 
 
-def _meta_column(values: list[str | None]):
-    """(pyarrow array, how) for the JSON-string meta values: a struct when Arrow can type it, else strings."""
+def _storable(kind) -> bool:
+    """Whether Parquet (and so ``Dataset.to_parquet``) can hold the Arrow type: no struct without fields."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(kind):
+        return kind.num_fields > 0 and all(_storable(kind.field(i).type) for i in range(kind.num_fields))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _storable(kind.value_type)
+    return True
+
+
+def _meta_type(values: list[Any]):
+    """(one Arrow type for the parsed meta values of every split, how): a struct with every key any record has
+    when Arrow can type them together ("struct"), else strings ("json-string"); strings when there is no meta
+    ("none")."""
     import pyarrow as pa
 
     if all(v is None for v in values):
-        return pa.array(values, type=pa.string()), "none"
+        return pa.string(), "none"
     try:
-        return pa.array([None if v is None else json.loads(v) for v in values]), "struct"
+        kind = pa.array(values).type
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
-        return pa.array(values, type=pa.string()), "json-string"
+        return pa.string(), "json-string"
+    return (kind, "struct") if pa.types.is_struct(kind) and _storable(kind) else (pa.string(), "json-string")
 
 
-def _split_table(path: Path, meta_how: list[str]):
+def _read_split(path: Path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = pq.read_table(path)
-    if "meta" in table.column_names:
-        column, how = _meta_column(table.column("meta").to_pylist())
-        meta_how.append(how)
-        table = table.set_column(table.column_names.index("meta"), "meta", column)
     # large_string -> string: what datasets' own loaders produce (and smaller offsets)
     fields = [pa.field(f.name, pa.string()) if pa.types.is_large_string(f.type) else f for f in table.schema]
     return table.cast(pa.schema(fields))
@@ -64,31 +78,30 @@ def export_hf_datasets(artifact_dir: Path, manifest: dict[str, Any], out: Path) 
     except ImportError:
         raise ExportError("export --format hf-datasets needs the datasets library: "
                           "pip install 'corpusforge[hf]'") from None
-    meta_how: list[str] = []
-    splits = {}
-    rows = {}
+    tables = {}
     for ours, theirs in HF_SPLITS.items():
         path = artifact_dir / f"{ours}.parquet"
-        if not path.is_file():
-            continue
-        table = _split_table(path, meta_how)
-        if table.num_rows == 0:
-            continue
-        splits[theirs] = datasets.Dataset(datasets.table.InMemoryTable(table))
-        rows[theirs] = table.num_rows
-    if not splits:
+        if path.is_file() and (table := _read_split(path)).num_rows:
+            tables[theirs] = table
+    if not tables:
         raise ExportError(f"corpus {manifest['id'][:12]} holds no document to export")
-    meta = "json-string" if "json-string" in meta_how else ("struct" if "struct" in meta_how else "none")
-    if meta == "json-string":  # one type for every split: strings everywhere
-        import pyarrow as pa
+    # One schema for every split: meta's type comes from the records of all splits together.
+    import pyarrow as pa
 
-        for name, ds in splits.items():
-            table = ds.data.table
-            if pa.types.is_struct(table.schema.field("meta").type):
-                values = [None if v is None else json.dumps(v, ensure_ascii=False, sort_keys=True)
-                          for v in table.column("meta").to_pylist()]
-                table = table.set_column(table.column_names.index("meta"), "meta", pa.array(values, pa.string()))
-                splits[name] = datasets.Dataset(datasets.table.InMemoryTable(table))
+    texts = {name: t.column("meta").to_pylist() for name, t in tables.items() if "meta" in t.column_names}
+    parsed = {name: [None if v is None else json.loads(v) for v in values] for name, values in texts.items()}
+    kind, meta = _meta_type([v for values in parsed.values() for v in values])
+    for name, values in (texts if pa.types.is_string(kind) else parsed).items():
+        table = tables[name]
+        tables[name] = table.set_column(table.column_names.index("meta"), "meta", pa.array(values, type=kind))
+    splits = {}
+    schema = next(iter(tables.values())).schema
+    for name, table in tables.items():
+        if not table.schema.equals(schema):
+            raise ExportError(f"corpus {manifest['id'][:12]}: split {name} has columns {table.schema.names}, "
+                              f"not {schema.names} as the others")
+        splits[name] = datasets.Dataset(datasets.table.InMemoryTable(table))
+    rows = {name: table.num_rows for name, table in tables.items()}
     # Written next to OUT and renamed into place, so an interrupted export leaves no half folder at OUT.
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"

@@ -18,7 +18,7 @@ from typing import Any
 
 from corpusforge.storage.aligned import aligned_file
 from corpusforge.storage.readers import SourceError, discover_sources
-from corpusforge.storage.store import ArtifactStore, read_manifest
+from corpusforge.storage.store import ArtifactStore, read_manifest, resolve_recorded, store_relative
 from corpusforge.tasks.config import ConfigError, identity
 from corpusforge.tasks.corpus.accounting import accounting_from_counts
 from corpusforge.tasks.corpus.config import AlignedSource, CorpusConfig, corpus_config_from_dict
@@ -233,7 +233,7 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
 
     plot_doc_lengths(kept.lengths, out / "doc_lengths.png", title=f"{cfg.name}: document length")
     plot_reasons(accounting, out / "reasons.png", title=f"{cfg.name}: records not kept, by reason")
-    write_data_docs_index(out, shards, manifests)
+    write_data_docs_index(out, shards, manifests, accounting)
     metrics: dict[str, Any] = {"docs": kept.docs, "chars": kept.chars, "words": kept.words,
                                "sources": len(records_read)}
     for split in SPLITS:
@@ -250,7 +250,7 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
         "drop_examples": examples,
         "report": "report.md",
         "metrics": metrics,
-        "shards": [_shard_entry(s, m) for s, m in zip(shards, manifests)],
+        "shards": [_shard_entry(s, m, Path(out).resolve().parent.parent) for s, m in zip(shards, manifests)],
         "data_docs": "data_docs.html",
         "splits": {split: f"{split}.parquet" for split in SPLITS},
         **({"named_fields": {"text": list(text_columns), "labels": list(labels)}} if spec is not None else {}),
@@ -287,11 +287,20 @@ def _labels_markdown(counts: dict[str, dict[str, dict[str, int]]]) -> str:
     return "\n".join(lines)
 
 
-def _shard_entry(shard: StepResult, manifest: dict[str, Any]) -> dict[str, Any]:
+def _shard_entry(shard: StepResult, manifest: dict[str, Any], root: Path) -> dict[str, Any]:
     """The merge manifest's line for a shard: its id and path, its first source (``source``, as when every
-    shard was one file) and, for a pack of several files, all of them (``sources``)."""
+    shard was one file) and, for a pack of several files, all of them (``sources``). The path is store-relative
+    (``corpus_shard/<dir>``; :func:`shard_dirs` resolves it, older absolute ones too), so a moved or copied store
+    finds its shards and the manifest holds no machine-specific path."""
     names = shard_sources(manifest)
-    return {"id": shard.id, "source": names[0], **({"sources": names} if len(names) > 1 else {}), "path": shard.path}
+    return {"id": shard.id, "source": names[0], **({"sources": names} if len(names) > 1 else {}),
+            "path": store_relative(shard.path, root)}
+
+
+def shard_dirs(corpus_dir: str | os.PathLike[str], manifest: dict[str, Any]) -> list[Path]:
+    """The folders of a corpus's shards, in corpus order, as its manifest records them (store-relative, or
+    absolute in corpora built before issue 35), found in the corpus's own store."""
+    return [resolve_recorded(entry["path"], Path(corpus_dir)) for entry in manifest.get("shards", [])]
 
 
 def _rows(path: Path) -> int:

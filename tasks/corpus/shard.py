@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,13 +103,28 @@ def aligned_ref(files: dict[str, SourceRef]) -> SourceRef:
                               for key, ref in files.items()})
 
 
+def recorded_source_path(path: str) -> str:
+    """Where a shard's manifest says a source file was read: relative to the working directory when the file lies
+    under it (``data/a.txt``, as a project run from its own folder names it: the same in every checkout), else
+    its absolute path (a file outside the project has no other honest name). Informational only: a shard's id
+    is made of its sources' digests and names, never of this path, and nothing reads the file back from it."""
+    cwd = os.getcwd()
+    if cwd == os.sep:
+        return os.path.abspath(path)
+    for here, there in ((cwd, os.path.abspath(path)), (os.path.realpath(cwd), os.path.realpath(path))):
+        if there.startswith(here.rstrip(os.sep) + os.sep):
+            return Path(os.path.relpath(there, here)).as_posix()
+    return os.path.abspath(path)
+
+
 def source_inputs(ref: SourceRef) -> list[dict[str, Any]]:
     """A shard's input entries for one source: the file, or each of its line-aligned files (the key it is read
-    as in ``field``); their digests make the shard's id."""
+    as in ``field``); their digests make the shard's id (the path is :func:`recorded_source_path`)."""
     if ref.aligned is None:
-        return [{"id": ref.digest, "kind": "source", "name": ref.name, "path": ref.path, "size": ref.size}]
-    return [{"id": f["digest"], "kind": "source", "name": f["name"], "path": f["path"], "size": f["size"],
-             "field": key} for key, f in ref.aligned.items()]
+        return [{"id": ref.digest, "kind": "source", "name": ref.name, "path": recorded_source_path(ref.path),
+                 "size": ref.size}]
+    return [{"id": f["digest"], "kind": "source", "name": f["name"], "path": recorded_source_path(f["path"]),
+             "size": f["size"], "field": key} for key, f in ref.aligned.items()]
 
 
 # Packing (see pack_sources): a shard holds files of about SHARD_MB on average (corpus.shard_mb), or about

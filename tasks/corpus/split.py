@@ -45,6 +45,16 @@ class SplitConfig:
                 return split
         return None
 
+    def possible_splits(self, source_names: Iterable[str]) -> set[str]:
+        """The splits that documents of these sources can land in: a pinned source's split, and for the others
+        train plus each split with a fraction > 0. A split missing here is certain to be empty."""
+        drawn = {"train"} | {name for name in ("valid", "test") if getattr(self, name) > 0}
+        found: set[str] = set()
+        for name in source_names:
+            pinned = self.split_for_source(name)
+            found |= {pinned} if pinned is not None else drawn
+        return found
+
 
 def assign_split(doc_id: str, cfg: SplitConfig) -> str:
     """The definition; corpusforge.tasks.corpus.identity computes the same for whole columns in DuckDB."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from corpusforge.tasks.config import PATH_FIELD, check_artifact_name, from_dict, identity
@@ -70,10 +71,14 @@ class EmbeddingsConfig:
     max_df: float = field(default=1.0, metadata={"steps": ('tfidf',), "doc": "tfidf: keep terms in at most this fraction of documents."})
     max_features: int = field(default=0, metadata={"steps": ('tfidf',), "doc": "tfidf: keep the most frequent terms only (0 = all)."})
     # evaluation (dense kinds); all optional
+    # An evaluation file enters the eval id by its name and (eval_config) its content digest, never by where it
+    # lies: the same files in another checkout or folder give the same id.
     analogies: str | None = field(default=None, metadata={"steps": ('eval',),
-        "doc": "questions-words file (absolute, or relative to the config file's directory).", **PATH_FIELD})
+        "doc": "questions-words file (absolute, or relative to the config file's directory).",
+        "identity_value": lambda cfg, path: Path(path).name if path else path, **PATH_FIELD})
     similarity: tuple[str, ...] = field(default=(), metadata={"steps": ('eval',),
-        "doc": "Word-pair files (WordSim-353, SimLex-999); relative to the config file's directory.", **PATH_FIELD})
+        "doc": "Word-pair files (WordSim-353, SimLex-999); relative to the config file's directory.",
+        "identity_value": lambda cfg, paths: [Path(p).name for p in paths], **PATH_FIELD})
     neighbors: tuple[str, ...] = field(default=(), metadata={"steps": ('eval',), "doc": "Words whose nearest neighbours are reported."})
     queries: tuple[str, ...] = field(default=(), metadata={"steps": ('eval',), "doc": "Vector queries such as 'king - man + woman'."})
     plot_groups: tuple[tuple[str, ...], ...] = field(
@@ -101,6 +106,11 @@ class EmbeddingsConfig:
             raise ValueError(f"max_n: must be 0 or >= min_n >= 1, got min_n={self.min_n} max_n={self.max_n}")
         if not 0 < self.max_df <= 1:
             raise ValueError(f"max_df: must be a fraction in (0, 1], got {self.max_df}")
+        names = [Path(p).name for p in ([self.analogies] if self.analogies else []) + list(self.similarity)]
+        if len(set(names)) < len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"similarity: two evaluation files are both named {twice[0]!r} (the eval id and "
+                             f"metrics know a file by its name); rename one")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"device: use auto, cpu or cuda, got {self.device!r}")
         check_artifact_name(self.name)

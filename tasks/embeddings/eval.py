@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.hashing import sha256_file
-from corpusforge.storage.store import ArtifactStore
+from corpusforge.storage.store import ArtifactStore, store_relative
 from corpusforge.tasks.embeddings.config import EmbeddingsConfig
 from corpusforge.tasks.step import StepResult, artifact_input, run_step
 
@@ -71,7 +71,7 @@ def evaluate_vectors(
     advance(0)
     if analogies:
         result = _analogies_by_section(wv, questions, restrict_vocab, advance)
-        report["analogies"] = {"file": str(analogies), **result}
+        report["analogies"] = {"file": Path(analogies).name, **result}  # no machine-specific path
         metrics.update(analogy_accuracy=result["accuracy"], analogy_coverage=result["coverage"],
                        analogy_covered=result["covered"], analogy_questions=result["questions"])
         for section, s in result["sections"].items():
@@ -82,7 +82,7 @@ def evaluate_vectors(
         result = evaluate_word_pairs(wv, pairs, restrict_vocab)
         advance(len(pairs))
         stem = _metric_name(Path(path).stem)
-        report["similarity"][stem] = {"file": str(path), **result}
+        report["similarity"][stem] = {"file": Path(path).name, **result}
         metrics.update({f"{stem}_spearman": result["spearman"], f"{stem}_pearson": result["pearson"],
                         f"{stem}_oov_pairs": result["oov_pairs"], f"{stem}_pairs": result["pairs"]})
     report["neighbors"] = {}
@@ -158,10 +158,11 @@ def plot_groups(words: Sequence[str], vectors, groups: Sequence[Sequence[str]], 
 
 
 def eval_config(cfg: EmbeddingsConfig) -> dict[str, Any]:
-    """The evaluation fields plus each file's content digest (an edited file must change the id)."""
+    """The evaluation fields plus each file's content digest (an edited file must change the id). Files are
+    named by their base names (``identity_value`` in the config) and digests: where they lie is in no id."""
     config = cfg.step_config("eval")
     files = [f for f in ([cfg.analogies] if cfg.analogies else []) + list(cfg.similarity)]
-    config["file_digests"] = {f: sha256_file(_check_file(f, "analogies/similarity")) for f in files}
+    config["file_digests"] = {Path(f).name: sha256_file(_check_file(f, "analogies/similarity")) for f in files}
     return config
 
 
@@ -188,7 +189,9 @@ def _evaluate(out: Path, embeddings: StepResult, cfg: EmbeddingsConfig,
         report["plotted"] = plot_groups(words, vectors, cfg.plot_groups, out / "pca.png",
                                         f"{cfg.kind} {embeddings.id[:12]}: PCA of word groups")
     (out / "eval.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return {"metrics": metrics, "embeddings_id": embeddings.id, "embeddings_path": embeddings.path}
+    # store-relative (embeddings/<dir>): a moved or copied store still finds it (storage.store.resolve_recorded)
+    return {"metrics": metrics, "embeddings_id": embeddings.id,
+            "embeddings_path": store_relative(embeddings.path, Path(out).resolve().parent.parent)}
 
 
 def highlights(artifact_dir: str | Path, top: int = 5) -> list[str]:

@@ -19,4 +19,6 @@ STAGE = Stage(
                         register="corpusforge.tasks.lm.register:register_lm",
                         what="a text-generating pyfunc"),
     adjust_upstream="corpusforge.tasks.lm.config:tokenizer_for",
+    needs_split=("valid", "test"),
+    needs_split_hint="give lm train --valid FILE, or set corpus.split.valid=0.1",
 )

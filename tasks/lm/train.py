@@ -141,7 +141,8 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
     if splits["train"] is None:
         raise ValueError("the encoded train split is empty: nothing to train on")
     if splits["valid"] is None and splits["test"] is None:
-        raise ValueError("the lm step needs a valid (or test) split: set corpus.split.valid > 0")
+        raise ValueError("the lm step needs a valid (or test) split: give lm train --valid FILE, or set "
+                         "corpus.split.valid > 0")
     spec = family(cfg.family)
     tcfg = cfg.train_config()
     vocab_size, warnings = int(meta["vocab_size"]), []

@@ -27,6 +27,7 @@ from typing import Any
 
 from corpusforge.storage.hashing import sha256_file
 from corpusforge.storage.store import ArtifactStore
+from corpusforge.tasks.corpus.shard import recorded_source_path
 from corpusforge.tasks.ngram.config import NgramConfig, identity_config, ngram_config_from_dict
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import (StepResult, artifact_input, log_step_outcome, resolve_references, run_step,
@@ -73,7 +74,7 @@ def build_ngram(corpus: StepResult, cfg: NgramConfig, store: ArtifactStore,
     if missing:
         raise FileNotFoundError(f"ngram.eval: no such file: {missing[0]}")
     inputs = [artifact_input(corpus)] + [
-        {"id": sha256_file(Path(p)), "kind": "source", "name": Path(p).name, "path": str(Path(p).resolve()),
+        {"id": sha256_file(Path(p)), "kind": "source", "name": Path(p).name, "path": recorded_source_path(p),
          "size": Path(p).stat().st_size} for p in cfg.eval]
     refs = resolve_references(cfg, store, section="ngram", given=refs)
     tokenizer_dir = Path(refs["tokenizer"].path) if "tokenizer" in refs else None
@@ -135,7 +136,7 @@ def estimate_from_corpus(corpus_dir: Path, out: Path, cfg: NgramConfig, on_progr
     if on_progress:
         on_progress(1, 3)
     model = estimate(counted.words, counted.tables, cfg.smoothing, k=cfg.k, vocab_size=cfg.vocab_size,
-                     alpha=cfg.alpha, contexts=counted.contexts,
+                     alpha=cfg.alpha, contexts=counted.contexts, prune=cfg.prune,
                      on_progress=(lambda done, total: progress("estimating", done, total)) if progress else None)
     if on_progress:
         on_progress(2, 3)
@@ -264,7 +265,8 @@ def _estimate_and_report(out: Path, corpus_dir: Path, cfg: NgramConfig, tokenize
     for i, path in enumerate(cfg.eval):
         lines = read_sentences(path) if tokenizer is None else (
             _token_text(tokenizer, " ".join(words), "document").split() for words in read_sentences(path))
-        sets.append((f"eval{i}_{slug(Path(path).stem, 32)}", str(path), lines))
+        # the file's name, as in the id (its content digest is an input): the artifact's bytes never say where it lay
+        sets.append((f"eval{i}_{slug(Path(path).stem, 32)}", Path(path).name, lines))
     for key, label, sentences in sets:
         sents = list(sentences)
         if not sents:

@@ -31,14 +31,23 @@ class NgramConfig:
         "identity": lambda cfg: cfg.smoothing == "add-k"})
     alpha: float = field(default=0.4, metadata={"doc": "stupid-backoff: the backoff factor (0 < alpha <= 1).",
                                                 "identity": lambda cfg: cfg.smoothing == "stupid-backoff"})
+    prune: tuple[int, ...] = field(default=(), metadata={
+        "doc": "KenLM lmplz's --prune for (modified) Kneser-Ney: count thresholds per order, e.g. [0, 0, 1] drops "
+               "the trigrams (and higher) seen once. An n-gram of order n is left out when its raw count is <= "
+               "the n-th value (the last value applies to the higher orders); its mass goes to the backoff. The "
+               "first value must be 0, the values non-decreasing, at most one per order. Empty or all 0: no "
+               "pruning.",
+        "identity": lambda cfg: any(cfg.prune),
+        "identity_value": lambda cfg, prune: list(prune) + [prune[-1]] * (cfg.order - len(prune))})
     sentence: Literal["line", "document"] = field(default="line", metadata={
         "doc": "What gets <s> ... </s>: each line (blank lines skipped) or each whole document."})
     eval_splits: tuple[str, ...] = field(default=("valid", "test"), metadata={
         "doc": "Corpus splits to evaluate on (skipped when empty)."})
     eval: tuple[str, ...] = field(default=(), metadata={
         "doc": "Extra evaluation text files: one sentence per line, whitespace tokens, text not altered; relative "
-               "to the config file's directory.",
-        "identity_value": lambda cfg, paths: [str(Path(p).resolve()) for p in paths], **PATH_FIELD})
+               "to the config file's directory. Each enters the id by its file name here and its content digest "
+               "among the step's inputs, never by where it lies.",
+        "identity_value": lambda cfg, paths: [Path(p).name for p in paths], **PATH_FIELD})
     arpa: bool = field(default=True, metadata={"doc": "Also write model.arpa.gz (probability models only)."})
     memory_limit: str = field(default="4GB", metadata={"doc": "DuckDB memory_limit while counting (e.g. 2GB).",
                                                        **NOT_IN_ID})
@@ -69,6 +78,7 @@ class NgramConfig:
             raise ValueError(f"threads: must be >= 0, got {self.threads}")
         if self.partitions < 0:
             raise ValueError(f"partitions: must be >= 0 (0 = count in one process), got {self.partitions}")
+        _check_prune(self.prune, self.order, self.smoothing)
         bad = [s for s in self.eval_splits if s not in ("train", "valid", "test")]
         if bad:
             raise ValueError(f"eval_splits: {bad[0]!r} is not allowed; use train, valid or test")
@@ -80,11 +90,28 @@ class NgramConfig:
         return self.name or f"o{self.order}-{self.smoothing}"
 
 
+def _check_prune(prune: tuple[int, ...], order: int, smoothing: str) -> None:
+    """lmplz's rules for --prune (corpusforge.models.ngram.prune_thresholds applies them again)."""
+    if not prune:
+        return
+    if len(prune) > order:
+        raise ValueError(f"prune: {len(prune)} thresholds for order {order}; give at most one per order")
+    if min(prune) < 0:
+        raise ValueError(f"prune: thresholds must be >= 0, got {list(prune)}")
+    if prune[0] != 0:
+        raise ValueError(f"prune: the first (unigram) threshold must be 0, got {prune[0]}; unigrams are never pruned")
+    if any(b < a for a, b in zip(prune, prune[1:])):
+        raise ValueError(f"prune: thresholds must be non-decreasing (as lmplz requires), got {list(prune)}")
+    if any(prune) and smoothing not in ("kneser-ney", "modified-kneser-ney"):
+        raise ValueError(f"prune: only kneser-ney and modified-kneser-ney models are pruned, not {smoothing}")
+
+
 def ngram_config_from_dict(data: dict[str, Any], path: str = "ngram") -> NgramConfig:
     return from_dict(NgramConfig, data, path)
 
 
 def identity_config(cfg: NgramConfig) -> dict[str, Any]:
     """Everything that changes the output, as NgramConfig's field metadata declares it (not memory_limit,
-    temp_directory, threads, partitions; k and vocab_size only for add-k, alpha only for stupid backoff)."""
+    temp_directory, threads, partitions; k and vocab_size only for add-k, alpha only for stupid backoff, prune
+    only when it prunes, padded to one value per order)."""
     return identity(cfg)

@@ -167,9 +167,10 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
         from corpusforge.models.lora import add_lora
 
         try:
-            counts = add_lora(model, cfg.lora.targets, cfg.lora.r, cfg.lora.alpha, cfg.lora.dropout)
+            counts = add_lora(model, cfg.lora.targets, cfg.lora.r, cfg.lora.alpha, cfg.lora.dropout,
+                              cfg.lora.train_norms)
         except ValueError as exc:
-            raise ConfigError(f"post_training.lora.targets: {exc}") from None
+            raise ConfigError(f"post_training.lora: {exc}") from None
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
     objective = _objective(cfg, model, splits, tokenizer, spec, start_model)

@@ -1,4 +1,4 @@
-"""The README's "Adding a model family" recipe, followed literally on a copy of the package: a bag-of-embeddings
+"""The docs' "Adding a model family" recipe (Internals), followed literally on a copy of the package: a bag-of-embeddings
 classifier is one folder under models/ (config, module, spec), one stage package under tasks/ and one line in
 flows/stages.py. The pipeline config types it, the families' registry finds it (no list names it), it trains on a
 labelled corpus through the corpus, tokenizer and its own stage with the shared trainer and objective, a rerun

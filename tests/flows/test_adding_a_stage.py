@@ -1,4 +1,4 @@
-"""The README's "Adding a stage" recipe, followed literally on a copy of the package: one new package under
+"""The docs' "Adding a stage" recipe (Internals), followed literally on a copy of the package: one new package under
 tasks/ plus one line in flows/stages.py make a stage the pipeline config types, the flow runs after its upstream,
 MLflow receives the declared files of, and a rerun reuses; a field marked not-in-id changes nothing; a field that
 references another artifact (artifact_ref) hands it to the step and adds it to the step's inputs."""

@@ -1,4 +1,5 @@
-"""The Python API (issue 13, item 5): the README's example runs as written, the demo chain runs through
+"""The Python API (issue 13, item 5): the docs' example (Getting started, "From Python"; the README's shorter one is
+part of it: tests/flows/test_docs.py) runs as written, the demo chain runs through
 ``corpusforge.run`` and every stage's ``load()`` gives its working object, and the API and the CLI build the
 same configs (so the same artifact ids)."""
 
@@ -17,10 +18,15 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.slow
 
 
-def readme_example() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## From Python"):text.index("## Command line")]
-    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+GETTING_STARTED = REPO / "deploy" / "docs" / "pages" / "getting-started.md"
+
+
+def docs_example() -> str:
+    """The one Python block of the docs' "From Python" section (Getting started)."""
+    text = GETTING_STARTED.read_text(encoding="utf-8")
+    start = text.index("\n## From Python\n")
+    end = text.index("\n## ", start + 1)
+    (code,) = re.findall(r"```python\n(.*?)```", text[start:end], re.S)
     return code
 
 
@@ -33,10 +39,10 @@ def api_store(tmp_path_factory):
                    capture_output=True, timeout=120)
 
 
-def test_readme_example_runs_as_written(api_store):
+def test_docs_example_runs_as_written(api_store):
     env = {**os.environ, "CORPUSFORGE_STORE": str(api_store), "MPLBACKEND": "Agg"}
     env.pop("PREFECT_API_URL", None)  # not the test session's Prefect API: the store's own, as a user has
-    proc = subprocess.run([sys.executable, "-c", readme_example()], cwd=REPO, env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", docs_example()], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     lines = proc.stdout.strip().splitlines()

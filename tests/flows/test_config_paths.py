@@ -1,4 +1,4 @@
-"""Relative paths inside a config file resolve against the file's directory, as the README says, not against the
+"""Relative paths inside a config file resolve against the file's directory, as the docs say, not against the
 working directory (issue 13, item 6): corpus sources did; ngram.eval and embeddings.analogies/similarity did not."""
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ UNKNOWN_ID_COMMANDS = [["artifacts", "show", "ffff0000"], ["artifacts", "verify"
 def test_an_unknown_id_is_bad_usage_everywhere(tmp_path, args):
     res = subprocess.run([CLI, *args, "--store", str(tmp_path)], capture_output=True, text=True, env=cold_env(),
                          timeout=120)
-    assert res.returncode == 2, res.stderr  # README: 2 = bad usage or config
+    assert res.returncode == 2, res.stderr  # docs (Command line): 2 = bad usage or config
     assert "no artifact with id 'ffff0000'" in res.stderr and "Traceback" not in res.stderr
 
 

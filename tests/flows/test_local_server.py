@@ -102,6 +102,19 @@ def test_a_command_runs_in_the_warm_server_as_it_would_here(served):
     assert len(usage.read_text().splitlines()) == 5  # each of the four ran in the server
 
 
+def test_help_in_the_warm_server_names_the_command(served):
+    """Issue 35 item 8: through the warm server the usage line read `python -m corpusforge...` (click's guess from
+    how the server process started)."""
+    root, store, env = served
+    usage = root / "usage-help.jsonl"
+    res = run(["artifacts", "find", "--help", "--store", str(store)], {**env, "CORPUSFORGE_SERVER_RUSAGE": str(usage)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert usage.is_file()  # it ran in the server
+    assert "Usage: corpusforge artifacts find [OPTIONS]" in " ".join(res.stdout.split()), res.stdout
+    assert "python -m" not in res.stdout
+    bad = run(["artifacts", "find", "--no-such-flag", "--store", str(store)], env)
+    assert bad.returncode == 2 and "python -m" not in bad.stderr and "corpusforge artifacts find --help" in bad.stderr
+
 def test_status_reports_the_server(served):
     _, store, env = served
     res = run(["server", "status", "--store", str(store), "--json"], env)

@@ -3,9 +3,10 @@ tracking server on it, MLflow's artifacts and the artifact store in one S3 bucke
 worker on the ``cpu`` pool; ``deploy/prefect.yaml`` deployed, the ``demo-nightly`` deployment run and checked in
 the Prefect API, the MLflow server and the bucket.
 
-The sequence is the README's: the test reads the two bash blocks of "Team mode" and runs the second one verbatim
+The sequence is the docs': the test reads the two bash blocks of "Team mode" (deploy/docs/pages/operations/team-mode.md)
+and runs the second one verbatim
 (``set -euo pipefail``), with the first one's settings replaced by its own (a temp dir, free ports, a random
-password). ``test_readme_team_sequence_is_the_one_tested`` (fast) keeps the two in step. Every service binds
+password). ``test_docs_team_sequence_is_the_one_tested`` (fast) keeps the two in step. Every service binds
 127.0.0.1; every process the sequence started is stopped at the end, even when a check fails."""
 
 from __future__ import annotations
@@ -28,20 +29,24 @@ import pytest
 
 from tests.conftest import REPO
 
-# The settings the README's first block exports (a team's values); the test supplies its own for each.
+# The settings the docs' first block exports (a team's values); the test supplies its own for each.
 SETTINGS = ("TEAM_DIR", "BUCKET", "PG_PASSWORD", "PG_PORT", "S3_PORT", "PREFECT_PORT", "MLFLOW_PORT",
             "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
-SEQUENCE_TIMEOUT = 420  # seconds for the whole README sequence (the demo run is ~40 s of it on 2 idle cores)
+SEQUENCE_TIMEOUT = 420  # seconds for the whole docs sequence (the demo run is ~40 s of it on 2 idle cores)
 DEPLOYMENT = "corpusforge-scheduled-pipeline/demo-nightly"
 
 
-def readme_team_blocks() -> tuple[str, str]:
-    """The README's team-mode bash blocks: (settings, sequence)."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    start = text.index("\nTeam mode:")
-    end = text.index("\n## ", start)
+TEAM_PAGE = REPO / "deploy" / "docs" / "pages" / "operations" / "team-mode.md"
+
+
+def docs_team_blocks() -> tuple[str, str]:
+    """The docs' team-mode bash blocks (the "Team mode" section of Operations, Schedules and team mode):
+    (settings, sequence)."""
+    text = TEAM_PAGE.read_text(encoding="utf-8")
+    start = text.index("\n## Team mode\n")
+    end = text.index("\n## ", start + 1)
     blocks = re.findall(r"```bash\n(.*?)```", text[start:end], flags=re.S)
-    assert len(blocks) >= 2, "README 'Team mode' needs a settings block and the sequence block"
+    assert len(blocks) >= 2, "the docs' 'Team mode' needs a settings block and the sequence block"
     return blocks[0], blocks[1]
 
 
@@ -54,10 +59,10 @@ def exported_names(block: str) -> list[str]:
     return names
 
 
-def test_readme_team_sequence_is_the_one_tested():
-    """The README's settings block sets exactly the names this test supplies, and the sequence block has the
-    steps the checks below rely on (so editing the README cannot silently skip one)."""
-    settings, sequence = readme_team_blocks()
+def test_docs_team_sequence_is_the_one_tested():
+    """The docs' settings block sets exactly the names this test supplies, and the sequence block has the
+    steps the checks below rely on (so editing the docs cannot silently skip one)."""
+    settings, sequence = docs_team_blocks()
     assert sorted(exported_names(settings)) == sorted(SETTINGS)
     for needed in ("initdb", "pg_ctl", "createdb -h 127.0.0.1 -p $PG_PORT -U corpusforge prefect",
                    "createdb -h 127.0.0.1 -p $PG_PORT -U corpusforge mlflow",
@@ -87,7 +92,7 @@ def why_not_runnable() -> str | None:
     if not glob.glob("/usr/lib/postgresql/*/bin/initdb"):
         return "PostgreSQL is not installed (Debian package postgresql: no /usr/lib/postgresql/*/bin/initdb)"
     if os.geteuid() != 0:
-        return "not root: the README sequence runs PostgreSQL as the postgres user through runuser"
+        return "not root: the docs' sequence runs PostgreSQL as the postgres user through runuser"
     try:
         import pwd
 
@@ -159,7 +164,7 @@ def team():
     why = why_not_runnable()
     if why:
         pytest.skip(why)
-    _settings, sequence = readme_team_blocks()
+    _settings, sequence = docs_team_blocks()
     parent = Path(tempfile.mkdtemp(prefix="corpusforge-team-"))
     parent.chmod(0o755)  # the postgres user must reach TEAM_DIR inside it
     team_dir = parent / "team"
@@ -170,7 +175,7 @@ def team():
         "PG_PORT": str(free_port()), "S3_PORT": str(free_port()), "PREFECT_PORT": str(free_port()),
         "MLFLOW_PORT": str(free_port()), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
-        # not in the README (a team's defaults are fine): keep this run's files out of $HOME
+        # not in the docs (a team's defaults are fine): keep this run's files out of $HOME
         "PREFECT_HOME": str(team_dir / "prefect-home"), "CORPUSFORGE_CACHE_DIR": str(team_dir / "cache"),
         "CORPUSFORGE_LOCAL_SERVER": "off", "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
         "PREFECT_LOGGING_LEVEL": "INFO", "MLFLOW_DISABLE_TELEMETRY": "true",
@@ -191,7 +196,7 @@ def team():
         if rc != 0:
             logs = "\n".join(f"--- {name}\n{tail(team_dir / name, 25)}"
                              for name in ("pg.log", "s3.log", "prefect.log", "mlflow.log", "worker-cpu.log"))
-            pytest.fail(f"the README team-mode sequence {'timed out' if rc is None else f'exited {rc}'} after "
+            pytest.fail(f"the docs' team-mode sequence {'timed out' if rc is None else f'exited {rc}'} after "
                         f"{elapsed:.0f}s:\n{tail(log, 60)}\n{logs}")
         print(f"team-mode sequence: {elapsed:.0f}s")
         yield {"env": env, "log": log.read_text(errors="replace"), "dir": team_dir, "elapsed": elapsed,
@@ -305,4 +310,4 @@ def test_artifacts_are_in_the_bucket_and_verify(team, artifacts):
 
 @slow
 def test_team_mode_took_under_five_minutes(team):
-    assert team["elapsed"] < 300, f"the README team-mode sequence took {team['elapsed']:.0f}s"
+    assert team["elapsed"] < 300, f"the docs' team-mode sequence took {team['elapsed']:.0f}s"

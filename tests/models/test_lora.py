@@ -158,3 +158,49 @@ def test_paper_example_trains_under_one_percent():
     assert counts["trainable"] == 8000
     assert 100 * counts["trainable"] / 1_000_000 == pytest.approx(0.8)
     assert counts["percent"] == pytest.approx(100 * 8000 / 1_008_000)
+
+
+def test_train_norms_trains_layernorms_saves_merges_and_switches_off(tmp_path):
+    """lora.train_norms: the LayerNorms' gains and biases train beside A and B, travel in the adapter file, fold
+    into the merge, and adapters_disabled still gives the base model (the DPO reference)."""
+    from safetensors.torch import load_file, save_file
+
+    x = ids()
+    model = tiny()
+    base = logits(model, x)
+    base_state = {k: v.clone() for k, v in tiny().state_dict().items()}
+    counts = add_lora(model, ("attn.c_attn",), r=2, alpha=4, train_norms=True)
+    norm_names = [n for n, m in model.named_modules() if isinstance(m, nn.LayerNorm)]
+    norm_params = {f"{n}.{k}": p for n in norm_names for k, p in model.get_submodule(n).named_parameters()}
+    assert len(norm_names) == 2 * CFG.n_layer + 1 and norm_params  # ln_1, ln_2 per block and ln_f
+    assert counts["norms"] == sum(p.numel() for p in norm_params.values())
+    assert counts["trainable"] == sum(counts["per_target"].values()) + counts["norms"]
+    assert counts["settings"]["train_norms"] is True
+    assert torch.equal(logits(model, x), base)  # B = 0 and the norms untouched: still the base model
+    train_a_little(model)
+    moved = [n for n in norm_names if not torch.equal(model.get_submodule(n).weight, base_state[f"{n}.weight"])]
+    assert moved == norm_names
+    adapted = logits(model, x)
+    with adapters_disabled(model):
+        assert torch.equal(logits(model, x), base)
+    assert torch.equal(logits(model, x), adapted)
+
+    tensors = adapter_state_dict(model)
+    assert set(norm_params) <= set(tensors)
+    save_file(tensors, str(tmp_path / "adapter.safetensors"))
+    fresh = tiny()
+    load_adapter(fresh, load_file(str(tmp_path / "adapter.safetensors")), counts["settings"])
+    assert torch.equal(logits(fresh, x), adapted)
+    with adapters_disabled(fresh):  # the loaded model's reference is its base, not the trained norms
+        assert torch.equal(logits(fresh, x), base)
+    merged = merge_lora(model)
+    assert list(merged.state_dict()) == list(base_state)
+    assert torch.allclose(logits(merged, x), adapted, atol=1e-5)
+
+
+def test_train_norms_is_left_out_of_old_configs():
+    """Adapters made before the option keep their config.json (and so their ids)."""
+    from corpusforge.models.configs import LoraSettings
+
+    assert "train_norms" not in LoraSettings().to_dict()
+    assert LoraSettings(**{**LoraSettings().to_dict(), "train_norms": True}).to_dict()["train_norms"] is True

@@ -170,7 +170,8 @@ def test_classic_bpe_hf_export_encodes_like_ours(tmp_path):
         probe = lines[1000:1200] + ["lowest newest, widest!", "  spaced   out\tline  ", "Zebra ǅ ünïcödé"]
         for line in probe:
             assert hf.encode(line, add_special_tokens=False).ids == tok.encode(line), (pre, line)
-            assert hf.decode(tok.encode(line)) == tok.decode(tok.encode(line))
+            # tokenizers' skip_special_tokens drops <unk>, ours gives it back: the same text with the specials shown
+            assert hf.decode(tok.encode(line), skip_special_tokens=False) == tok.decode(tok.encode(line))
         loaded = load_tokenizer(tmp_path / pre)
         assert loaded.merges == tok.merges and loaded.encode(lines[5]) == tok.encode(lines[5])
 
@@ -256,6 +257,23 @@ def test_byte_bpe_round_trips_random_code_points(byte_bpe_dir):
                for _ in range(rng.randint(1, 40))]
         text = "".join(map(chr, cps))
         assert tok.decode(tok.encode(text)) == text
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "byte-bpe"])  # byte-bpe has no unknown token
+def test_a_literal_unk_and_an_unknown_word_decode_to_unk(kind):
+    """PTB writes <unk> in its text: decoding gives it back (and an unknown word's <unk>) where the skipped
+    specials used to take it away without a trace; the other specials are still left out."""
+    lines = (SHARED / "corpora" / "ptb" / "ptb.train.txt").read_text(encoding="utf-8").splitlines()[:300]
+    tok = make_tokenizer(kind)
+    tok.train(lines, vocab_size=400)
+    ids = tok.encode("the <unk> of a N")
+    assert tok.unk_id in ids
+    # classic-bpe joins a special to the next word, as tokenizers' BPEDecoder (its export) does
+    expected = "the <unk>of a N" if kind == "classic-bpe" else "the <unk> of a N"
+    assert tok.decode(ids) == tok.decode(ids, skip_special_tokens=False) == expected
+    unknown = tok.encode("the ㄱ board")  # a character no PTB line has: <unk> in every kind
+    assert tok.unk_id in unknown and "<unk>" in tok.decode(unknown)
+    assert tok.decode(tok.encode("the<|endoftext|>")).strip() == "the"  # eot is still skipped
 
 
 # ---- word and char policies ----------------------------------------------------------------------

@@ -195,13 +195,16 @@ publish(ObjectArtifactStore({url!r}))
     assert killed in uploads()  # a dry run removes nothing
 
     runner = CliRunner()
+    # --older-than only ages leftovers (it never selects artifacts: the artifact policy is --keep-newer-than)
     dry = runner.invoke(app, ["artifacts", "gc", "--store", url, "--older-than", "0"])
     assert dry.exit_code == 0, dry.output
     assert f"{url}/corpus/{dirname}/{killed}" in dry.output and "--apply" in dry.output and killed in uploads()
-    done = runner.invoke(app, ["artifacts", "gc", "--store", url, "--older-than", "0", "--apply", "--json"])
+    done = runner.invoke(app, ["artifacts", "gc", "--store", url, "--older-than", "0", "--apply",
+                               "--json"])
     assert done.exit_code == 0, done.output
-    assert [item["where"] for item in json.loads(done.stdout.strip().splitlines()[-1])["removed"]] == \
-        [f"{url}/corpus/{dirname}/{killed}"]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [item["where"] for item in report["leftovers"]] == [f"{url}/corpus/{dirname}/{killed}"]
+    assert report["removed"] == []
     assert uploads() == {rerun.manifest["object_prefix"]}
     assert Catalog(store).verify(rerun.manifest["id"]).ok and publish(store).reused
 

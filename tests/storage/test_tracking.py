@@ -155,3 +155,25 @@ def test_verify_checks_the_registered_copy_against_the_loader_and_signature_it_w
     mlmodel.write_text(original.replace('"type": "string"', '"type": "long"', 1))
     problems = Catalog(ArtifactStore(root)).verify(aid).problems
     assert any("signature is not the one it was registered with" in p for p in problems), problems
+
+
+def test_a_registered_model_carries_an_input_example_and_mlflow_asks_for_none(tmp_path, capfd):
+    """Issue 35, item 9a: every registration warned "An input example was not provided when logging the model";
+    the model now carries a real one (checked against its signature when saved), so the warning has no cause."""
+    import warnings
+
+    import mlflow
+
+    from corpusforge.storage.tracking import RegistryLedger
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        registered_lm_store(tmp_path / "store")
+    assert not [w for w in caught if "input example was not provided" in str(w.message)]
+    assert "input example" not in capfd.readouterr().err  # nor MLflow's INFO line about checking it
+    (uri, entries), = RegistryLedger(tmp_path / "store")._read().items()
+    location = Path(next(iter(entries.values()))["location"][len("file://"):])
+    model = mlflow.models.Model.load(str(location / "MLmodel"))
+    assert model.saved_input_example_info is not None
+    assert model.load_input_example(str(location)) == ["The"]
+    assert (location / "serving_input_example.json").is_file()  # what `mlflow models serve` is shown

@@ -84,3 +84,45 @@ def test_a_run_that_computed_nothing_opens_no_parent_run(tmp_path):
     on_metrics(1, {"train_loss": 2.0})
     assert parent.run_id is not None and parent() == parent.run_id
     assert len(tracker.client.search_runs([tracker.experiment_id])) == 2  # the parent and the lm's live run
+
+
+def test_a_model_that_is_not_registered_says_why(tmp_path):
+    """Issue 35, item 9d: an encoder lm's JSON said `registered_model: null` and nothing else. The run's counts now
+    list each model no version was registered for, with why (the family, tracking off, registration off), and the
+    training commands' JSON carries it as `registered_model_reason`."""
+    from corpusforge.stages import STAGES
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.storage.tracking import NullTracker
+    from corpusforge.tasks.lm.config import lm_config_from_dict
+    from corpusforge.tasks.lm.train import build_lm
+    from corpusforge.tasks.track import ParentRun, registered_model_fields, track_results
+    from tests.tasks.lm.lm_fixtures import write_char_shards
+    from tests.tasks.lm.test_lm import GPT_SECTION
+
+    upstream = write_char_shards(tmp_path, roles={"mask": "[MASK]"})
+    section = {**GPT_SECTION, "family": "encoder", "model": {**GPT_SECTION["model"], "mask_prob": 0.3},
+               "train": {**GPT_SECTION["train"], "max_iters": 4, "eval_interval": 4}}
+    results = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))
+    assert [r.step for r in results] == ["lm"]  # an encoder writes no sample
+    tracker = Tracker(tmp_path / "store", "exp")
+    counts = track_results(tracker, ParentRun(tracker, "run", {}, {}), results, stages=STAGES)
+    assert counts["registered_models"] == []
+    (entry,) = counts["not_registered"]
+    assert (entry["step"], entry["id"]) == ("lm", results[-1].id)
+    fields = registered_model_fields(counts, "lm")
+    assert fields["registered_model"] is None
+    assert fields["registered_model_reason"] == ("the lm stage registers a text-generating pyfunc, which a model of "
+                                                 "the 'encoder' family is not; it stays in the store (and its MLflow "
+                                                 "run)")
+    off = track_results(NullTracker(), ParentRun(NullTracker(), "run", {}, {}), results, stages=STAGES)
+    assert registered_model_fields(off, "lm")["registered_model_reason"].startswith("tracking is off")
+    unregistering = track_results(tracker, ParentRun(tracker, "run", {}, {}), results, register=False, stages=STAGES)
+    assert registered_model_fields(unregistering, "lm")["registered_model_reason"].startswith(
+        "tracking.register_models is false")
+    # a registration that failed says so; one that worked has no reason
+    failed = {"registered_models": [{"name": "tiny", "step": "lm", "error": "OSError: disk full"}]}
+    assert registered_model_fields(failed, "lm") == {
+        "registered_model": None, "registered_model_reason": "registering failed: OSError: disk full"}
+    ok = {"registered_models": [{"name": "tiny", "step": "lm", "version": "1"}]}
+    assert registered_model_fields(ok, "lm") == {"registered_model": ok["registered_models"][0],
+                                                 "registered_model_reason": None}

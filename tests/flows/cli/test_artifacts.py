@@ -76,3 +76,30 @@ def test_gc_lists_then_removes_the_temp_dirs_of_dead_writers(store_root):
     assert done.exit_code == 0 and "removed 1" in done.output, done.output
     assert not dead.exists() and live.exists()
     assert "nothing to remove" in invoke("artifacts", "gc", "--store", str(store_root)).output
+
+
+def test_find_config_takes_the_section_prefixed_keys_that_set_takes(store_root):
+    """Issue 35 item 8: `--config corpus.split.valid=0.1` (a key as --set writes it) used to match nothing."""
+    store = ArtifactStore(store_root)
+
+    def made(step: str, name: str, config: dict):
+        return store.publish(step=step, name=name, version=1, config=config, inputs=[],
+                             build=lambda out: (out / "x.txt").write_text(name) and {}).manifest["id"]
+
+    held = made("corpus", "held", {"split": {"valid": 0.1, "test": 0.0}})
+    made("corpus", "other", {"split": {"valid": 0.2, "test": 0.0}})
+    tok = made("tokenizer", "tok", {"split": {"valid": 0.1}, "kind": "char"})  # the same key, another section
+
+    def ids(*args: str) -> list[str]:
+        res = invoke("artifacts", "find", *args, "--store", str(store_root), "--json")
+        assert res.exit_code == 0, res.output
+        return [h["id"] for h in json.loads(res.stdout.strip().splitlines()[-1])]
+
+    assert ids("--config", "corpus.split.valid=0.1") == [held]
+    assert ids("--config", "tokenizer.split.valid=0.1", "--config", "tokenizer.kind=char") == [tok]
+    assert sorted(ids("--config", "split.valid=0.1")) == sorted([held, tok])  # the artifact's own keys, as before
+    assert ids("--config", "corpus.split.valid=0.1", "--step", "tokenizer") == []
+    assert ids("--config", "corpus.split.valid=0.3") == []
+    import corpusforge as cf
+
+    assert [a.id for a in cf.artifacts.find(config={"corpus.split.valid": 0.1}, store=store_root)] == [held]

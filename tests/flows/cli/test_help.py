@@ -169,3 +169,48 @@ def test_real_command_help_in_a_subprocess():
     assert res.returncode == 0, res.stderr
     assert "<bool>" not in res.stdout and "<str>" not in res.stdout
     assert "[word | char | classic-bpe | bpe | byte-bpe | wordpiece | unigram]" in res.stdout
+
+
+# ---------------------------------------------------------------------------------------------------- issue 35 item 8
+
+def _rendered_as_markup(text: str) -> str:
+    from rich.text import Text
+
+    return Text.from_markup(text).plain
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "corpusforge")
+def test_rich_markup_eats_nothing_in_help(path):
+    """Help is rich markup: '[s3]' in 'corpusforge[s3]' was read as a tag and dropped. Every help text must show
+    what it says (an escaped '\\[' shows as '[')."""
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]
+    for text in [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]:
+        assert _rendered_as_markup(text) == text.replace("\\[", "["), text
+
+
+def test_store_help_names_the_s3_extra():
+    assert "needs corpusforge[s3])" in _unboxed(_help(("artifacts", "find"), 200))
+
+
+def test_schedule_help_says_it_uses_the_stores_own_server():
+    text = _unboxed(_help(("schedule",), 200))
+    assert "Needs a running Prefect server" not in text
+    assert "the store's own Prefect server (its local server, started if needed" in text
+
+
+def test_usage_names_the_command_in_the_warm_server_too():
+    """The warm local server runs each command in a process started as `python -m corpusforge.cli.server_main`,
+    from which click guessed the usage name 'python -m corpusforge.cli.corpusforge'. Here: that process's
+    __main__ and argv, and the function the server calls (corpusforge.cli.main)."""
+    code = ("import sys\nsys.modules['__main__'].__package__ = 'corpusforge.cli'\n"
+            "sys.argv = ['corpusforge', *sys.argv[1:]]\nfrom corpusforge.cli import main\nmain()")
+    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "CORPUSFORGE_LOCAL_SERVER": "off"}
+    res = subprocess.run([sys.executable, "-c", code, "artifacts", "find", "--help"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "Usage: corpusforge artifacts find [OPTIONS]" in res.stdout and "python -m" not in res.stdout
+    bad = subprocess.run([sys.executable, "-c", code, "artifacts", "find", "--no-such-flag"], capture_output=True,
+                         text=True, env=env, timeout=60)
+    assert bad.returncode == 2 and "corpusforge artifacts find --help" in bad.stderr and "python -m" not in bad.stderr

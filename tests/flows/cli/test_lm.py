@@ -55,6 +55,37 @@ def cli_env(api_url: str | None) -> dict[str, str]:
     return env
 
 
+def test_inspect_draws_under_the_store_not_in_the_current_directory(tmp_path):
+    """Issue 35, item 9b: without --out, `lm inspect` wrote lm-inspect-ID/ into the current directory. It now draws
+    under the store (one folder per model and prompt) and says where."""
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.lm.config import lm_config_from_dict
+    from corpusforge.tasks.lm.train import build_lm
+    from tests.tasks.lm.lm_fixtures import write_char_shards
+    from tests.tasks.lm.test_lm import GPT_SECTION
+
+    store = tmp_path / "store"
+    section = {**GPT_SECTION, "train": {**GPT_SECTION["train"], "max_iters": 4, "eval_interval": 4}}
+    lm = build_lm(write_char_shards(tmp_path), lm_config_from_dict(section), ArtifactStore(store))[-1]
+    here = tmp_path / "here"
+    here.mkdir()
+
+    def inspect(*args):
+        r = subprocess.run([CLI, "lm", "inspect", lm.id[:10], *args, "--store", str(store)], capture_output=True,
+                           text=True, env=cli_env(None), cwd=here, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout
+
+    report = json.loads(inspect("--prompt", "the cat", "--json"))
+    out_dir = Path(report["out_dir"])
+    assert out_dir.parent == (store / "inspect").resolve() and out_dir.name.startswith(f"lm-{lm.id[:12]}-")
+    assert [Path(f).parent for f in report["heatmaps"]] == [out_dir] and Path(report["heatmaps"][0]).is_file()
+    assert list(here.iterdir()) == []  # nothing in the current directory
+    text = inspect("--prompt", "the dog")  # another prompt: another folder, named on the terminal
+    other = next(p for p in (store / "inspect").iterdir() if p != out_dir)
+    assert f"attention heatmap: {other / 'attention_layer0.png'}" in text
+
+
 @pytest.mark.slow
 def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatch):
     text = (REPO / "data" / "sample" / "tinyshakespeare.txt").read_text(encoding="utf-8")[:30000]
@@ -106,6 +137,7 @@ def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatc
     from corpusforge.models.zoo import load_model
 
     reg = out["registered_model"]
+    assert out["registered_model_reason"] is None
     assert (reg["name"], reg["version"], reg["latest_uri"]) == ("shakespeare-char-cpu", "1",
                                                                 "models:/shakespeare-char-cpu@latest")
     uri = f"sqlite:///{store / 'mlflow.db'}"
@@ -143,3 +175,112 @@ def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatc
     assert moved["reused"] is True and moved["registered_models"][0]["version"] == "1"
     assert mlflow.MlflowClient(other, registry_uri=other).get_model_version_by_alias(
         "shakespeare-char-cpu", "latest").tags["corpusforge.artifact_id"] == out["id"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# held-out files: lm train TRAIN --valid FILE --test FILE (issue 35 item 7). The ptb-* presets pin their valid and
+# test splits by file name (*ptb.valid.txt); with other names the corpus and the tokenizer used to run, then a
+# traceback ended the run. A split the lm needs and will not get is now a config error before any work.
+
+def test_valid_and_test_files_are_pinned_to_their_splits():
+    from corpusforge.pipeline_config import pipeline_config_from_dict
+
+    data = train_config([Path("d/train.txt")], "ptb-lstm-small", ["train.max_iters=5"], valid=Path("d/dev.txt"),
+                        test=Path("d/eval.txt"))
+    assert data["corpus"]["sources"] == ["d/train.txt", "d/dev.txt", "d/eval.txt"]
+    split = pipeline_config_from_dict(data).corpus.split
+    assert [split.split_for_source(n) for n in ("train.txt", "dev.txt", "eval.txt")] == [None, "valid", "test"]
+    assert (split.valid, split.test) == (0.0, 0.0) and data["lm"]["train"]["max_iters"] == 5
+    # a given file goes to the split it was given for, even where a preset glob says otherwise
+    odd = pipeline_config_from_dict(train_config([Path("t.txt")], "ptb-lstm-small", [], valid=Path("ptb.test.txt")))
+    assert odd.corpus.split.split_for_source("ptb.test.txt") == "valid"
+    # a fraction preset: the given file is the split, nothing of the train text joins it
+    char = train_config([Path("t.txt")], "shakespeare-char-cpu", [], valid=Path("v[1].txt"))
+    assert char["corpus"]["split"]["valid"] == 0.0
+    assert pipeline_config_from_dict(char).corpus.split.split_for_source("v[1].txt") == "valid"  # glob-escaped
+    # Mikolov's own files as flags or as sources: the same config, so the same artifacts
+    ptb = [Path("p/ptb.train.txt"), Path("p/ptb.valid.txt"), Path("p/ptb.test.txt")]
+    assert train_config(ptb[:1], "ptb-gru-small", [], valid=ptb[1], test=ptb[2]) == \
+        train_config(ptb, "ptb-gru-small", [])
+    # without the flags nothing changes
+    plain = train_config([Path("a.txt")], "ptb-nplm", [])
+    assert plain["corpus"]["split"] == load_preset("ptb-nplm")["corpus"]["split"]
+    with pytest.raises(ConfigError, match="--valid and --test files need names of their own"):
+        train_config([Path("a/x.txt")], "ptb-nplm", [], valid=Path("b/x.txt"))
+
+
+def test_held_out_splits_are_checked_on_the_source_names():
+    from corpusforge.pipeline_config import pipeline_config_from_dict
+    from corpusforge.plan import check_held_out_splits
+
+    def check(names, split):
+        cfg = pipeline_config_from_dict(train_config([Path("x.txt")], "ptb-nplm", [*(f"corpus.split.{k}={v}" for k, v
+                                                                                       in split.items())]))
+        check_held_out_splits(cfg, names)
+
+    check(["ptb.train.txt", "ptb.valid.txt"], {})  # the preset's glob pins the valid file
+    check(["ptb.train.txt", "ptb.test.txt"], {})  # a test split is enough for the lm
+    check(["train.txt"], {"valid": 0.1})  # a fraction may hold some out
+    with pytest.raises(ConfigError, match=r"^lm: needs a valid \(or test\) split .* no source \(train.txt\) matches "
+                                          r"a corpus.split.by_source glob for it \(\*ptb.valid.txt, \*ptb.test.txt\); "
+                                          r"give lm train --valid FILE"):
+        check(["train.txt"], {})
+    with pytest.raises(ConfigError, match="by_source pins every source to another split"):
+        check(["train.txt"], {"valid": 0.1, "by_source": "{'*.txt': train}"})
+    cfg = pipeline_config_from_dict({"corpus": {"sources": ["x"], "split": {"valid": 0, "test": 0}}})
+    check_held_out_splits(cfg, ["x.txt"])  # no stage that needs one: nothing to check
+
+
+def _cold_env() -> dict[str, str]:
+    return {**cli_env(None), "CORPUSFORGE_LOCAL_SERVER": "off", "PYTHONPROFILEIMPORTTIME": "1"}
+
+
+def _imported(stderr: str) -> set[str]:
+    return {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_a_split_the_preset_will_not_get_is_a_config_error_before_any_work(tmp_path):
+    write(tmp_path / "train.txt", "the cat sat on the mat\nthe dog sat on the log\n")
+    store = tmp_path / "store"
+    res = subprocess.run([CLI, "lm", "train", "train.txt", "--preset", "ptb-lstm-small", "--store", str(store)],
+                         capture_output=True, text=True, env=_cold_env(), cwd=tmp_path, timeout=300)
+    assert res.returncode == 2, res.stderr[-3000:]
+    lines = [line for line in res.stderr.splitlines() if not line.startswith("import time:")]
+    assert len(lines) == 1 and lines[0].startswith("error: lm: needs a valid (or test) split"), lines
+    assert "--valid FILE" in lines[0] and "Traceback" not in res.stderr
+    assert not {"prefect", "mlflow", "torch"} & _imported(res.stderr)  # nothing started: no server, no step
+    assert not (store / "corpus").exists() and not (store / "mlflow.db").exists()
+    missing = subprocess.run([CLI, "lm", "train", "train.txt", "--valid", "nope.txt", "--preset", "ptb-lstm-small",
+                              "--store", str(store)], capture_output=True, text=True, env=_cold_env(), cwd=tmp_path)
+    assert missing.returncode == 2 and "nope.txt: no such file" in missing.stderr
+
+
+def test_run_with_an_lm_and_a_corpus_that_holds_nothing_out_is_a_config_error(tmp_path):
+    write(tmp_path / "docs" / "a.txt", "the cat sat on the mat\n")
+    config = write(tmp_path / "p.yaml", "name: x\n"
+                                        "corpus: {sources: [docs], split: {valid: 0, test: 0}}\n"
+                                        "tokenizer: {kind: char}\n"
+                                        "lm: {name: tiny, family: gpt}\n")
+    res = subprocess.run([CLI, "run", str(config), "--store", str(tmp_path / "s")], capture_output=True, text=True,
+                         env=_cold_env(), timeout=300)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "error: lm: needs a valid (or test) split" in res.stderr
+    assert "corpus.split.valid and test are 0" in res.stderr
+    assert not {"prefect", "mlflow"} & _imported(res.stderr)
+
+
+@pytest.mark.slow
+def test_train_with_valid_and_test_files_of_any_name(prefect_harness, tmp_path):
+    lines = (REPO / "data" / "sample" / "tinyshakespeare.txt").read_text(encoding="utf-8").lower().split("\n")
+    lines = [" ".join(line.split()) for line in lines if line.strip()]
+    write(tmp_path / "train.txt", "\n".join(lines[:1500]) + "\n")
+    write(tmp_path / "dev.txt", "\n".join(lines[1500:1650]) + "\n")
+    write(tmp_path / "eval.txt", "\n".join(lines[1650:1800]) + "\n")
+    res = subprocess.run([CLI, "lm", "train", "train.txt", "--valid", "dev.txt", "--test", "eval.txt", "--preset",
+                          "ptb-nplm", "--set", "train.max_iters=20", "--set", "train.eval_interval=10",
+                          "--set", "train.batch_size=8", "--set", "sample.max_new_tokens=3", "--set",
+                          "tokenizer.vocab_size=500", "--store", str(tmp_path / "store"), "--json"],
+                         capture_output=True, text=True, env=cli_env(prefect_harness), cwd=tmp_path, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["metrics"]["val_ppl"] > 1 and out["metrics"]["test_ppl"] > 1  # scored on dev.txt, then eval.txt

@@ -101,7 +101,7 @@ def test_artifacts_verify_detects_tampering(built, tmp_path):
 def test_unknown_id_is_a_clear_error(built):
     store, _, _ = built
     res = runner.invoke(app, ["artifacts", "show", "ffff0000", "--store", str(store)])
-    assert res.exit_code == 2 and "no artifact with id" in res.stderr  # bad usage (README: exit codes)
+    assert res.exit_code == 2 and "no artifact with id" in res.stderr  # bad usage (docs, Command line: exit codes)
 
 
 def test_run_rejects_bad_config_with_the_field_name(tmp_path):

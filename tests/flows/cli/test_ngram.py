@@ -73,3 +73,32 @@ def test_bad_usage_exits_2(tmp_path):
     assert res.returncode == 2 and "not probabilities" in res.stderr
     res = run(["ngram", "query", "ffff0000", "--store", str(tmp_path / "s")], tmp_path)
     assert res.returncode == 2
+
+
+def test_estimate_with_prune(prefect_harness, tmp_path):
+    """--prune 0,1 (lmplz's --prune 0 1: bigrams and trigrams seen once dropped) changes the model and its id."""
+    write(tmp_path / "train.txt", TEACHING * 2 + "a cat sat on a fish\n")
+    write(tmp_path / "held.txt", "the cat sat on the fish\n")
+    store = str(tmp_path / "store")
+    res = run(["ngram", "estimate", "train.txt", "--order", "3", "--prune", "0,1", "--eval", "held.txt", "--arpa",
+               "p.arpa", "--store", store, "--json"], tmp_path, prefect_harness)
+    assert res.returncode == 0, res.stderr[-3000:]
+    payload = json.loads(res.stdout.strip().splitlines()[-1])
+    assert payload["prune"] == [0, 1]
+    stats = json.loads((Path(payload["path"]) / "stats.json").read_text())
+    # seen once, all in the added sentence: <s> a, a cat, on a, a fish; <s> a cat, a cat sat, sat on a, on a fish,
+    # a fish </s> (cat sat, sat on, fish </s>, cat sat on are in the teaching text too)
+    assert stats["model"]["prune"] == [0, 1, 1] and stats["model"]["pruned"] == {"1": 0, "2": 4, "3": 5}
+    header = (tmp_path / "p.arpa").read_text().split("\n\n")[0].splitlines()
+    per_order = stats["per_order"]
+    assert header[1:] == [f"ngram 1={per_order['1']['distinct'] + 1}",  # + <unk>, unseen
+                          f"ngram 2={per_order['2']['distinct'] - 4}", f"ngram 3={per_order['3']['distinct'] - 5}"]
+    ev = run(["ngram", "evaluate", "p.arpa", "held.txt", "--json"], tmp_path)
+    assert ev.returncode == 0, ev.stderr[-3000:]
+    assert json.loads(ev.stdout.strip().splitlines()[-1])["results"]["held.txt"]["perplexity"] == pytest.approx(
+        payload["perplexity"]["held.txt"], rel=1e-6)
+
+    for args, message in ((["--set", "prune=[0,2,1]"], "ngram.prune: thresholds must be non-decreasing"),
+                          (["--prune", "x"], "--prune: 'x' is not a list")):  # the other rules: test_ngram_prune_kenlm
+        bad = run(["ngram", "estimate", "train.txt", *args, "--store", store], tmp_path, prefect_harness)
+        assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr[-500:])

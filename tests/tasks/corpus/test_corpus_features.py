@@ -329,7 +329,9 @@ def test_merge_equals_its_definition_on_the_shards_rows(tmp_path, near):
     cfg = {"sources": [str(tmp_path / "d")], "shard_mb": 0, "split": {"valid": 0.2, "test": 0.1, "seed": 3},
            "dedup": {"near": {"enabled": near, "threshold": 0.7}}}
     merged, manifest, _ = build(tmp_path, cfg)
-    shard_paths = [Path(s["path"]) for s in manifest["shards"]]
+    from corpusforge.tasks.corpus.merge import shard_dirs
+
+    shard_paths = shard_dirs(merged.path, manifest)  # store-relative in the manifest (issue 35, item 6)
     rows = pl.concat([pl.read_parquet(p / "data.parquet") for p in shard_paths])
     assert len(shard_paths) == 5
     first_of: dict[str, str] = {}
@@ -360,3 +362,31 @@ def test_merge_equals_its_definition_on_the_shards_rows(tmp_path, near):
     assert manifest["metrics"]["chars"] == left["n_chars"].sum() and manifest["metrics"]["words"] == left["n_words"].sum()
     for source, n in left.group_by("source").len().iter_rows():
         assert manifest["accounting"]["per_source"][source]["kept"] == n
+
+
+def test_the_data_docs_page_counts_what_the_corpus_publishes(tmp_path):
+    """Issue 35, item 9f: data_docs.html said "kept 7151" where the corpus kept 7,150 (the demo): it gave each
+    shard's own count, before the deduplication across files. It now gives the corpus's count per shard, and the
+    total, after validation's quarantine and every deduplication."""
+    import re
+
+    src = tmp_path / "src"
+    write(src / "a.txt", "alpha one\nbeta two\ngamma three\n")
+    write(src / "b.txt", "alpha one\ndelta four\n" + "x" * 40 + "\n")  # a copy of a.txt's line; one too long
+    cfg = corpus_config_from_dict({"name": "c", "sources": [str(src)], "reader": {"txt_mode": "line"},
+                                   "dedup": {"exact": True}, "validate": {"data_docs": False, "max_chars": 20},
+                                   "split": {"valid": 0.0, "test": 0.0}})
+    store = ArtifactStore(tmp_path / "store")
+    shards = [build_corpus_shard(r, cfg, store) for r in resolve_packs(cfg)]
+    merged = build_corpus(shards, cfg, store)
+    acc = read_manifest(Path(merged.path))["accounting"]
+    assert (acc["records_read"], acc["kept"], acc["deduplicated"]) == (6, 4, {"exact": 1})
+    assert sum(acc["quarantined"].values()) == 1
+    shard_kept = sum(read_manifest(Path(s.path))["accounting"]["kept"] for s in shards)
+    assert shard_kept == 5  # before the deduplication across files: what the page used to say
+    page = (Path(merged.path) / "data_docs.html").read_text(encoding="utf-8")
+    cells = [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<t[dh]>(.*?)</t[dh]>", row)]
+             for row in re.findall(r"<tr>(.*?)</tr>", page)]
+    rows, total = cells[1:-1], cells[-1]
+    assert total[:3] == ["TOTAL", "6", "4"]
+    assert sum(int(r[2]) for r in rows) == 4 and sum(int(r[1]) for r in rows) == 6

@@ -131,6 +131,58 @@ def test_killed_run_resumes_from_its_checkpoint_to_the_same_weights(tmp_path):
         assert [h.get(key) for h in h_resumed] == [h.get(key) for h in h_clean]
 
 
+def test_a_resumed_run_says_it_resumes_and_from_which_step(tmp_path, caplog):
+    """Issue 35, item 9c: a run that picks up a killed run's checkpoint said nothing about it (its log replayed
+    the earlier steps as if they were new): the task log now says "resuming from step 20" first."""
+    import logging
+
+    from corpusforge.tasks.training import training_report
+
+    upstream = write_char_shards(tmp_path)
+    cfg = lm_config_from_dict(GPT_SECTION)
+    store = ArtifactStore(tmp_path / "store")
+
+    def die(step, metrics):
+        if step == 30:  # after the step-20 checkpoint
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        build_lm(upstream, cfg, store, on_metrics=die)
+    logger = logging.getLogger("corpusforge.test.resume")
+    with caplog.at_level(logging.INFO, logger=logger.name):
+        with training_report("lm tiny", 40, logger) as report:
+            build_lm(upstream, cfg, store, on_metrics=report)
+    lines = [r.getMessage() for r in caplog.records if r.name == logger.name]
+    assert lines[0].startswith("resuming from step 20 of 40: the checkpoint a stopped run of this step left in "), lines
+    assert any(line.startswith("step 40: val loss") for line in lines)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=logger.name):  # a fresh run (another store) says nothing of the kind
+        with training_report("lm tiny", 40, logger) as report:
+            build_lm(upstream, cfg, ArtifactStore(tmp_path / "fresh"), on_metrics=report)
+    assert not [r for r in caplog.records if "resuming" in r.getMessage()]
+
+
+def test_the_report_heatmap_reads_a_held_out_document_not_a_three_character_prompt(tmp_path):
+    """Issue 35, item 9e: the run report's attention heatmap was drawn on "the" (the start of a sample.txt that the
+    lm artifact no longer has): three characters. It now reads 24 tokens of a held-out document of the model's own
+    encoded data, one row and column each."""
+    from corpusforge.tasks.lm.report import report_plots, report_prompt
+    from corpusforge.tasks.tokenizer.config import tokenizer_config_from_dict
+    from corpusforge.tasks.tokenizer.train import run_tokenizer_stage
+    from tests.tasks.tokenizer.test_tokenizer import SAMPLE, make_corpus, split_texts
+
+    corpus, store = make_corpus(tmp_path, text="\n".join(SAMPLE.read_text(encoding="utf-8").splitlines()[:400]) + "\n")
+    _, encoded = run_tokenizer_stage(corpus, tokenizer_config_from_dict({"name": "c", "kind": "char"}), store)
+    section = {**GPT_SECTION, "model": {**GPT_SECTION["model"], "block_size": 32},
+               "train": {**GPT_SECTION["train"], "max_iters": 4, "eval_interval": 4}}
+    lm = build_lm(encoded, lm_config_from_dict(section), store)[-1]
+    prompt = report_prompt(Path(lm.path))
+    assert len(prompt) == 24 and any(line.startswith(prompt) for line in split_texts(corpus.path, "valid"))
+    (caption, png), = report_plots(Path(lm.path), tmp_path / "scratch")
+    width = int.from_bytes(png.read_bytes()[16:20], "big")  # the PNG's IHDR: 2 heads side by side, 0.28 in a token
+    assert abs(width - 0.28 * 24 * 2 * 90) <= 1, width  # 3 tokens drew the 2.5 in minimum: 450 pixels
+
+
 def test_config_errors_name_the_field():
     with pytest.raises(ConfigError, match=r"lm\.model\.n_layr: unknown key"):
         from_dict(LMConfig, {"model": {"n_layr": 2}}, "lm")
@@ -186,7 +238,8 @@ def test_encoder_family_trains_skips_the_sample_and_inspects_a_mask(tmp_path):
 
 
 def test_generated_text_keeps_unk_and_breaks_lines_at_end_of_text():
-    # PTB-style data: a literal "<unk>" word and an end-of-sentence token; a plain decode drops both silently
+    # PTB-style data: a literal "<unk>" word and an end-of-sentence token; a plain decode keeps <unk> (issue 35,
+    # item 9g: it used to drop it silently) but skips the end of sentence, which render_ids makes a line break
     from corpusforge.models.tokenization import make_tokenizer
     from corpusforge.tasks.lm.inference import render_ids
 
@@ -194,7 +247,7 @@ def test_generated_text_keeps_unk_and_breaks_lines_at_end_of_text():
     tok.train(["the <unk> sat on the mat", "a <unk> of cats"] * 3, vocab_size=50)
     eos = tok.token_to_id("<eos>")
     ids = tok.encode("the <unk> sat") + [eos] + tok.encode("a <unk> of cats")
-    assert tok.decode(ids) == "the sat a of cats"  # what we must not show
+    assert tok.decode(ids) == "the <unk> sat a <unk> of cats"
     assert render_ids(tok, ids, eos) == "the <unk> sat\na <unk> of cats"
     assert render_ids(tok, [eos] + tok.encode("the mat"), eos) == "\nthe mat"
 

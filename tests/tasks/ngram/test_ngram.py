@@ -81,7 +81,7 @@ def test_perplexity_matches_naive_reference(zipf):
                 oov += 1
             hist = hist + (w if w in vocab else "<unk>",)
     stats = json.loads((Path(result.path) / "stats.json").read_text())
-    (ev,) = [e for e in stats["evaluations"].values() if e["source"] == str(held_out)]
+    (ev,) = [e for e in stats["evaluations"].values() if e["source"] == held_out.name]
     assert ev["perplexity"] == pytest.approx(10 ** (-total / n), rel=1e-9)
     assert ev["perplexity_without_oov"] == pytest.approx(10 ** (-total_known / n_oov_excluded), rel=1e-9)
     assert ev["oov"] == oov == 1
@@ -198,3 +198,28 @@ def test_artifact_is_byte_reproducible_and_counts_are_queryable(tmp_path, zipf):
         con.close()
     assert bigram_total == sum(len(s) + 1 for s in CORPUS)  # one bigram per word and per </s>
     assert distinct_3 == read_manifest(Path(result.path))["metrics"]["distinct_3grams"]
+
+
+def test_an_eval_file_elsewhere_gives_the_same_id_and_bytes(zipf, tmp_path, monkeypatch):
+    """Issue 35, item 6: an ngram.eval file enters the id by its name and content digest, not by where it lies,
+    and the artifact says nothing of its path: the same file in another folder (another checkout, a moved
+    project) is the same artifact, reused; a file with other content is not."""
+    store, corpus, cfg, held_out, result = zipf
+    elsewhere = tmp_path / "other-checkout" / held_out.name
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(held_out.read_bytes())
+    monkeypatch.chdir(elsewhere.parent)
+    moved = build_ngram(corpus, ngram_config_from_dict({"order": 3, "smoothing": "modified-kneser-ney",
+                                                        "eval": [held_out.name], "threads": 1,
+                                                        "memory_limit": "512MB"}), store)
+    assert moved.id == result.id and moved.reused
+    # the config (in the id) and the artifact's files name the file only; the input entry's "path" is where this
+    # run read it (relative to the working directory when under it, as for corpus sources): informational
+    config = json.dumps(read_manifest(Path(result.path))["config"])
+    stats = (Path(result.path) / "stats.json").read_text()
+    assert str(held_out.parent) not in config and str(held_out.parent) not in stats
+    elsewhere.write_text("w0 w1\n")
+    changed = build_ngram(corpus, ngram_config_from_dict({"order": 3, "smoothing": "modified-kneser-ney",
+                                                          "eval": [str(elsewhere)], "threads": 1,
+                                                          "memory_limit": "512MB"}), store)
+    assert changed.id != result.id
