@@ -1,6 +1,6 @@
 """What every benchmark shares: interleaved timing of whole processes, statistics, machine details, one result line.
 
-The rules (README "Benchmarks"): both sides do the same work; the whole process and the inner loop are
+The rules (docs: "Benchmarks"): both sides do the same work; the whole process and the inner loop are
 reported separately; repeats are interleaved (ours, anchor, ours, anchor, ...) so a load spike hits both
 sides; medians and minimums are printed with the load average. CPU seconds are those of the whole process
 tree (the child's own rusage from ``wait4``: every thread, and every descendant it waited for), which is
