@@ -39,7 +39,7 @@ PARENT=$(id_of pretrain)
 run sft lm finetune "$PARENT" "$SST2/train.tsv" --valid "$SST2/dev.tsv" --preset sst2-sft ${SFT_SET:-}
 # shellcheck disable=SC2086
 run sft-lora lm finetune "$PARENT" "$SST2/train.tsv" --valid "$SST2/dev.tsv" --preset sst2-sft \
-  --set name=sst2-sft-lora --set lora.r=8 --set lora.alpha=16 --set train.lr=3e-3 --set train.min_lr=3e-4 \
+  --set post_training.name=sst2-sft-lora --set lora.r=8 --set lora.alpha=16 --set train.lr=3e-3 --set train.min_lr=3e-4 \
   --set train.weight_decay=0 ${LORA_SET:-}
 SUBSET="$OUT/sst2-train-$DPO_ROWS.tsv"
 head -n $((DPO_ROWS + 1)) "$SST2/train.tsv" >"$SUBSET"
