@@ -20,4 +20,6 @@ STAGE = Stage(
                         register="corpusforge.tasks.classify.register:register_classifier",
                         what="a pyfunc that returns labels and probabilities"),
     adjust_upstream="corpusforge.tasks.classify.config:tokenizer_for",
+    needs_split=("valid",),
+    needs_split_hint="give classify train --valid FILE, or set corpus.split.valid=0.1",
 )

@@ -20,4 +20,6 @@ STAGE = Stage(
     registers=Registers(step="post_training", wants="corpusforge.tasks.post_training.register:generates",
                         register="corpusforge.tasks.post_training.register:register_post_trained",
                         what="a text-generating pyfunc (adapters merged)"),
+    needs_split=("valid",),
+    needs_split_hint="give lm finetune --valid FILE, or set corpus.split.valid=0.1",
 )

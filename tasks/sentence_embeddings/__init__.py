@@ -20,4 +20,6 @@ STAGE = Stage(
                         register="corpusforge.tasks.sentence_embeddings.register:register_encoder",
                         what="a pyfunc that returns sentence vectors"),
     adjust_upstream="corpusforge.tasks.sentence_embeddings.config:tokenizer_for",
+    needs_split=("valid",),
+    needs_split_hint="set corpus.split.valid=0.1, or pin a file to it with corpus.split.by_source",
 )

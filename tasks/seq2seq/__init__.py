@@ -22,4 +22,6 @@ STAGE = Stage(
                         register="corpusforge.tasks.seq2seq.register:register_seq2seq",
                         what="a pyfunc that translates"),
     adjust_upstream="corpusforge.tasks.seq2seq.config:tokenizer_for",
+    needs_split=("valid", "test"),
+    needs_split_hint="give seq2seq train --valid SRC TGT, or set corpus.split.valid=0.1",
 )

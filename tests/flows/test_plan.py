@@ -113,3 +113,41 @@ def test_missing_source_is_refused_before_anything_starts(tmp_path):
     imported = {line.split("|")[-1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
     assert "prefect" not in imported and "mlflow" not in imported
     assert not (tmp_path / "s" / "mlflow.db").exists()
+
+
+DEMOS = ["demo.yaml", "demo-translation.yaml", "demo-classification.yaml"]
+
+
+@pytest.mark.parametrize("name", DEMOS)
+def test_every_stage_that_evaluates_on_a_held_out_split_is_checked_before_the_run(name):
+    """Issue 35, item 7, for every stage that evaluates on a held-out split (lm, seq2seq, classify,
+    sentence_embeddings, post_training declare Stage.needs_split): the demo configs as shipped pass the check; with
+    nothing held out, the check names the first such stage and how to give it a split, before any work."""
+    import yaml
+
+    from corpusforge.pipeline_config import pipeline_config_from_dict
+    from corpusforge.plan import check_held_out_splits
+    from corpusforge.stages import STAGES
+    from corpusforge.tasks.config import ConfigError
+    from corpusforge.tasks.corpus.merge import discover
+
+    path = Path(__file__).resolve().parents[2] / "configs" / name
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    cfg = pipeline_config_from_dict(data)
+    refs, _ = discover(cfg.corpus, path.parent)
+    check_held_out_splits(cfg, [r.name for r in refs])  # as shipped: fine
+
+    data["corpus"]["split"] = {"valid": 0, "test": 0, "by_source": {}}
+    needing = [s for s in STAGES if s.needs_split and data.get(s.section) is not None]
+    assert needing, f"{name} has no stage that needs a held-out split"
+    with pytest.raises(ConfigError, match=rf"^{needing[0].section}: needs a {needing[0].needs_split[0]}") as err:
+        check_held_out_splits(pipeline_config_from_dict(data), [r.name for r in refs])
+    assert needing[0].needs_split_hint in str(err.value)
+
+
+def test_the_training_stages_declare_the_split_they_evaluate_on():
+    from corpusforge.stages import stage_for
+
+    for section in ("lm", "seq2seq", "classify", "sentence_embeddings", "post_training"):
+        stage = stage_for(section)
+        assert stage.needs_split and stage.needs_split_hint, section
