@@ -38,6 +38,7 @@ from corpusforge.server.prefect_api import (
     executable,
     free_port,
     own_prefect_healthy,
+    port_free,
     prefect_items,
     refresh_prefect_settings,
     ui_api_env,
@@ -64,6 +65,20 @@ def socket_path_for(store_root: Path) -> str:
     """The server's socket path, in this user's checked private directory (made if absent); see
     corpusforge.door.socket_dir. Raises door.UnsafeSocketPlace when that place cannot be trusted."""
     return socket_path(store_root, create=True)
+
+
+
+PREFECT_PORT_RECORD = "prefect-port.json"  # under <store>/logs: the port the store's Prefect server had last
+
+
+def remembered_prefect_port(store_root: Path) -> int | None:
+    """The port this store's local Prefect server listened on last: tried first on the next start, so the flow-run
+    links a run printed keep opening this store's runs after the server went idle and came back."""
+    try:
+        port = json.loads((Path(store_root) / "logs" / PREFECT_PORT_RECORD).read_text(encoding="utf-8"))["port"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return port if isinstance(port, int) and 0 < port < 65536 else None
 
 
 class LocalServer:
@@ -112,10 +127,14 @@ class LocalServer:
 
     # --- the Prefect API ----------------------------------------------------------------------------------
     def start_prefect(self, port: int | None = None) -> None:
-        if port is None:
-            port = free_port(int(os.environ.get("CORPUSFORGE_PREFECT_PORT", PREFERRED_PREFECT_PORT)))
         logs = self.store_root / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        if port is None:  # the port this store's server had last (its printed flow-run links), else 4200, else any
+            last = remembered_prefect_port(self.store_root)
+            port = last if last is not None and port_free(last) else \
+                free_port(int(os.environ.get("CORPUSFORGE_PREFECT_PORT", PREFERRED_PREFECT_PORT)))
+        with contextlib.suppress(OSError):
+            write_private(logs / PREFECT_PORT_RECORD, json.dumps({"port": port}) + "\n")
         env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
         env.update(ui_api_env(env, f"http://127.0.0.1:{port}"))  # its UI reads this API, not one on 4200
         self.seed_prefect_database(env)

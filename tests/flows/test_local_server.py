@@ -237,6 +237,9 @@ def test_idle_server_stops_and_a_killed_server_takes_its_prefect_api_along(tmp_p
 
     assert run(["server", "start", "--store", str(store)], env).returncode == 0
     second = state(store)
+    # the same port as before (remembered in logs/prefect-port.json; CORPUSFORGE_PREFECT_PORT=0 would otherwise
+    # draw a new one), so the flow-run links the first server's runs printed open this store's runs again
+    assert second["prefect_url"] == first["prefect_url"]
     os.kill(second["pid"], signal.SIGKILL)
     wait_until(lambda: not alive(second["prefect_pid"]), 30, "the orphaned Prefect API exited")
     status = run(["server", "status", "--store", str(store), "--json"], env)
