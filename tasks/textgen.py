@@ -10,6 +10,10 @@ corpusforge.storage.tracking), so it loads and serves where corpusforge is not i
 
 Input: a string, a list of strings, a dict with ``prompt``, or a DataFrame with a ``prompt`` column.
 Output: one continuation (without the prompt) per prompt. Params (all optional): see ``DEFAULT_PARAMS``.
+A model fine-tuned on a prompt template (SFT, DPO: ``post_training.template`` in its config.json) puts each input
+into that template first when the template reads one field (``"Review: {sentence}\nSentiment:"``: send the review,
+get " positive") and answers up to its end token, as it was trained to; ``template=False`` sends the input as the
+whole prompt. A template of several fields takes the whole prompt (``template=False``).
 A leaf at import time: torch is imported when a model is used.
 """
 
@@ -26,8 +30,9 @@ GENERATE_DEFAULTS: dict[str, Any] = {"prompt": "\n", "max_new_tokens": 200, "tem
 
 def generate_text(model, tok, prompt: str, max_new_tokens: int, *, greedy: bool = False, temperature: float = 1.0,
                   top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
-                  eot_id: int | None = None) -> str:
-    """``prompt`` continued by up to ``max_new_tokens`` tokens (sampled, or greedy), without the prompt."""
+                  eot_id: int | None = None, stop_at_eot: bool = False) -> str:
+    """``prompt`` continued by up to ``max_new_tokens`` tokens (sampled, or greedy), without the prompt;
+    ``stop_at_eot``: up to the end-of-text id (an answer's end), which is left out."""
     from corpusforge.models.sampling import generate
     from corpusforge.models.zoo import family_of
 
@@ -40,8 +45,11 @@ def generate_text(model, tok, prompt: str, max_new_tokens: int, *, greedy: bool 
         if eot_id is None:
             raise ValueError("prompt: empty, and the tokenizer has no end-of-text id to start from")
         ids = [int(eot_id)]
+    stop = int(eot_id) if stop_at_eot and eot_id is not None else None
     new = generate(model, ids, max_new_tokens, greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p,
-                   seed=seed, recurrent=spec.recurrent)
+                   seed=seed, stop_id=stop, recurrent=spec.recurrent)
+    if stop is not None and new and new[-1] == stop:
+        new = new[:-1]
     # decode in context: word-level tokenizers put the space *between* tokens, so decode(new) alone
     # would glue the first new word to the prompt
     full, prefix = render_ids(tok, ids + new, eot_id), render_ids(tok, ids, eot_id)
@@ -65,7 +73,7 @@ def render_ids(tok, ids: list[int], eot_id: int | None) -> str:
 DEFAULT_PARAMS: dict[str, Any] = {"max_new_tokens": GENERATE_DEFAULTS["max_new_tokens"],
                                   "temperature": GENERATE_DEFAULTS["temperature"],
                                   "top_k": GENERATE_DEFAULTS["top_k"] or 0, "top_p": GENERATE_DEFAULTS["top_p"] or 1.0,
-                                  "seed": GENERATE_DEFAULTS["seed"], "greedy": False}
+                                  "seed": GENERATE_DEFAULTS["seed"], "greedy": False, "template": True}
 # the predictions that find the code a registered text generator carries (storage.tracking.bundle_pyfunc_code):
 # greedy, and sampled with top-k and top-p, two tokens each
 PROBE_PARAMS: tuple[dict[str, Any], ...] = ({"greedy": True, "max_new_tokens": 2},
@@ -91,11 +99,31 @@ class TextGenerator:
             raise ValueError(f"params: unknown {sorted(unknown)}; allowed: {', '.join(DEFAULT_PARAMS)}")
         p = {**DEFAULT_PARAMS, **(params or {})}
         eot = (self.spec.get("tokenizer") or {}).get("eot_id")
-        return [generate_text(self.model, self.tokenizer, prompt, int(p["max_new_tokens"]), greedy=bool(p["greedy"]),
-                              temperature=float(p["temperature"]), top_k=int(p["top_k"]) or None,
-                              top_p=float(p["top_p"]) if float(p["top_p"]) < 1.0 else None, seed=int(p["seed"]),
-                              eot_id=eot)
-                for prompt in _texts(model_input)]
+        texts = _texts(model_input)
+        template = (self.spec.get("post_training") or {}).get("template") if p["template"] else None
+        prompts = [fill_prompt(template, t) for t in texts] if template else texts
+        answers = [generate_text(self.model, self.tokenizer, prompt, int(p["max_new_tokens"]),
+                                 greedy=bool(p["greedy"]), temperature=float(p["temperature"]),
+                                 top_k=int(p["top_k"]) or None,
+                                 top_p=float(p["top_p"]) if float(p["top_p"]) < 1.0 else None, seed=int(p["seed"]),
+                                 eot_id=eot, stop_at_eot=bool(template))
+                   for prompt in prompts]
+        return [a.strip() for a in answers] if template else answers
+
+
+def fill_prompt(template: dict[str, Any], text: str) -> str:
+    """``text`` put into a fine-tuned model's prompt template (``{"prompt": "Review: {sentence}\nSentiment:",
+    "values": {...}}``): the template's one field takes it (renamed by ``values`` as in training). A template of
+    several fields cannot be filled from one text: a ValueError saying to send the whole prompt."""
+    import string
+
+    prompt = str(template.get("prompt") or "{prompt}")
+    names = list(dict.fromkeys(n for _, n, _, _ in string.Formatter().parse(prompt) if n is not None))
+    if len(names) != 1:
+        raise ValueError(f"this model's prompt template {prompt!r} reads {len(names)} fields ({', '.join(names)}); "
+                         "send the whole prompt with params {\"template\": false}")
+    value = (template.get("values") or {}).get(names[0], {}).get(text, text)
+    return prompt.format(**{names[0]: value})
 
 
 def _texts(model_input: Any) -> list[str]:
