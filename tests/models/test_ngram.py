@@ -98,8 +98,9 @@ def test_kenlm_discounts_by_hand():
 
 
 # ------------------------------------------------------------------ naive reference implementation
-def naive_mkn(sentences, order, modified=True):
-    """Dict-based interpolated (modified) Kneser-Ney following KenLM's rules, one n-gram at a time."""
+def naive_counts(sentences, order):
+    """(raw[n]: n-gram -> count, left[n]: n-gram -> distinct words seen to its left, vocabulary), one sentence
+    at a time with <s> and </s>: what the naive references below start from."""
     raw = [Counter() for _ in range(order + 1)]
     vocab = {"<unk>", EOS, BOS}
     for s in sentences:
@@ -108,10 +109,16 @@ def naive_mkn(sentences, order, modified=True):
         for n in range(1, order + 1):
             for i in range(len(seq) - n + 1):
                 raw[n][tuple(seq[i:i + n])] += 1
-    left = [defaultdict(set) for _ in range(order + 1)]  # n-gram -> distinct words seen to its left
+    left = [defaultdict(set) for _ in range(order + 1)]
     for n in range(2, order + 1):
         for h in raw[n]:
             left[n - 1][h[1:]].add(h[0])
+    return raw, left, vocab
+
+
+def naive_mkn(sentences, order, modified=True):
+    """Dict-based interpolated (modified) Kneser-Ney following KenLM's rules, one n-gram at a time."""
+    raw, left, vocab = naive_counts(sentences, order)
     adj = [dict() for _ in range(order + 1)]
     for n in range(1, order + 1):
         for g, c in raw[n].items():

@@ -5,7 +5,7 @@ distribution summing to 1 with the backoff). tests/tasks/ngram/test_ngram_prune_
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -13,7 +13,7 @@ import pytest
 from corpusforge.models.ngram import (BOS, BOS_ID, EOS, count_sentences, estimate, load_model, prune_thresholds,
                                       save_model)
 from corpusforge.models.ngram_arpa import read_arpa, write_arpa
-from tests.models.test_ngram import CORPUS
+from tests.models.test_ngram import CORPUS, naive_counts
 
 
 def naive_pruned_mkn(sentences, order, thresholds):
@@ -21,18 +21,7 @@ def naive_pruned_mkn(sentences, order, thresholds):
     count is <= thresholds[n-1]; discounts and denominators use every n-gram; a dropped n-gram's adjusted count
     joins its context's gamma. Returns the ARPA-style query p(word | ctx) and the kept n-grams per order."""
     thresholds = list(thresholds) + [thresholds[-1]] * (order - len(thresholds))
-    raw = [Counter() for _ in range(order + 1)]
-    vocab = {"<unk>", EOS, BOS}
-    for s in sentences:
-        seq = [BOS] + s + [EOS]
-        vocab.update(s)
-        for n in range(1, order + 1):
-            for i in range(len(seq) - n + 1):
-                raw[n][tuple(seq[i:i + n])] += 1
-    left = [defaultdict(set) for _ in range(order + 1)]
-    for n in range(2, order + 1):
-        for g in raw[n]:
-            left[n - 1][g[1:]].add(g[0])
+    raw, left, vocab = naive_counts(sentences, order)
     adj = [dict() for _ in range(order + 1)]
     for n in range(1, order + 1):
         for g, c in raw[n].items():
