@@ -28,23 +28,10 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _map_checkout() -> None:
-    """On a bare GPU image corpusforge is not installed: map its packages onto this checkout's folders
-    (pyproject's package-dir: corpusforge = flows/, corpusforge.models = models/) without running any install."""
-    try:
-        import corpusforge.models  # noqa: F401
-        return
-    except ImportError:
-        pass
-    import types
+sys.path.append(str(Path(__file__).resolve().parent))  # benchmarks/bare.py, however this script is run
+from bare import map_checkout  # noqa: E402
 
-    for name, folder in (("corpusforge", "flows"), ("corpusforge.models", "models")):
-        module = types.ModuleType(name)
-        module.__path__ = [str(REPO / folder)]
-        sys.modules[name] = module
-
-
-_map_checkout()
+map_checkout()
 
 
 def _device_name() -> str:

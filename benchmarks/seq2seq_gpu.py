@@ -30,25 +30,10 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _map_checkout() -> None:
-    """On a bare GPU image corpusforge is not installed: map the packages this script needs onto the checkout's
-    folders (pyproject's package-dir) without running their __init__ (which would import the pipeline)."""
-    try:
-        import corpusforge.models  # noqa: F401
-        import corpusforge.tasks.seq2seq.inference  # noqa: F401
-        return
-    except ImportError:
-        pass
-    import types
+sys.path.append(str(Path(__file__).resolve().parent))  # benchmarks/bare.py, however this script is run
+from bare import apply_set, map_checkout  # noqa: E402
 
-    for name, folder in (("corpusforge", "flows"), ("corpusforge.models", "models"), ("corpusforge.tasks", "tasks"),
-                         ("corpusforge.tasks.seq2seq", "tasks/seq2seq")):
-        module = types.ModuleType(name)
-        module.__path__ = [str(REPO / folder)]
-        sys.modules[name] = module
-
-
-_map_checkout()
+map_checkout(extra=(("corpusforge.tasks", "tasks"), ("corpusforge.tasks.seq2seq", "tasks/seq2seq")))
 
 from corpusforge.models.configs import TrainConfig  # noqa: E402
 from corpusforge.models.decoding import beam_search, greedy  # noqa: E402
@@ -81,18 +66,6 @@ def load_preset(name: str) -> dict:
 
     path = Path(name) if name.endswith((".yaml", ".yml")) else REPO / "configs" / "seq2seq" / f"{name}.yaml"
     return yaml.safe_load(path.read_text(encoding="utf-8"))
-
-
-def apply_set(section: dict, assignments: list[str]) -> None:
-    import yaml
-
-    for item in assignments:
-        key, _, value = item.partition("=")
-        parts = key.split(".")
-        node = section
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = yaml.safe_load(value)
 
 
 def decode(model, sources, bos, eos, pad_id, beam, length_penalty, max_len, batch=64):
