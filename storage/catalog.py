@@ -138,6 +138,25 @@ class Catalog:
             raise AmbiguousArtifactId(f"id prefix {id_or_prefix!r} matches several artifacts: {ids}")
         return candidates[0]
 
+    def nearest(self, manifest: dict[str, Any], step: str) -> dict[str, Any] | None:
+        """The manifest of the nearest artifact of ``step`` among ``manifest``'s inputs, breadth first (an lm's
+        encode artifact, that encode's corpus shard), or None; inputs missing from the store are passed over."""
+        queue, seen = [manifest], set()
+        while queue:
+            current = queue.pop(0)
+            for inp in current.get("inputs", []):
+                if inp.get("kind") != "artifact" or inp["id"] in seen:
+                    continue
+                seen.add(inp["id"])
+                try:
+                    found = self.get(inp["id"]).manifest
+                except LookupError:
+                    continue
+                if found.get("step") == step:
+                    return found
+                queue.append(found)
+        return None
+
     def lineage(self, id_or_prefix: str, _seen: frozenset[str] = frozenset()) -> dict[str, Any]:
         """The tree of inputs: artifacts recursively, raw sources as leaves."""
         found = self.get(id_or_prefix)

@@ -227,3 +227,16 @@ def read_meta(directory: str | Path) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"{path}: not a tokenizer directory (no {META_FILE})")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def document_stream(tokenizer: Any, documents: Sequence[str], end_id: int | None, add_special_tokens: bool = False):
+    """The documents encoded (``tokenizer.encode_batch``) into one flat int64 array, each followed by ``end_id``
+    (None: back to back): the token stream the language-model objectives read."""
+    import numpy as np
+
+    ids: list[int] = []
+    for doc in tokenizer.encode_batch(documents, add_special_tokens) if len(documents) else []:
+        ids.extend(doc)
+        if end_id is not None:
+            ids.append(end_id)
+    return np.asarray(ids, dtype=np.int64)

@@ -32,42 +32,23 @@ def text_settings(catalog, manifest: Mapping[str, Any]) -> dict[str, Any]:
     clean config, or None) and ``add_special_tokens``. A post-trained model's settings are its base lm's."""
     import json
 
-    lm = _first(catalog, manifest, "lm") if manifest.get("step") != "lm" else manifest
+    lm = catalog.nearest(manifest, "lm") if manifest.get("step") != "lm" else manifest
     settings: dict[str, Any] = {"txt_mode": "line", "reader": None, "clean": None, "add_special_tokens": False}
     if lm is None:
         return settings
-    encode = _first(catalog, lm, "encode")
+    encode = catalog.nearest(lm, "encode")
     if encode is None:
         return settings
     meta = catalog.get(encode["id"]).path / "meta.json"
     if meta.is_file():
         settings["add_special_tokens"] = bool(json.loads(meta.read_text(encoding="utf-8")).get("add_special_tokens"))
-    shard = _first(catalog, encode, "corpus_shard")
+    shard = catalog.nearest(encode, "corpus_shard")
     if shard is not None:
         config = shard.get("config") or {}
         settings["reader"] = config.get("reader")
         settings["txt_mode"] = (config.get("reader") or {}).get("txt_mode", "line")
         settings["clean"] = config.get("clean")
     return settings
-
-
-def _first(catalog, manifest: Mapping[str, Any], step: str) -> dict[str, Any] | None:
-    """The nearest artifact of ``step`` among the inputs of ``manifest`` (breadth first), or None."""
-    queue, seen = [manifest], set()
-    while queue:
-        current = queue.pop(0)
-        for inp in current.get("inputs", []):
-            if inp.get("kind") != "artifact" or inp["id"] in seen:
-                continue
-            seen.add(inp["id"])
-            try:
-                found = catalog.get(inp["id"]).manifest
-            except LookupError:
-                continue
-            if found.get("step") == step:
-                return found
-            queue.append(found)
-    return None
 
 
 def read_documents(path: str | Path, txt_mode: str = "line", clean: Mapping[str, Any] | None = None,
@@ -95,15 +76,9 @@ def read_documents(path: str | Path, txt_mode: str = "line", clean: Mapping[str,
 
 def encode_documents(tok, documents: list[str], add_special_tokens: bool = False):
     """The token stream the encode step would write for these documents (each followed by the eot id)."""
-    import numpy as np
+    from corpusforge.models.tokenization.base import document_stream
 
-    eot = tok.eot_id
-    ids: list[int] = []
-    for doc in tok.encode_batch(documents, add_special_tokens) if documents else []:
-        ids.extend(doc)
-        if eot is not None:
-            ids.append(eot)
-    return np.asarray(ids, dtype=np.int64)
+    return document_stream(tok, documents, tok.eot_id, add_special_tokens)
 
 
 def score_stream(model, spec: Mapping[str, Any], ids, batch_size: int | None = None,

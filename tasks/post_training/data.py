@@ -65,14 +65,9 @@ def end_id(tokenizer) -> int:
 
 def token_stream(records: list[dict[str, Any]], text: str, tokenizer):
     """Every record's text encoded, each followed by the end id, as one flat array (the lm objectives' data)."""
-    import numpy as np
+    from corpusforge.models.tokenization.base import document_stream
 
-    end = end_id(tokenizer)
-    ids: list[int] = []
-    for encoded in tokenizer.encode_batch([str(r[text] or "") for r in records]):
-        ids.extend(encoded)
-        ids.append(end)
-    return np.asarray(ids, dtype=np.int64)
+    return document_stream(tokenizer, [str(r[text] or "") for r in records], end_id(tokenizer))
 
 
 def examples(records: list[dict[str, Any]], cfg: PostTrainingConfig, tokenizer,
