@@ -66,7 +66,8 @@ def train(
     --set keys address the lm section by default (train.max_iters=200, model.n_layer=2, family=encoder);
     prefix corpus., tokenizer., runner. or tracking. to reach the other sections. A newly trained model is
     registered in MLflow under its lm name (models:/NAME@latest); the JSON result has `registered_model`
-    (null with `registered_model_reason` when none is: an encoder generates no text, tracking is off, ...).
+    (null with `registered_model_reason` when none is: tracking is off, ...). A masked encoder (bert, encoder)
+    is registered as a mask filler: predict(["the film was [MASK] ."]) gives the filled text and the top tokens.
     """
     from corpusforge.tasks.config import ConfigError
 

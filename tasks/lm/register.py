@@ -1,5 +1,6 @@
-"""The lm stage's entry in the MLflow model registry: which lms are registered, and how (a text-generating pyfunc
-that loads corpusforge.tasks.lm.pyfunc). Declared in the stage's ``Registers`` (tasks/lm/__init__.py)."""
+"""The lm stage's entry in the MLflow model registry: which lms are registered, and how: a family that generates as
+a text-generating pyfunc (corpusforge.tasks.lm.pyfunc), a masked encoder (bert, encoder) as a mask-filling one
+(corpusforge.tasks.lm.fill_mask). Declared in the stage's ``Registers`` (tasks/lm/__init__.py)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,26 @@ from pathlib import Path
 from typing import Any
 
 
-def generates(lm_dir: Path) -> bool:
-    """Only families that can generate are registered (as text generators); an encoder stays in the store and
-    the run."""
+def _family(lm_dir: Path):
     import json
 
     from corpusforge.models.family import family
 
-    return family(json.loads((lm_dir / "config.json").read_text(encoding="utf-8"))["family"]).can("generate")
+    return family(json.loads((Path(lm_dir) / "config.json").read_text(encoding="utf-8"))["family"])
+
+
+def registrable(lm_dir: Path) -> bool:
+    """Families that generate are registered as text generators, those that fill masks as mask fillers (asked of
+    the family, not assumed); any other stays in the store and the run."""
+    traits = _family(lm_dir)
+    return traits.can("generate") or traits.can("fill_mask")
 
 
 def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) -> dict[str, str]:
-    """Register a trained lm in the MLflow model registry as a text-generating pyfunc (corpusforge.tasks.lm.pyfunc)
-    that carries the corpusforge code it runs (``bundle_code``: it needs no corpusforge where it is served).
+    """Register a trained lm in the MLflow model registry as a text-generating pyfunc (corpusforge.tasks.lm.pyfunc),
+    or, for a masked encoder, a mask-filling one (corpusforge.tasks.lm.fill_mask: ``filled``, ``tokens``,
+    ``probabilities``), that carries the corpusforge code it runs (``bundle_code``: it needs no corpusforge where it
+    is served).
 
     The registered name is the lm's name; each new artifact adds a version, which ``@latest`` resolves to.
     """
@@ -38,7 +46,14 @@ def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) ->
         raise ValueError(f"{lm_dir}: its tokenizer ({tokenizer_dir}) is missing, so the model cannot be registered")
     tags = {"corpusforge.artifact_id": manifest["id"], "corpusforge.step": "lm",
             "corpusforge.family": str(spec.get("family")), "corpusforge.tokenizer_id": str(spec["tokenizer"].get("id"))}
+    how: dict[str, Any] = {"loader_module": "corpusforge.tasks.lm.pyfunc", "params": DEFAULT_PARAMS,
+                           "probes": PROBE_PARAMS}
+    if not _family(lm_dir).can("generate"):  # a masked encoder
+        from corpusforge.tasks.lm import fill_mask
+
+        how = {"loader_module": "corpusforge.tasks.lm.fill_mask", "params": fill_mask.DEFAULT_PARAMS,
+               "probes": (None,), "outputs": fill_mask.OUTPUTS}
+        tags["corpusforge.task"] = "fill_mask"
     return tracker.register_pyfunc_model(
         run_id, str(manifest["name"]), {"lm": lm_dir, "tokenizer": Path(tokenizer_dir)},
-        loader_module="corpusforge.tasks.lm.pyfunc", pip_requirements=pyfunc_requirements(), params=DEFAULT_PARAMS, tags=tags,
-        kind="lm", artifact_key="lm", bundle_code=True, probes=PROBE_PARAMS)
+        pip_requirements=pyfunc_requirements(), tags=tags, kind="lm", artifact_key="lm", bundle_code=True, **how)

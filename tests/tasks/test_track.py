@@ -89,7 +89,10 @@ def test_a_run_that_computed_nothing_opens_no_parent_run(tmp_path):
 def test_a_model_that_is_not_registered_says_why(tmp_path):
     """Issue 35, item 9d: an encoder lm's JSON said `registered_model: null` and nothing else. The run's counts now
     list each model no version was registered for, with why (the family, tracking off, registration off), and the
-    training commands' JSON carries it as `registered_model_reason`."""
+    training commands' JSON carries it as `registered_model_reason`. (An encoder lm is registered now, as a mask
+    filler: a stage whose registry entry wants a classifier stands in for a family the stage does not register.)"""
+    import dataclasses
+
     from corpusforge.stages import STAGES
     from corpusforge.storage.store import ArtifactStore
     from corpusforge.storage.tracking import NullTracker
@@ -105,14 +108,17 @@ def test_a_model_that_is_not_registered_says_why(tmp_path):
     results = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))
     assert [r.step for r in results] == ["lm"]  # an encoder writes no sample
     tracker = Tracker(tmp_path / "store", "exp")
-    counts = track_results(tracker, ParentRun(tracker, "run", {}, {}), results, stages=STAGES)
+    stages = [dataclasses.replace(s, registers=dataclasses.replace(
+        s.registers, wants="corpusforge.tasks.classify.register:classifies", what="a classifier"))
+        if s.section == "lm" else s for s in STAGES]
+    counts = track_results(tracker, ParentRun(tracker, "run", {}, {}), results, stages=stages)
     assert counts["registered_models"] == []
     (entry,) = counts["not_registered"]
     assert (entry["step"], entry["id"]) == ("lm", results[-1].id)
     fields = registered_model_fields(counts, "lm")
     assert fields["registered_model"] is None
-    assert fields["registered_model_reason"] == ("the lm stage registers a text-generating pyfunc, which a model of "
-                                                 "the 'encoder' family is not; it stays in the store (and its MLflow "
+    assert fields["registered_model_reason"] == ("the lm stage registers a classifier, which a model of the "
+                                                 "'encoder' family is not; it stays in the store (and its MLflow "
                                                  "run)")
     off = track_results(NullTracker(), ParentRun(NullTracker(), "run", {}, {}), results, stages=STAGES)
     assert registered_model_fields(off, "lm")["registered_model_reason"].startswith("tracking is off")

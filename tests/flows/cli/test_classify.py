@@ -108,6 +108,32 @@ def test_pretrain_fine_tune_predict_evaluate_and_the_registered_model(prefect_ha
     assert list(frame.columns) == ["label", "p_negative", "p_positive"]
     assert list(frame["label"]) == [p["label"] for p in predicted]
     assert frame["p_positive"].tolist() == pytest.approx([p["probabilities"]["positive"] for p in predicted])
+
+    # the pre-trained BERT is registered too, as a mask filler (corpusforge.tasks.lm.fill_mask)
+    import torch
+
+    from corpusforge.tasks.encoded import load_with_tokenizer
+
+    assert pre["registered_model_reason"] is None and pre["registered_model"]["name"] == "tiny-bert"
+    filler = mlflow.pyfunc.load_model(pre["registered_model"]["latest_uri"])
+    asked = ["the plot was [MASK]", "the acting felt"]  # the second gets its mask at the end
+    filled = filler.predict(asked, params={"top_k": 3})
+    assert list(filled.columns) == ["filled", "tokens", "probabilities"] and len(filled) == 2
+    model, tok, _ = load_with_tokenizer(pre["path"])
+    cfg = model.cfg
+    special = sorted({cfg.mask_id, cfg.cls_id, cfg.sep_id, cfg.pad_id, tok.eot_id})
+    for text, row in zip(asked, filled.itertuples()):
+        ids = tok.encode(text)
+        ids = ids if cfg.mask_id in ids else [*ids, cfg.mask_id]
+        assert ids.count(cfg.mask_id) == 1  # "[MASK]" in the text is the mask token, not five characters
+        with torch.no_grad():  # by hand from the store artifact's weights: [CLS] text [SEP], specials never proposed
+            logits = model(torch.tensor([[cfg.cls_id, *ids, cfg.sep_id]]))[0][0, 1 + ids.index(cfg.mask_id)].float()
+        logits[special] = float("-inf")
+        top = torch.topk(torch.softmax(logits, -1), 3)
+        assert list(row.probabilities) == pytest.approx(top.values.tolist(), abs=1e-5)
+        assert list(row.tokens) == [tok.decode([int(i)]) or tok.id_to_token(int(i)) for i in top.indices]
+        assert "[MASK]" not in row.filled.upper() and row.filled.endswith(row.tokens[0].lstrip("#"))
+    assert "top_k must be >= 1" in str(pytest.raises(Exception, filler.predict, ["x"], params={"top_k": 0}).value)
     assert not [p for p in store.rglob("*") if p.suffix in (".pkl", ".pickle")]
 
     # the Python API is the same call: answered from the store, and the artifact loads as a classifier
