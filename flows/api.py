@@ -600,6 +600,20 @@ def _embed_train(sources: Sequence[PathLike], kind: str = "word2vec", overrides:
     return _result(run_config(embed_config(sources, kind, overrides), store))["embeddings"]
 
 
+def _embed_import(path: PathLike, name: str | None = None, format: str = "auto", lowercase: bool = False,
+                  limit: int | None = None, store: PathLike | None = None) -> Artifact:
+    """``corpusforge embed import``: word vectors trained elsewhere (word2vec text or binary, GloVe text) as an
+    embeddings artifact of the store (corpusforge.tasks.embeddings.import_vectors): ``.load()`` gives gensim
+    ``KeyedVectors``, and its id starts a classifier's embedding (``--set embeddings=ID``). ConfigError (a
+    ValueError) for a missing or unreadable file."""
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.embeddings.import_vectors import import_vectors
+
+    result = import_vectors(path, ArtifactStore(store_root(store)), name=name, fmt=format, lowercase=lowercase,
+                            limit=limit)
+    return Artifact.from_dir(result.path, result.reused)
+
+
 def _lm_train(sources: Sequence[PathLike], preset: str, overrides: Sequence[str] = (),
               store: PathLike | None = None, valid: PathLike | None = None, test: PathLike | None = None) -> Artifact:
     """``corpusforge lm train``: corpus, tokenizer, encoding and the preset's neural LM (``valid``/``test``: files
@@ -713,7 +727,7 @@ def _lm_evaluate(artifact_id: str, files: Sequence[PathLike], store: PathLike | 
 
 tokenizer = SimpleNamespace(train=_tokenizer_train)
 ngram = SimpleNamespace(estimate=_ngram_estimate)
-embed = SimpleNamespace(train=_embed_train)
+embed = SimpleNamespace(train=_embed_train, import_vectors=_embed_import)
 lm = SimpleNamespace(train=_lm_train, finetune=_lm_finetune, merge=_lm_merge, evaluate=_lm_evaluate)
 seq2seq = SimpleNamespace(train=_seq2seq_train)
 classify = SimpleNamespace(train=_classify_train)

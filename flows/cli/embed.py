@@ -32,6 +32,7 @@ app = typer.Typer(help="Text representations: TF-IDF, word2vec, fastText, GloVe;
                   no_args_is_help=True)
 
 KINDS = ("tfidf", "word2vec", "fasttext", "glove")
+VectorFormat = choices("VectorFormat", ("auto", "word2vec", "word2vec-binary", "glove"))
 Kind = choices("EmbeddingsKind", KINDS)
 PIPELINE_KEYS = ("runner.", "tracking.", "name=", "corpus.", "embeddings.")
 
@@ -89,6 +90,49 @@ def train(
         out.print(f"vectors (word2vec text format): {payload['vectors_path']}")
     if "eval" in payload:
         out.print(json.dumps(payload["eval"]["metrics"], indent=1))
+
+
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Word vectors: word2vec text (a 'WORDS DIMENSIONS' "
+                                         "header) or binary (.bin), or GloVe text (no header).")],
+    name: Annotated[Optional[str], typer.Option("--name", help="Artifact name (default: the file's stem).")] = None,
+    fmt: Annotated[VectorFormat, typer.Option("--format", help="The file's format (auto: .bin is binary word2vec; a "
+                                                               "two-number first line is word2vec text; else "
+                                                               "GloVe).")] = VectorFormat.auto,
+    lowercase: Annotated[bool, typer.Option("--lowercase", help="The vectors' words are lowercase (GloVe's are): "
+                                                                "queries are lowercased to match.")] = False,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Keep the first N words only (such files "
+                                                                        "list the most frequent first).")] = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Bring word vectors trained elsewhere into the store as an embeddings artifact.
+
+    The artifact is read like a trained one: embed neighbors/eval/contextual, and classify train --set
+    embeddings=ID (the embedding layer starts from them: e.g. Google News word2vec for sst2-bilstm). Its id is the
+    file's content digest and name with the settings: importing the same file again reuses it.
+    """
+    import corpusforge.api as cf
+    from corpusforge.tasks.config import ConfigError
+
+    if not file.is_file():
+        _fail(f"vectors file {str(file)!r} does not exist", 2)
+    try:
+        art = cf.embed.import_vectors(file, name=name, format=fmt.value, lowercase=lowercase, limit=limit, store=store)
+    except ConfigError as exc:
+        _fail(str(exc), 2)
+    payload = {"id": art.id, "path": str(art.path), "step": art.step, "name": art.name, "reused": art.reused,
+               "kind": art.manifest["config"]["kind"], "format": art.manifest["config"]["imported"],
+               "metrics": art.metrics, "vectors_path": str(art.path / "vectors.txt"),
+               "vectors_binary_path": str(art.path / "vectors.bin")}
+    if as_json:
+        print_json(payload)
+        return
+    m = art.metrics
+    out.print(f"[bold]{payload['format']}[/] vectors {art.id[:12]} ({int(m['vocab_size']):,} words x "
+              f"{int(m['dim'])}){' (reused)' if art.reused else ''} at {art.path}")
+    out.print(f"start a classifier from them: corpusforge classify train FILE --preset P --set embeddings={art.id[:12]}")
 
 
 def _find_embeddings(artifact_id: str, store: Optional[Path]):
