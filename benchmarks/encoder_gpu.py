@@ -13,6 +13,10 @@ a machine with gensim; it also gathers the data files into ``.gpu-data``, which 
         # from the pre-trained encoder, then its linear probe
     python benchmarks/encoder_gpu.py sbert [--set k=v]...       # the sentence-embeddings-multi30k SBERT:
         # Multi30k test2016 retrieval, and a linear probe of its vectors on SST-2
+    python benchmarks/encoder_gpu.py profile [--pre-set k=v]... [--steps 30] [--compile]
+        # where a BERT pre-training step's time goes (2026-11-28 on an H100: 27 steps/s, 0.5% MFU for 6 x 256):
+        # building the batches alone, then the synchronised forward + backward + AdamW step, then torch.profiler's
+        # top operators by host and by device time
     add --smoke for a seconds-long CPU run of the same code path.
 
 Each prints progress lines and, last, one line of JSON (record it in benchmarks/RESULTS.md).
@@ -401,10 +405,78 @@ def run_sbert(args) -> dict:
     return {"what": "sbert", **run}
 
 
+def run_profile(args) -> dict:
+    """Time one BERT pre-training step's parts on the bert-mlm-small data (SST-2 train + PTB train): the batch
+    builder alone; the step itself (the trainer's order: batch to the device, autocast forward and loss, backward,
+    clip, AdamW), synchronised; then torch.profiler over the same steps."""
+    from torch.profiler import ProfilerActivity, profile
+
+    preset = load_preset("lm/bert-mlm-small.yaml")
+    section = preset["lm"]
+    apply_set(section, args.pre_set)
+    smoke_train(section["train"])
+    texts = read_sst2("train.tsv")[0] + read_lines("ptb/ptb.train.txt")
+    tok = train_tokenizer(preset["tokenizer"], texts)
+    stream = np.asarray([i for ids in tok.encode_batch(texts) for i in (*ids, tok.eot_id)], dtype=np.int32)
+    mcfg = model_config("bert", section["model"], tok)
+    tcfg = TrainConfig(**section["train"])
+    device = torch.device("cuda" if torch.cuda.is_available() and tcfg.device != "cpu" else "cpu")
+    torch.manual_seed(tcfg.seed)
+    model = build_model("bert", mcfg).to(device)
+    objective = load_ref(families()["bert"].objective)(mcfg, {"train": stream, "valid": stream[:100000]})
+    objective.setup(model, tcfg.batch_size)
+    loss_module = objective.loss_module(model)
+    if args.compile:
+        loss_module = torch.compile(loss_module)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    gen = torch.Generator().manual_seed(0)
+    n = 4 if SMOKE else args.steps
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    t0 = time.perf_counter()
+    batches = [objective.batch(i, gen) for i in range(3 * n)]
+    build_ms = 1000 * (time.perf_counter() - t0) / (3 * n)
+
+    def step(batch):
+        tensors = [t.to(device, non_blocking=True) for t in batch.tensors]
+        with amp:
+            loss, _ = loss_module(*tensors, None)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for b in batches[:n]:  # warm-up (and compilation)
+        step(b)
+    sync()
+    t0 = time.perf_counter()
+    for b in batches[n: 2 * n]:
+        step(b)
+    sync()
+    step_ms = 1000 * (time.perf_counter() - t0) / n
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for b in batches[2 * n:]:
+            step(b)
+        sync()
+    table = prof.key_averages()
+    print(table.table(sort_by="self_cpu_time_total", row_limit=15), flush=True)
+    if device.type == "cuda":
+        print(table.table(sort_by="self_cuda_time_total", row_limit=15), flush=True)
+    tokens = sum(int(b.tokens) for b in batches[n: 2 * n]) / n
+    return {"what": "profile", "compile": args.compile, "steps": n, "batch_size": tcfg.batch_size,
+            "params": sum(p.numel() for p in model.parameters()), "build_batch_ms": round(build_ms, 2),
+            "step_ms": round(step_ms, 2), "steps_per_s": round(1000 / step_ms, 1),
+            "tokens_per_s": round(tokens * 1000 / step_ms), "model": section["model"]}
+
+
 def main() -> None:
     global SMOKE
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("bilstm", "bert", "sbert"))
+    ap.add_argument("what", choices=("bilstm", "bert", "sbert", "profile"))
+    ap.add_argument("--steps", type=int, default=30, help="profile: steps to time (and as many to warm up)")
+    ap.add_argument("--compile", action="store_true", help="profile: torch.compile the model and its loss")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--variant", action="append", default=[], choices=sorted(BILSTM_VARIANTS))
     ap.add_argument("--pre-set", action="append", default=[], help="lm section key=value (bert pre-training)")
@@ -419,7 +491,7 @@ def main() -> None:
     SMOKE = args.smoke
     if torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    out = {"bilstm": run_bilstm, "bert": run_bert, "sbert": run_sbert}[args.what](args)
+    out = {"bilstm": run_bilstm, "bert": run_bert, "sbert": run_sbert, "profile": run_profile}[args.what](args)
     out.update(device=torch.cuda.get_device_name() if torch.cuda.is_available() and not SMOKE else "cpu",
                torch=torch.__version__, wall_seconds=round(time.perf_counter() - WALL, 1), argv=sys.argv[1:])
     print(json.dumps(out), flush=True)

@@ -96,3 +96,10 @@ def test_sbert_retrieves_both_ways_and_probes_sst2(gpu_data):
     assert out["steps"] == 8 and set(out["test_en_to_de"]) == set(out["test_de_to_en"]) == {"top1", "top5", "mrr"}
     assert 0.0 <= out["test_en_to_de"]["top1"] <= out["test_en_to_de"]["top5"] <= 1.0
     assert 0.0 <= out["sst2_probe"]["accuracy"] <= 1.0
+
+
+def test_profile_times_the_batch_builder_and_the_step_apart(gpu_data):
+    out = run_bench(gpu_data, "profile", "--pre-set", "model.n_layer=1", "--pre-set", "model.n_embd=32")
+    assert out["steps"] == 4 and out["params"] > 0 and out["model"]["n_layer"] == 1
+    assert out["build_batch_ms"] > 0 and out["step_ms"] > 0
+    assert out["steps_per_s"] == round(1000 / out["step_ms"], 1)
