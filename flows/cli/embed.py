@@ -118,6 +118,10 @@ def import_(
 
     if not file.is_file():
         _fail(f"vectors file {str(file)!r} does not exist", 2)
+    size = file.stat().st_size
+    if size > 100 * 2**20:  # Google News' 3.6 GB takes minutes to read and to write back in both formats
+        err.print(f"importing {file.name} ({size / 2**30:.1f} GiB): reading it and writing vectors.txt and "
+                  "vectors.bin takes a while" + ("" if limit else "; --limit N keeps the first N words"))
     try:
         art = cf.embed.import_vectors(file, name=name, format=fmt.value, lowercase=lowercase, limit=limit, store=store)
     except ConfigError as exc:
