@@ -624,6 +624,8 @@ class Tracker:
                 shim = Path(tmp) / "code" / BUNDLE_PACKAGE
                 bundle_pyfunc_code(loader_module, data, shim / "lib", probes)
                 (shim / "__init__.py").write_text(_BUNDLE_SHIM.replace("{loader}", loader_module), encoding="utf-8")
+                # the shim package is imported once per process, so each model names its own loader in its data
+                (data / BUNDLE_LOADER_FILE).write_text(loader_module + "\n", encoding="utf-8")
                 code_paths, saved_loader = [str(shim)], BUNDLE_PACKAGE
                 requirements = [r for r in requirements if _requirement_name(r) != "corpusforge"]
             said = logging.getLogger("mlflow.pyfunc")  # its INFO "Validating input example against model signature"
@@ -822,11 +824,13 @@ with open(out, "w", encoding="utf-8") as f:
 
 
 BUNDLE_PACKAGE = "corpusforge_model_code"  # the loader package of a model that carries its code
+BUNDLE_LOADER_FILE = "loader_module.txt"  # in such a model's data: the module its shim hands _load_pyfunc to
 _BUNDLE_SHIM = '''"""The loader of a registered corpusforge model that carries its code (lib/corpusforge: the modules it runs).
 
 MLflow imports this package (the model's loader_module) and calls _load_pyfunc. An installed corpusforge is used
 where there is one (the copy never shadows it in a process that also uses the project); elsewhere lib/ joins the
-end of sys.path and the copy is imported.
+end of sys.path and the copy is imported. Python imports this package once per process, whichever model came
+first, so the loader is read from each model's own data (loader_module.txt), LOADER only where that is missing.
 """
 
 import importlib
@@ -840,7 +844,14 @@ if importlib.util.find_spec("corpusforge") is None:
 
 
 def _load_pyfunc(data_path):
-    return importlib.import_module(LOADER)._load_pyfunc(data_path)
+    named = os.path.join(data_path, "loader_module.txt")
+    loader = LOADER
+    if os.path.isfile(named):
+        with open(named, encoding="utf-8") as f:
+            loader = f.read().strip()
+    if loader != "corpusforge" and not loader.startswith("corpusforge."):
+        raise ImportError(f"{named}: names {loader!r}, which is not a corpusforge module")
+    return importlib.import_module(loader)._load_pyfunc(data_path)
 '''
 
 

@@ -69,3 +69,41 @@ def test_generation_defaults_agree_in_all_three_places():
     assert cli["top_k"] is None and cli["top_p"] is None
     assert DEFAULT_PARAMS["top_k"] == 0 and DEFAULT_PARAMS["top_p"] == 1.0  # "off", as None elsewhere
     assert all(DEFAULT_PARAMS[k] == GENERATE_DEFAULTS[k] for k in ("max_new_tokens", "temperature", "seed"))
+
+
+def test_two_registered_models_with_different_loaders_load_in_one_process(tmp_path, monkeypatch):
+    """Every model that carries its code is loaded through one shim package (corpusforge_model_code), which Python
+    imports once per process: a text generator loaded after a mask filler got the filler's loader ("params: unknown
+    ['greedy', ...]; allowed: top_k", CI of 2026-11-28). Each model now names its loader in its own data."""
+    import mlflow
+
+    from corpusforge.storage.tracking import BUNDLE_LOADER_FILE, Tracker
+    from corpusforge.tasks.lm.fill_mask import MaskFiller
+    from corpusforge.tasks.lm.pyfunc import TextGenerator
+    from corpusforge.tasks.lm.register import register_lm
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+    tracker = Tracker(tmp_path / "store", "exp")
+    run = tracker.start_pipeline_run("run", {"name": "exp"}, {})
+    uris = {}
+    for family in ("encoder", "gpt"):
+        upstream = write_char_shards(tmp_path / family, roles={"mask": "[MASK]"})
+        section = {**GPT_SECTION, "name": f"tiny-{family}", "family": family,
+                   "train": {**GPT_SECTION["train"], "max_iters": 5}}
+        result = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))[-1]
+        manifest = {"id": result.id, "name": f"tiny-{family}"}
+        info = register_lm(tracker, run, manifest, Path(result.path))
+        assert info["loader_module"] == "corpusforge_model_code"  # the shim, for both
+        location = Path(info["source"][len("file://"):])
+        assert (location / "data" / "data" / BUNDLE_LOADER_FILE).read_text().strip() == (
+            "corpusforge.tasks.lm.fill_mask" if family == "encoder" else "corpusforge.tasks.lm.pyfunc")
+        uris[family] = info["source"]
+    tracker.finish_pipeline_run(run, {})
+    order = ["encoder", "gpt", "encoder"]  # the order the CI failed in, and back
+    loaded = [mlflow.pyfunc.load_model(uris[f]) for f in order]
+    kinds = [type(m._model_impl) for m in loaded]
+    assert kinds == [MaskFiller, TextGenerator, MaskFiller]
+    assert len(loaded[1].predict(["the "], params={"greedy": True, "max_new_tokens": 4})[0]) >= len("the ")
+    assert list(loaded[2].predict(["the [MASK]"]).columns) == ["filled", "tokens", "probabilities"]
