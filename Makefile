@@ -18,14 +18,17 @@ TORCH_SPEC ?= torch==2.13.0
 # runs the pipeline on both) and the docs site's builder (tests/flows/test_docs.py builds it with --strict).
 # `make test EXTRAS=dev,docs` leaves out the runners (Ray is an ~80 MB wheel); their tests then skip.
 EXTRAS ?= dev,dask,ray,docs
+# Test workers (pytest-xdist): one per core (at most 8) by default; the suite is CPU-bound and would use one core.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 8 ] && n=8; echo $$n)
 DOCS_DIR := deploy/docs
 SITE     := $(DOCS_DIR)/site
 
-.PHONY: install install-dev demo test lint docs shell ui clean-store help
+.PHONY: install install-dev demo test test-fast lint docs shell ui clean-store help
 
 help:
 	@echo "make demo   - install the package alone into $(VENV) if needed, run configs/demo.yaml on data/sample, then configs/demo-translation.yaml on data/pairs and configs/demo-classification.yaml on data/labelled"
-	@echo "make test   - install the package with the extras [$(EXTRAS)] into $(VENV) if needed, run the import-layer contract and the test suite (it builds the docs with --strict)"
+	@echo "make test   - install the package with the extras [$(EXTRAS)] into $(VENV) if needed, run the import-layer contract and the whole test suite, both tiers, on $(TEST_WORKERS) workers (it builds the docs with --strict)"
+	@echo "make test-fast - the fast tier alone (no corpusforge subprocess, no server, no training to convergence; what a bare pytest runs): a few minutes"
 	@echo "make docs   - build the documentation site ($(DOCS_DIR)/mkdocs.yml) into $(SITE)/ with --strict"
 	@echo "make shell  - a shell with $(VENV) activated (the corpusforge command on PATH); or: source $(VENV)/bin/activate"
 	@echo "make ui     - Prefect + MLflow UIs for the demo store on 127.0.0.1"
@@ -66,8 +69,13 @@ demo: $(STAMP)
 lint: $(TEST_STAMP)
 	LINT_IMPORTS=$(VENV)/bin/lint-imports .ci/lint-imports
 
+# Both tiers (deploy/docs/pages/internals/tests.md): the modules of a file stay on one worker (--dist loadscope),
+# so a module's fixtures are built once.
 test: $(TEST_STAMP) lint
-	$(PY) -m pytest
+	$(PY) -m pytest --tier all -n $(TEST_WORKERS) --dist loadscope
+
+test-fast: $(TEST_STAMP)
+	$(PY) -m pytest --tier fast -n $(TEST_WORKERS) --dist loadscope
 
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -f $(DOCS_DIR)/mkdocs.yml

@@ -37,6 +37,17 @@ LN2 = math.log(2.0)
 IGNORE = -100  # F.cross_entropy's ignore_index: positions that carry no loss
 
 
+@contextlib.contextmanager
+def evaluating(model: nn.Module):
+    """``model`` in eval mode (dropout off) for the block, and back in the mode it was in after it."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
 @dataclass
 class Batch:
     """One micro-batch: the loss module's tensor inputs (on the CPU; the trainer moves them), how many input

@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from corpusforge.models.objectives import IGNORE, Batch, NextTokenLoss, Objective
+from corpusforge.models.objectives import IGNORE, Batch, NextTokenLoss, Objective, evaluating
 
 
 def _ids(seq: Any) -> list[int]:
@@ -165,26 +165,37 @@ class SFT(Objective):
         return model.flops_per_token(self.block_size) if hasattr(model, "flops_per_token") else 0.0
 
     def evaluate(self, model, split, batch_size, max_batches=0, device="cpu", autocast=contextlib.nullcontext):
-        """The first ``max_batches * batch_size`` examples (all with 0), each alone, batched by length."""
+        """The first ``max_batches * batch_size`` examples (all with 0), each alone, batched by length.
+
+        ``loss`` (nats per response token) is what training minimises, but it is a poor guide to whether answers
+        are right: a response is several tokens of which most are fixed by the format (" positive" is 4-8
+        byte-level tokens plus the end token, and only the first one decides), so a model at chance on the
+        decision (ln 2 = 0.69 nats) and sure of the rest shows a per-token loss of 0.69 / 8 = 0.09. Beside it:
+        ``response_nll``, nats per whole response (the sum over its tokens, averaged over responses: 0.69 for a
+        coin flip between two answers); ``token_accuracy``, the fraction of response tokens that are the model's
+        argmax; and ``exact_match``, the fraction of responses whose every token is the argmax given the gold
+        tokens before it, which is exactly when greedy decoding of the same prompt reproduces the response (so it
+        agrees with the stage's greedy ``answer_accuracy`` on the same prompts, up to argmax ties)."""
         examples = self.splits[split]
         n = len(examples) if not max_batches else min(len(examples), max_batches * batch_size)
         order = sorted(range(n), key=lambda i: (len(examples[i][0]), i))
-        was_training = model.training
-        model.eval()
-        total, count = 0.0, 0
-        try:
-            with torch.no_grad():
-                for start in range(0, n, batch_size):
-                    x, y = (t.to(device) for t in self.collate([examples[i] for i in order[start: start + batch_size]]))
-                    with autocast():
-                        logits, _ = model(x)
-                    total += F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE,
-                                             reduction="sum").item()
-                    count += int((y != IGNORE).sum())
-        finally:
-            model.train(was_training)
+        total, count, right, exact = 0.0, 0, 0, 0
+        with evaluating(model), torch.no_grad():
+            for start in range(0, n, batch_size):
+                x, y = (t.to(device) for t in self.collate([examples[i] for i in order[start: start + batch_size]]))
+                with autocast():
+                    logits, _ = model(x)
+                scored = y != IGNORE
+                total += F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE,
+                                         reduction="sum").item()
+                count += int(scored.sum())
+                hit = (logits.argmax(-1) == y) & scored
+                right += int(hit.sum())
+                exact += int((hit | ~scored).all(dim=1).sum())
         loss = total / count
-        return {"loss": loss, "ppl": math.exp(min(loss, 700.0)), "response_tokens": float(count)}
+        return {"loss": loss, "ppl": math.exp(min(loss, 700.0)), "response_nll": total / max(n, 1),
+                "token_accuracy": right / count, "exact_match": exact / max(n, 1), "response_tokens": float(count),
+                "responses": float(n)}
 
 
 # --- direct preference optimization ---------------------------------------------------------------------------

@@ -1,9 +1,18 @@
-"""Shared test setup: quiet offline environment, one Prefect test harness per session, tmp stores."""
+"""Shared test setup: quiet offline environment, one Prefect test harness per session, tmp stores, and the tiers.
+
+Tiers (deploy/docs/pages/internals/tests.md): a test marked ``e2e``, ``server``, ``learns``, ``memory`` or ``gpu``
+is in the full tier; every other test is in the fast tier. A bare ``pytest`` (no path named) runs the fast tier
+(``make test-fast``); ``pytest --tier all`` runs everything (``make test``, what ``.ci/run`` calls); naming paths
+runs every test in them unless ``--tier fast`` is given. ``gpu`` tests skip on a machine without CUDA. A fast-tier
+test that takes more than ``CORPUSFORGE_FAST_TEST_LIMIT`` seconds (10; 0 turns the guard off) fails: mark it for
+what makes it slow, or make it faster.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -29,7 +38,9 @@ for key, value in {
     "PYTHONIOENCODING": "utf-8",
 }.items():
     os.environ[key] = value
-for key in ("PREFECT_API_URL", "CORPUSFORGE_STORE", "CORPUSFORGE_TRACKING_URI", "MLFLOW_TRACKING_URI"):
+# COLUMNS and LINES: pytest-xdist's workers get 80 x 24, which would make the commands they start wrap their
+# one-line errors at 80 columns (a command whose output is not a terminal does not wrap otherwise)
+for key in ("PREFECT_API_URL", "CORPUSFORGE_STORE", "CORPUSFORGE_TRACKING_URI", "MLFLOW_TRACKING_URI", "COLUMNS", "LINES"):
     os.environ.pop(key, None)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,3 +70,115 @@ def write(path: Path, data: bytes | str) -> Path:
         data = data.encode("utf-8")
     path.write_bytes(data)
     return path
+
+
+# --- tiers ------------------------------------------------------------------------------------------------------
+
+# why a test is in the full tier (the marks are declared in pyproject.toml; the tests page lists them)
+FULL_TIER_MARKS = ("e2e", "server", "learns", "memory", "gpu")
+FAST_TEST_LIMIT = float(os.environ.get("CORPUSFORGE_FAST_TEST_LIMIT", "10"))
+# Libraries some tests import on first use (collection has imported torch, prefect and transformers already). A tier
+# run imports them once before the first test, so that no fast test's time holds a library's first import (great
+# expectations alone takes ~9 s on the 2-core machine) and the guard below measures the tests themselves.
+WARM_IMPORTS = ("mlflow", "great_expectations", "peft", "gensim", "duckdb", "matplotlib.pyplot", "torch._dynamo")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--tier", choices=("fast", "all"), default=None,
+                     help="fast: only the tests without the marks " + ", ".join(FULL_TIER_MARKS) + " (what a bare "
+                          "`pytest` runs, `make test-fast`); all: every test (`make test`). Default: fast when no "
+                          "path is named, all when one is.")
+
+
+def _chosen_tier(config) -> str:
+    chosen = config.getoption("--tier")
+    if chosen:
+        return chosen
+    return "fast" if config.args_source != pytest.Config.ArgsSource.ARGS else "all"
+
+
+def pytest_configure(config):
+    # pytest-xdist's workers get the paths as arguments whatever the user typed: they take the tier the
+    # controlling process chose (they inherit its environment)
+    if not hasattr(config, "workerinput"):
+        os.environ["CORPUSFORGE_TEST_TIER"] = _chosen_tier(config)
+
+
+def tier(config) -> str:
+    return os.environ.get("CORPUSFORGE_TEST_TIER") or _chosen_tier(config)
+
+
+def is_fast(item) -> bool:
+    return not any(item.get_closest_marker(m) for m in FULL_TIER_MARKS)
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:  # a test on the session's Prefect API runs flows for real
+        if "prefect_harness" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
+    if tier(config) == "fast":
+        slow = [item for item in items if not is_fast(item)]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if is_fast(item)]
+    # The modules that hold full-tier tests first: pytest-xdist hands modules out in this order, so the long ones
+    # start early and the short ones fill in at the end (the order within a module is kept).
+    heavy = {item.module.__name__ for item in items if not is_fast(item) and getattr(item, "module", None)}
+    items.sort(key=lambda item: getattr(getattr(item, "module", None), "__name__", "") not in heavy)
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu and not _has_cuda():
+        for item in gpu:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (marked gpu)"))
+
+
+def pytest_report_header(config):
+    return (f"corpusforge tier: {tier(config)} (full-tier marks: {', '.join(FULL_TIER_MARKS)}; a fast test over "
+            f"{FAST_TEST_LIMIT:g} s fails)" if FAST_TEST_LIMIT else f"corpusforge tier: {tier(config)}")
+
+
+def pytest_collection_finish(session):
+    """Before a tier run's first test: the libraries tests import on first use, timed (see WARM_IMPORTS)."""
+    if len(session.items) < 50 or not FAST_TEST_LIMIT:
+        return
+    import importlib
+
+    started = time.perf_counter()
+    for name in WARM_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    session.config._corpusforge_warm = time.perf_counter() - started  # noqa: SLF001 - shown in the summary
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    warm = getattr(config, "_corpusforge_warm", None)
+    if warm is not None:
+        terminalreporter.write_line(f"corpusforge: {', '.join(WARM_IMPORTS)} imported before the first test in "
+                                    f"{warm:.1f} s")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """The guard: a fast-tier test whose setup and call took more than FAST_TEST_LIMIT seconds fails."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "setup":
+        item._corpusforge_setup = call.duration  # noqa: SLF001
+        return
+    if call.when != "call" or not FAST_TEST_LIMIT or not report.passed or not is_fast(item):
+        return
+    took = getattr(item, "_corpusforge_setup", 0.0) + call.duration
+    if took > FAST_TEST_LIMIT:
+        report.outcome = "failed"
+        report.longrepr = (f"fast-tier test took {took:.1f} s (setup {took - call.duration:.1f} s), over the "
+                           f"{FAST_TEST_LIMIT:g} s limit (CORPUSFORGE_FAST_TEST_LIMIT): mark it for what makes it "
+                           f"slow ({', '.join(FULL_TIER_MARKS)}) or make it faster")

@@ -15,7 +15,7 @@ import pytest
 
 from tests.flows.test_house import _wheel_layout
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 FAMILY_INIT = '''"""A bag of embeddings: the mean of a text's token vectors, then a linear layer (a toy classifier)."""
 '''

@@ -15,7 +15,7 @@ import pytest
 
 from tests.flows.test_house import _wheel_layout
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 CONFIG = '''
 from __future__ import annotations

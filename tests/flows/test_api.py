@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.e2e, pytest.mark.server]
 
 
 GETTING_STARTED = REPO / "deploy" / "docs" / "pages" / "getting-started.md"

@@ -27,7 +27,7 @@ def test_stage_path_fields_resolve_against_the_config_directory(tmp_path):
     assert dict((s.section, c) for s, c in cfg.stages())["ngram"].eval == ("held.txt", "/abs/other.txt")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_config_elsewhere_finds_its_eval_file(prefect_harness, tmp_path, monkeypatch):
     import corpusforge as cf
 

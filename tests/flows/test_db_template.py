@@ -106,7 +106,7 @@ def second_store(first_store):
     return root, cache, store, env, template, flow_runs
 
 
-@pytest.mark.slow
+@pytest.mark.server
 def test_the_first_start_keeps_its_new_database_as_the_template(first_store):
     _, cache, store, _ = first_store
     (template,) = templates(cache, "prefect")
@@ -128,7 +128,7 @@ def test_the_first_start_keeps_its_new_database_as_the_template(first_store):
     assert templates(cache, "mlflow") == []  # the warm-up's throw-away MLflow store is made by the migrations
 
 
-@pytest.mark.slow
+@pytest.mark.server
 def test_a_new_store_starts_from_the_template_and_records_its_runs(second_store):
     root, cache, store, _, template, flow_runs = second_store
     db = store / "prefect" / "prefect.db"
@@ -147,7 +147,7 @@ def test_a_new_store_starts_from_the_template_and_records_its_runs(second_store)
         [(str(root / "mlruns" / "0"),)]
 
 
-@pytest.mark.slow
+@pytest.mark.server
 def test_a_database_with_a_flow_run_is_never_a_template(second_store, tmp_path):
     _, _, store, _, _, _ = second_store
     cache = tmp_path / "cache"
@@ -155,7 +155,7 @@ def test_a_database_with_a_flow_run_is_never_a_template(second_store, tmp_path):
     assert templates(cache, "prefect") == [] and not list((cache / "db-templates").glob(".*"))
 
 
-@pytest.mark.slow
+@pytest.mark.server
 def test_a_tampered_template_is_not_used(first_store, tmp_path):
     _, cache, _, _ = first_store
     (template,) = templates(cache, "prefect")
@@ -188,7 +188,7 @@ def test_a_tampered_template_is_not_used(first_store, tmp_path):
     assert seed(PREFECT, db, cache_env(mine)) is None  # an existing database is never replaced
 
 
-@pytest.mark.slow
+@pytest.mark.server
 def test_a_template_of_another_version_or_other_migrations_is_not_used(first_store, tmp_path):
     _, cache, _, _ = first_store
     (template,) = templates(cache, "prefect")
@@ -206,7 +206,7 @@ def test_a_template_of_another_version_or_other_migrations_is_not_used(first_sto
     assert all(other.exists() for other in others)  # another installation's: left alone
 
 
-@pytest.mark.slow
+@pytest.mark.server
 def test_the_ephemeral_fallback_starts_from_the_template_too(first_store, tmp_path):
     root, cache, _, env = first_store
     (template,) = templates(cache, "prefect")
@@ -234,7 +234,7 @@ _RACE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow
+@pytest.mark.server
 def test_racing_writers_and_seeders_leave_only_complete_files(first_store, tmp_path):
     _, cache, _, _ = first_store
     (template,) = templates(cache, "prefect")

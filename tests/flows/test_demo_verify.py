@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import REPO
 
 CLI = str(Path(sys.executable).parent / "corpusforge")
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 # The demo's chain, made small: fewer LM steps and embedding epochs (every stage and artifact kind kept).
 SMALL = ["--set", "lm.train.max_iters=20", "--set", "lm.train.eval_interval=10", "--set", "lm.train.log_interval=10",

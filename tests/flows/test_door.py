@@ -64,7 +64,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_kill_9_of_a_cold_command_takes_its_ephemeral_prefect_api_along(tmp_path):
     sample = REPO / "data" / "sample" / "tinyshakespeare.txt"
     client = subprocess.Popen([CLI, "lm", "train", str(sample), "--preset", "shakespeare-char-cpu", "--store",
@@ -119,7 +119,7 @@ def test_flag_ranges_are_checked_before_any_work(tmp_path, args):
     assert flag in res.stderr and "no artifact" not in res.stderr and "Traceback" not in res.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_sources_that_yield_no_document_fail_unless_allowed(prefect_harness, tmp_path):
     write(tmp_path / "only" / "picture.png", bytes(range(256)) * 4)
     env = {**os.environ, "PREFECT_API_URL": prefect_harness, "CORPUSFORGE_LOCAL_SERVER": "off"}
@@ -149,7 +149,7 @@ def tiny_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_full_disk_is_said_once_and_leaves_the_store_usable(prefect_harness, tiny_disk, tmp_path):
     lines = "".join(f"line {i} " + " ".join(f"w{(i * 7 + j) % 5003}" for j in range(12)) + "\n" for i in range(60000))
     big = write(tmp_path / "big" / "big.txt", lines)  # 4+ MB of text: its shard cannot fit on the disk

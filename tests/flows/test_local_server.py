@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import REPO, write
 
 CLI = str(Path(sys.executable).parent / "corpusforge")
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.server
 
 
 def server_env(**extra: str) -> dict[str, str]:

@@ -20,6 +20,8 @@ import pytest
 from tests.conftest import REPO, write
 from tests.flows.test_local_server import CLI, alive, children_in_log, run, server_env, state, wait_until
 
+pytestmark = pytest.mark.server
+
 OTHER = 54321  # a uid no account on the test machine has
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="playing another local user needs root (CI runs as root)")
 

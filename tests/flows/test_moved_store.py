@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import write
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 SENTENCES = ["the king rules the land", "the queen rules the land", "a man walks to the town",
              "a woman walks to the town", "the king and the queen", "the man and the woman"]

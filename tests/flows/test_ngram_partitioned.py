@@ -177,7 +177,7 @@ def dask_runs(prefect_harness, corpus, dask_address):
     return out
 
 
-@pytest.mark.slow
+@pytest.mark.server
 @pytest.mark.parametrize("order", [3, 5])
 def test_partitioned_on_dask_gives_the_same_arpa(order, dask_runs):
     single, parted = dask_runs["threads", order], dask_runs["dask", order]

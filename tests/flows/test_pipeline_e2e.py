@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import write
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 
 def make_corpus(root: Path) -> Path:

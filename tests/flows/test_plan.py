@@ -54,7 +54,7 @@ def test_lookup_only_finds_published_steps_and_never_builds(store_root):
     assert len(built) == 1 and found.reused and (found.id, found.path) == (published.id, published.path)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_fully_published_run_is_answered_from_the_store(prefect_harness, tmp_path):
     from mlflow import MlflowClient
     from prefect.client.orchestration import get_client

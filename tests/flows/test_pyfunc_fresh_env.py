@@ -25,7 +25,7 @@ from corpusforge.models.zoo import build_model, save_model
 from corpusforge.storage.store import ArtifactStore, store_relative
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.e2e, pytest.mark.server]
 
 PROMPT = "To be, or not"
 PARAMS = {"greedy": True, "max_new_tokens": 5}

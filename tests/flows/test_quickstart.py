@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.e2e, pytest.mark.server]
 
 NOTEBOOK = REPO / "examples" / "quickstart.ipynb"
 KERNEL = "corpusforge-quickstart-test"

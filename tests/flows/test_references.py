@@ -43,7 +43,7 @@ def input_ids(summary: dict) -> list[tuple[str, str]]:
     return [(i["step"], i["id"]) for i in manifest["inputs"]]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_ngram_with_a_tokenizer_of_this_run_or_of_the_store(prefect_harness, tmp_path):
     write(tmp_path / "docs" / "a.txt", "abba\nab\n")
     store = tmp_path / "store"

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import write
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.server
 
 WORDS = ("the cat dog bird sat ran sang on under a mat log tree green red small big old new and then it was "
          "not here there some".split())

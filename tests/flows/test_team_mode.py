@@ -209,7 +209,7 @@ def team():
         assert not left, f"processes of the team-mode sequence still running: {left}"
 
 
-slow = pytest.mark.slow
+server = pytest.mark.server  # PostgreSQL, Prefect and MLflow servers, moto's S3, a worker
 
 
 def cli(team, *args: str, cache: str = "cache") -> subprocess.CompletedProcess:
@@ -248,7 +248,7 @@ def artifacts(team) -> list[dict]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@slow
+@server
 def test_flow_run_completed_in_the_prefect_api(team):
     import httpx
 
@@ -263,7 +263,7 @@ def test_flow_run_completed_in_the_prefect_api(team):
     assert query(team, "prefect", "SELECT state_type FROM flow_run WHERE id = %s", match[-1]) == [("COMPLETED",)]
 
 
-@slow
+@server
 def test_runs_and_registered_model_are_in_the_mlflow_server(team, artifacts, tmp_path):
     import mlflow
     from mlflow import MlflowClient
@@ -293,7 +293,7 @@ def test_runs_and_registered_model_are_in_the_mlflow_server(team, artifacts, tmp
     assert sha256_file(copy / "data" / "data" / "lm" / "model.safetensors") == weights
 
 
-@slow
+@server
 def test_artifacts_are_in_the_bucket_and_verify(team, artifacts):
     s3 = s3_client(team)
     keys = [obj["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=team["env"]["BUCKET"])
@@ -308,6 +308,6 @@ def test_artifacts_are_in_the_bucket_and_verify(team, artifacts):
         assert out.returncode == 0 and out.stdout.startswith("OK"), (artifact["step"], out.stdout, out.stderr)
 
 
-@slow
+@server
 def test_team_mode_took_under_five_minutes(team):
     assert team["elapsed"] < 300, f"the docs' team-mode sequence took {team['elapsed']:.0f}s"

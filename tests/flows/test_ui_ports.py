@@ -27,7 +27,7 @@ from tests.conftest import write
 from tests.tasks.test_data_docs_offline import chromium  # noqa: F401 - the headless-browser fixture
 
 CLI = str(Path(sys.executable).parent / "corpusforge")
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.server
 CONFIG = """name: uiports
 corpus: {name: small, sources: [docs], reader: {txt_mode: line}}
 runner: {kind: threads, workers: 1}

@@ -92,6 +92,7 @@ def test_padding_changes_no_real_tokens_state():
     assert not torch.allclose(model.hidden_states(ids, torch.zeros_like(seg)), alone, atol=1e-4)
 
 
+@pytest.mark.learns
 def test_pretraining_learns_the_next_sentence_and_the_masked_tokens():
     """The documents run through a fixed cycle of 12 sentences (each one's successor is determined by it), so the
     masked tokens and IsNext are both learnable: a random B is the successor 1 time in 12."""
@@ -135,6 +136,7 @@ def toy_labelled(n: int, seed: int) -> tuple[list[list[int]], list[int]]:
     return seqs, labels
 
 
+@pytest.mark.learns
 def test_the_cls_classifier_learns_a_separable_task():
     cfg = classifier_cfg(pooling="cls")
     torch.manual_seed(0)

@@ -50,6 +50,7 @@ def test_beam_one_is_greedy_on_untrained_models(kind):
 
 
 @pytest.mark.parametrize("which", ["transformer", "rnn"])
+@pytest.mark.learns
 def test_beam_one_is_greedy_on_the_trained_models(which):
     model = trained_transformer() if which == "transformer" else trained_rnn()
     src, mask, _ = held_out_batch(60)
@@ -114,6 +115,7 @@ def test_a_batch_decodes_as_its_sentences_one_by_one(kind):
         torch.testing.assert_close(maps[row], alone_maps[0], atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.learns
 def test_beam_search_on_the_trained_transformer_is_at_least_as_likely_as_greedy():
     """On the reversal task the model is sure of itself: beam 4's outputs score no worse than greedy's under the
     model (summed over the batch, the quantity beam search maximises per sentence)."""

@@ -55,6 +55,7 @@ def run_bench(data: Path, *args: str) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.e2e
 def test_prep_keeps_the_vectors_of_the_sst2_words_only(gpu_data):
     words = (gpu_data / "w2v-sst2.vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
     table = np.load(gpu_data / "w2v-sst2.npy")
@@ -69,6 +70,7 @@ def test_prep_keeps_the_vectors_of_the_sst2_words_only(gpu_data):
     assert train <= set(more) <= train | dev  # trained on more text, kept where SST-2 uses the word
 
 
+@pytest.mark.e2e
 def test_bilstm_variants_start_from_the_vectors_and_score_dev(gpu_data):
     out = run_bench(gpu_data, "bilstm", "--variant", "preset", "--variant", "w2v-more-two-layers")
     preset, two = out["variants"]["preset"], out["variants"]["w2v-more-two-layers"]
@@ -79,6 +81,7 @@ def test_bilstm_variants_start_from_the_vectors_and_score_dev(gpu_data):
     assert 0.0 <= preset["accuracy"] <= 1.0 and 0.0 <= preset["f1"] <= 1.0
 
 
+@pytest.mark.gpu
 def test_bert_chain_pretrains_finetunes_from_the_checkpoint_and_probes(gpu_data):
     out = run_bench(gpu_data, "bert", "--pre-set", "model.n_layer=2", "--pre-set", "model.n_embd=64")
     assert out["pretrain"]["steps"] == 8 and out["pretrain"]["params"] > 0 and out["pretrain"]["ppl"] > 1.0
@@ -91,6 +94,7 @@ def test_bert_chain_pretrains_finetunes_from_the_checkpoint_and_probes(gpu_data)
         assert 0.0 <= probe["accuracy"] <= 1.0
 
 
+@pytest.mark.gpu
 def test_sbert_retrieves_both_ways_and_probes_sst2(gpu_data):
     out = run_bench(gpu_data, "sbert")
     assert out["steps"] == 8 and set(out["test_en_to_de"]) == set(out["test_de_to_en"]) == {"top1", "top5", "mrr"}
@@ -98,6 +102,7 @@ def test_sbert_retrieves_both_ways_and_probes_sst2(gpu_data):
     assert 0.0 <= out["sst2_probe"]["accuracy"] <= 1.0
 
 
+@pytest.mark.gpu
 def test_profile_times_the_batch_builder_and_the_step_apart(gpu_data):
     out = run_bench(gpu_data, "profile", "--pre-set", "model.n_layer=1", "--pre-set", "model.n_embd=32")
     assert out["steps"] == 4 and out["params"] > 0 and out["model"]["n_layer"] == 1

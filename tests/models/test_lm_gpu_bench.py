@@ -32,6 +32,7 @@ def run_bench(*args: str) -> dict:
 
 
 @pytest.mark.parametrize("target", ["shakespeare", "mfu", "ptb"])
+@pytest.mark.gpu
 def test_each_gpu_target_runs_its_code_path_on_cpu(target):
     out = run_bench(target, "--smoke")
     assert out["benchmark"] == target and isinstance(out["met"], bool)
@@ -46,6 +47,7 @@ def test_each_gpu_target_runs_its_code_path_on_cpu(target):
         assert out["loss"] == "compiled with the model"
 
 
+@pytest.mark.gpu
 def test_mfu_measures_the_older_eager_loss_on_request_and_only_for_mfu():
     out = run_bench("mfu", "--smoke", "--loss-outside")
     assert out["loss"] == "eager, outside the compiled model" and out["tokens_per_s"] > 0
@@ -57,6 +59,7 @@ def test_mfu_measures_the_older_eager_loss_on_request_and_only_for_mfu():
     assert res.returncode == 2 and "--batch: must be a whole number >= 1, not 0" in res.stderr
 
 
+@pytest.mark.e2e
 def test_the_device_check_covers_every_family_and_passes_on_cpu():
     out = run_bench("check", "--smoke")
     assert out["met"] and out["failed"] == []
@@ -65,12 +68,14 @@ def test_the_device_check_covers_every_family_and_passes_on_cpu():
     assert all(r["ok"] and math.isfinite(r["best_val_loss"]) for r in out["families"].values())
 
 
+@pytest.mark.gpu
 def test_ptb_stops_at_the_first_epoch_past_its_time_budget_and_says_so():
     out = run_bench("ptb", "--smoke", "--max-seconds", "0.001", "--dtype", "float32")
     assert out["truncated"] and out["epochs"] == 1 < out["of_epochs"] and out["met"] is False
     assert out["dtype"] == "float32" and math.isfinite(out["test_ppl"])
 
 
+@pytest.mark.e2e
 def test_the_ptb_only_options_are_refused_elsewhere():
     res = subprocess.run([sys.executable, str(REPO / "benchmarks" / "lm_gpu.py"), "mfu", "--smoke", "--max-seconds", "5"],
                          capture_output=True, text=True, timeout=120)

@@ -92,6 +92,35 @@ def test_packing_keeps_examples_whole_and_the_loss_per_response_token():
     assert scores["ppl"] == pytest.approx(math.exp(scores["loss"]))
 
 
+def test_sft_evaluation_figures_agree_with_greedy_decoding_per_example():
+    """Issue 52: beside nats per response token, SFT evaluates nats per whole response, the token accuracy and the
+    teacher-forced exact match, which must be what greedy decoding of each prompt alone gives (checked here one
+    example at a time with the sampler, no batching or padding)."""
+    from corpusforge.models.sampling import generate
+
+    prompts, responses = records(30, seed=4)
+    model = tiny(2)
+    pairs = list(zip(prompts, responses))
+    sft = SFT({"train": pairs, "valid": pairs}, PAD, block_size=16, pack=False)
+    train(model, sft, TrainConfig(max_iters=60, batch_size=8, lr=1e-2, warmup_iters=0, eval_interval=60,
+                                  eval_iters=0, log_interval=60, cpu_threads=1, keep_best=False))
+    scores = sft.evaluate(model, "valid", batch_size=7)
+    greedy, right, nll = 0, 0, 0.0
+    with torch.no_grad():
+        for p, r in pairs:
+            greedy += generate(model, p, len(r), greedy=True) == r
+            logits, _ = model(torch.tensor([p + r[:-1]]))
+            scored = logits[0, len(p) - 1:]
+            right += int((scored.argmax(-1) == torch.tensor(r)).sum())
+            nll += F.cross_entropy(scored, torch.tensor(r), reduction="sum").item()
+    tokens = sum(len(r) for r in responses)
+    assert 0 < greedy < 30  # partly learned: the figures are not all 0 or all 1
+    assert scores["exact_match"] == greedy / 30 and scores["responses"] == 30
+    assert scores["token_accuracy"] == right / tokens
+    assert scores["response_nll"] == pytest.approx(nll / 30, rel=1e-5)
+    assert scores["response_nll"] == pytest.approx(scores["loss"] * tokens / 30, rel=1e-9)
+
+
 def test_a_long_example_loses_its_prompt_from_the_left():
     sft = SFT({"train": [(list(range(1, 21)), [30, 31, 32]), ([1, 2], [40])]}, PAD, block_size=8)
     assert sft.truncated["train"] == 1

@@ -47,6 +47,7 @@ def test_pooled_outputs_ignore_padding(pooling):
     torch.testing.assert_close(model(padded, padded != PAD), model(ids, torch.ones_like(ids, dtype=torch.bool)))
 
 
+@pytest.mark.learns
 def test_a_bilstm_learns_what_word_order_decides():
     c = cfg(n_embd=32, n_hidden=48)
     torch.manual_seed(0)

@@ -51,6 +51,7 @@ def shifted_pairs(n: int, seed: int) -> tuple[list[list[int]], list[list[int]]]:
     return firsts, seconds
 
 
+@pytest.mark.learns
 def test_a_siamese_encoder_learns_which_sentences_belong_together():
     cfg = SBertConfig(vocab_size=V, block_size=16, n_layer=2, n_head=2, n_embd=32, cls_id=CLS, sep_id=SEP, pad_id=PAD,
                       dropout=0.0)

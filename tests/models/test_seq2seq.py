@@ -46,6 +46,7 @@ def small(attention: str, cell: str, **kw) -> RNNSeq2Seq:
                                     **kw})).eval()
 
 
+@pytest.mark.learns
 def test_the_attention_rnn_learns_to_reverse_digits():
     """Bahdanau attention, trained through models.training.train with the Seq2Seq objective: >= 95% of held-out
     sequences reversed exactly by greedy decoding."""
@@ -100,6 +101,7 @@ def test_attention_maps_are_distributions_over_the_real_source(attention):
     assert small("none", "gru")(src, src_mask, tgt_in, tgt_mask, return_attention=True)[1] is None
 
 
+@pytest.mark.learns
 def test_the_trained_attention_reads_the_source_backwards_and_the_heatmap_is_drawn(tmp_path):
     """Reversing, target step t attends most to source position n-1-t: the anti-diagonal the texts draw."""
     model = trained_rnn()

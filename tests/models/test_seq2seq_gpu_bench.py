@@ -37,6 +37,7 @@ def run_bench(*args: str) -> dict:
 SHORT = ["--set", "model.max_len=24", "--set", "decode.max_len=24", "--beams", "1,2"]
 
 
+@pytest.mark.gpu
 def test_the_transformer_preset_trains_decodes_scores_and_times_the_cache(multi30k_like):
     out = run_bench("multi30k-transformer", "--smoke", "--kv-cache", "--data", str(multi30k_like), *SHORT)
     assert (out["family"], out["device"], out["steps"], out["truncated"]) == ("transformer", "cpu", 6, False)
@@ -47,6 +48,7 @@ def test_the_transformer_preset_trains_decodes_scores_and_times_the_cache(multi3
     assert kv["same_tokens"] is True and kv["cached"]["tokens"] == kv["uncached"]["tokens"] > 0
 
 
+@pytest.mark.e2e
 def test_a_training_budget_stops_at_an_evaluation_and_still_scores(multi30k_like):
     out = run_bench("multi30k-gru-luong", "--smoke", "--max-seconds", "0.001", "--data", str(multi30k_like),
                     "--beams", "1", "--set", "model.max_len=24", "--set", "decode.max_len=24")

@@ -38,6 +38,7 @@ def padded_batch(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
     return src, src_mask, tgt_in, tgt_mask
 
 
+@pytest.mark.learns
 def test_the_transformer_learns_to_reverse_digits():
     """Trained through models.training.train with the Seq2Seq objective: >= 95% of held-out sequences reversed
     exactly by greedy decoding."""
@@ -45,6 +46,7 @@ def test_the_transformer_learns_to_reverse_digits():
     assert exact_match(decoding.greedy(trained_transformer(), src, src_mask, BOS, EOS), references) >= 0.95
 
 
+@pytest.mark.learns
 def test_the_kv_cache_gives_the_tokens_and_logits_of_recomputing_the_prefix():
     """A cached step computes one position; the uncached one recomputes the whole prefix: same logits (1e-5),
     same greedy tokens, and the cache grows by one position per step."""

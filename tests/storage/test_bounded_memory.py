@@ -14,6 +14,8 @@ import pytest
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.memory
+
 BOMB_MB = 600  # decompressed size of the oversize document; the files themselves are ~600 KB
 PEAK_BOUND_MB = 300  # every reader, fast paths included (the CSV fast path alone works on ~8 MiB chunks)
 LIMIT = 1 << 20
@@ -42,6 +44,7 @@ READ = """
 import json, sys
 from pathlib import Path
 from corpusforge.storage.readers import ReaderConfig, SourceFile, read_batches, read_records
+
 path, how = Path(sys.argv[1]), sys.argv[2]
 cfg = ReaderConfig(txt_mode=sys.argv[3], max_document_bytes=int(sys.argv[4]))
 reader = read_batches if how == "batches" else read_records

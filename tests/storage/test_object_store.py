@@ -309,7 +309,7 @@ def test_cli_find_show_verify_on_an_s3_store(url):
     assert missing.exit_code == 2 and "does not exist" in missing.output
 
 
-@pytest.mark.slow
+@pytest.mark.server
 def test_pipeline_on_s3_reuses_and_recomputes_only_the_changed_shard(prefect_harness, url, tmp_path):
     """The corpus stage through corpusforge.api with store="s3://...": three shards and the merge; a second
     run computes nothing; one of the three files changed recomputes that shard and the merge."""

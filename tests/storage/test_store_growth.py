@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import write
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 FILES = 30
 PER_SHARD_BOUND = 100_000  # bytes; measured ~43 KB (parquet files, manifest, validation.json, a 28 KB page)

@@ -93,7 +93,7 @@ def test_a_copied_store_is_rehashed_once_and_then_trusted(store_root, tmp_path):
     assert (copy / ".verified").is_dir()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_tampered_corpus_stops_the_next_run_with_the_file_named(prefect_harness, tmp_path):
     write(tmp_path / "docs" / "a.txt", "".join(f"line number {i} of the corpus\n" for i in range(200)))
     config = write(tmp_path / "p.yaml", "name: t\ncorpus: {name: c, sources: [docs], reader: {txt_mode: line}}\n"

@@ -104,7 +104,7 @@ def test_gc_and_du_usage_errors_and_du_output(store_root, lineage):  # noqa: F81
     assert "(listed above)" in text  # s2 is an input of both c2 and c3
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_gc_on_a_store_grown_by_pipeline_runs(prefect_harness, tmp_path, monkeypatch):
     """Three tokenizer runs (the newest on the older corpus), MLflow tracking on: keep-latest 1 removes the two
     older tokenizers and keeps the older corpus the newest tokenizer was trained on; the newest run is then answered

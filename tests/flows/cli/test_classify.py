@@ -30,7 +30,7 @@ def write(path: Path, data: dict) -> Path:
     return path
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_pretrain_fine_tune_predict_evaluate_and_the_registered_model(prefect_harness, tmp_path, monkeypatch):
     rows = REVIEWS.read_text(encoding="utf-8").splitlines()
     train, valid = tmp_path / "train.tsv", tmp_path / "valid.tsv"

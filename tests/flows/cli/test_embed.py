@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from corpusforge.cli import app
 from tests.conftest import write
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 CLI = str(Path(sys.executable).parent / "corpusforge")
 runner = CliRunner()

@@ -30,7 +30,7 @@ def cli(prefect_harness: str, *args: str) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_contextual_vectors_differ_where_the_static_one_cannot(prefect_harness, tmp_path):
     corpus = write(tmp_path / "bank.txt", "\n\n".join(SENTENCES * 40) + "\n")  # one document per sentence
     store = str(tmp_path / "store")

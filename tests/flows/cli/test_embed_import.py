@@ -17,6 +17,9 @@ import pytest
 from tests.conftest import REPO
 from tests.flows.cli.test_seq2seq import cli_env
 
+pytestmark = pytest.mark.e2e
+
+
 CLI = str(Path(sys.executable).parent / "corpusforge")
 
 
@@ -98,7 +101,6 @@ def test_bad_files_are_one_line_errors(vectors, tmp_path):
     assert not (store / "embeddings").exists() or not any((store / "embeddings").iterdir())
 
 
-@pytest.mark.slow
 def test_a_classifier_starts_from_imported_vectors(prefect_harness, vectors, tmp_path):
     store = tmp_path / "store"
     found = imported(str(vectors["text"]), store=store)

@@ -26,7 +26,7 @@ def last_json(r) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_finetune_lora_merge_generate_export_dpo(prefect_harness, tmp_path, monkeypatch):
     rows = [line.split("\t") for line in REVIEWS.read_text(encoding="utf-8").splitlines()[1:601]]
     texts = tmp_path / "reviews.txt"

@@ -15,6 +15,7 @@ import pytest
 from corpusforge.api import load_preset, preset_names
 from corpusforge.cli.lm import train_config
 from corpusforge.tasks.config import ConfigError
+from tests.commands import corpusforge
 from tests.conftest import REPO, write
 
 CLI = str(Path(sys.executable).parent / "corpusforge")
@@ -70,11 +71,8 @@ def test_inspect_draws_under_the_store_not_in_the_current_directory(tmp_path):
     here = tmp_path / "here"
     here.mkdir()
 
-    def inspect(*args):
-        r = subprocess.run([CLI, "lm", "inspect", lm.id[:10], *args, "--store", str(store)], capture_output=True,
-                           text=True, env=cli_env(None), cwd=here, timeout=120)
-        assert r.returncode == 0, r.stderr[-2000:]
-        return r.stdout
+    def inspect(*args):  # in this process (tests/commands.py), from `here`
+        return corpusforge("lm", "inspect", lm.id[:10], *args, "--store", store, cwd=here, code=0).stdout
 
     report = json.loads(inspect("--prompt", "the cat", "--json"))
     out_dir = Path(report["out_dir"])
@@ -86,7 +84,7 @@ def test_inspect_draws_under_the_store_not_in_the_current_directory(tmp_path):
     assert f"attention heatmap: {other / 'attention_layer0.png'}" in text
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatch):
     text = (REPO / "data" / "sample" / "tinyshakespeare.txt").read_text(encoding="utf-8")[:30000]
     src = write(tmp_path / "tiny.txt", text)
@@ -269,7 +267,7 @@ def test_run_with_an_lm_and_a_corpus_that_holds_nothing_out_is_a_config_error(tm
     assert not {"prefect", "mlflow"} & _imported(res.stderr)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_train_with_valid_and_test_files_of_any_name(prefect_harness, tmp_path):
     lines = (REPO / "data" / "sample" / "tinyshakespeare.txt").read_text(encoding="utf-8").lower().split("\n")
     lines = [" ".join(line.split()) for line in lines if line.strip()]

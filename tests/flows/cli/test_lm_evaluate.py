@@ -84,7 +84,7 @@ def test_documents_are_read_as_the_corpus_reads_them(tmp_path):
         read_documents(path, "sentence")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_lm_evaluate_gives_the_lm_stages_test_perplexity(prefect_harness, tmp_path, monkeypatch):
     text = (REPO / "data" / "sample" / "tinyshakespeare.txt").read_text(encoding="utf-8")
     train = write(tmp_path / "tiny.txt", text[:20000])

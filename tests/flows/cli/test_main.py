@@ -113,7 +113,7 @@ def test_run_rejects_bad_config_with_the_field_name(tmp_path):
     assert res.exit_code == 2 and "KEY=VALUE" in res.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_corpus_command_json_and_two_concurrent_runs(prefect_harness, tmp_path):
     """Two concurrent runs of one config end with one intact artifact (and identical ids)."""
     docs = small_corpus(tmp_path)
@@ -143,7 +143,7 @@ def test_schedule_without_server_says_how_to_start_one(tmp_path):
     assert "PREFECT_API_URL" in res.stderr and "prefect server start" in res.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_schedule_registers_a_cron_deployment(prefect_harness, tmp_path):
     from prefect.client.orchestration import get_client
 
@@ -176,7 +176,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
+@pytest.mark.server
 def test_ui_starts_prefect_and_mlflow_on_loopback(tmp_path):
     import httpx
 

@@ -22,7 +22,7 @@ CLI = str(Path(sys.executable).parent / "corpusforge")
 PAIRS = REPO / "data" / "pairs"  # German and English number words, made by a rule
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_train_embed_search_and_the_registered_model(prefect_harness, tmp_path, monkeypatch):
     data = tmp_path / "data"
     de = (PAIRS / "numbers.de").read_text(encoding="utf-8").splitlines()

@@ -36,7 +36,7 @@ def preset(path: Path) -> Path:
     return path
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_train_translate_evaluate_and_the_registered_model(prefect_harness, tmp_path, monkeypatch):
     data = tmp_path / "data"
     train = write_pairs(data, "train", digit_pairs(800, reverse, 1))

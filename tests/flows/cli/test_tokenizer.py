@@ -20,7 +20,7 @@ runner = CliRunner()
 TEXTBOOK = " ".join(["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3 + ["highest"] * 2)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_pipeline_runs_tokenizer_and_encode_and_logs_to_mlflow(prefect_harness, tmp_path):
     from mlflow import MlflowClient
 
@@ -54,7 +54,7 @@ def test_pipeline_runs_tokenizer_and_encode_and_logs_to_mlflow(prefect_harness, 
     assert again["steps_computed"] == 0  # every step reused
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_cli_train_classic_bpe_textbook_then_encode_and_compare(prefect_harness, tmp_path):
     words = write(tmp_path / "words.txt", TEXTBOOK + "\n")
     store = tmp_path / "store"

@@ -59,6 +59,7 @@ def trained(tmp_path_factory):
             "corpus": Path(corpus.path)}
 
 
+@pytest.mark.learns
 def test_the_stage_learns_the_labels_and_scores_itself(trained):
     model = trained["model"]
     assert model.step == "classify" and not model.reused and max(trained["seen"]) == TRAIN["max_iters"]

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import write
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

@@ -225,7 +225,6 @@ def test_frame_without_locator_uses_row_numbers():
     assert dropped["locator"].to_list() == ["1"]
 
 
-@pytest.mark.slow  # py3langid decompresses its model once per process: about 2.6 s on the 2-core machine
 def test_language_filter_fills_lang_and_drops_other_languages():
     texts = [
         "The committee will publish its annual report on the state of the public libraries next week.",

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import SHARED, write
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 CLI = str(Path(sys.executable).parent / "corpusforge")
 DE = ["Ein Hund läuft.", "Zwei Katzen schlafen.", "Ein Vogel singt.", "Der Hund schläft.", "Nur Deutsch."]
 EN = ["A dog runs.", "Two cats sleep.", "A bird sings.", "The dog sleeps."]  # one line short

@@ -13,7 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
+
+pytestmark = pytest.mark.memory
 
 BUILD = """
 import json, sys
@@ -21,6 +25,7 @@ from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.corpus.config import corpus_config_from_dict
 from corpusforge.tasks.corpus.merge import discover
 from corpusforge.tasks.corpus.shard import build_corpus_shard
+
 source, store, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 cfg = corpus_config_from_dict({"name": "tiny", "sources": [source]})
 refs, _ = discover(cfg)

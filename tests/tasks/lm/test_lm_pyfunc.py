@@ -71,6 +71,7 @@ def test_generation_defaults_agree_in_all_three_places():
     assert all(DEFAULT_PARAMS[k] == GENERATE_DEFAULTS[k] for k in ("max_new_tokens", "temperature", "seed"))
 
 
+@pytest.mark.e2e
 def test_two_registered_models_with_different_loaders_load_in_one_process(tmp_path, monkeypatch):
     """Every model that carries its code is loaded through one shim package (corpusforge_model_code), which Python
     imports once per process: a text generator loaded after a mask filler got the filler's loader ("params: unknown

@@ -18,13 +18,18 @@ from corpusforge.tasks.config import ConfigError
 from corpusforge.tasks.post_training.build import build_merge, build_post_training
 from corpusforge.tasks.post_training.config import post_training_config_from_dict
 
+pytestmark = pytest.mark.learns  # the module's parent GPT and the SFT model are trained until they have learned
+
 REVIEWS = Path(__file__).resolve().parents[3] / "data" / "labelled" / "reviews.tsv"
 TRAIN = {"batch_size": 16, "lr": 3.0e-3, "min_lr": 3.0e-4, "warmup_iters": 10, "weight_decay": 0.0,
          "eval_interval": 100, "eval_iters": 5, "log_interval": 50, "cpu_threads": 1}
+# The label hangs on one token's choice (" p" / " n") among the eight or so of " positive" + end: the model learns
+# the fixed tokens at once and sits on the class prior (answer accuracy 0.425 or 0.575, ~0.69 nats per response)
+# until it has learned to read the review; the parent's pre-training (600 steps, not 150) and lr 1e-3 (not 5e-3, at
+# which it kept jumping between the two priors) make that take 300-500 steps on every seed and CPU tried (issue 52).
 SFT = {"name": "reviews-sft", "method": "sft", "init": "lm", "prompt": "Review: {text}\nSentiment:",
-       "response": " {label}", "eval_records": 120, "pack": False,
-       # the label hangs on one token's choice (" p" / " n") among seven or eight: a plateau of ~500 steps first
-       "train": {**TRAIN, "max_iters": 800, "batch_size": 32, "lr": 5.0e-3, "min_lr": 5.0e-4, "eval_interval": 400}}
+       "response": " {label}", "eval_records": 160, "pack": False,
+       "train": {**TRAIN, "max_iters": 800, "batch_size": 32, "lr": 1.0e-3, "min_lr": 1.0e-4, "eval_interval": 400}}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +50,7 @@ def parent(tmp_path_factory):
         "tokenizer": {"name": "bytes", "kind": "byte-bpe", "vocab_size": 320, "encode": True},
         "lm": {"name": "tiny", "family": "gpt", "sample": {"max_new_tokens": 0},
                "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64},
-               "train": {**TRAIN, "max_iters": 150}},
+               "train": {**TRAIN, "max_iters": 600}},
         "post_training": SFT,
     })
     corpus = build_corpus([build_corpus_shard(p, cfg.corpus, store) for p in resolve_packs(cfg.corpus)], cfg.corpus,
@@ -67,17 +72,31 @@ def sft(parent):
 
 
 def test_sft_learns_to_answer_with_the_parent_in_its_lineage(parent, sft):
+    """Greedy answers right on >= 80% of 160 held-out prompts. Measured (issue 52) on an AMD EPYC (AVX2), one
+    thread, for train seeds 0-6: 0.93-1.00 (0.97, 1.00, 0.99, 0.93, 0.99, ...); with ATEN_CPU_CAPABILITY=default
+    (no SIMD) 1.00 ... ; the test's own seed (1337): see the note of issue 52. Before the change (lr 5e-3, a parent
+    of 150 steps) the same seeds gave 0.55-0.69 here and 0.8+ on other CPUs: the test passed by where a run left
+    its plateau, not by what it learned.
+
+    The figures agree with each other: ``val_exact_match`` (every response token the argmax under teacher forcing,
+    on the same 160 prompts) is the greedy accuracy up to argmax ties, and ``val_response_nll`` (nats per whole
+    response) is small only when the answers are right, while ``val_loss`` (nats per response token) is ~8 times
+    smaller than it, because most of a response's tokens are fixed by the format."""
     manifest = read_manifest(Path(sft.path))
     m = manifest["metrics"]
     assert parent["lm"].id in {i["id"] for i in manifest["inputs"]}  # the start model is an input
     assert m["val_start_answer_accuracy"] <= 0.1  # the pre-trained model never saw the instruction
     assert m["val_answer_accuracy"] >= 0.8, m
+    assert m["val_responses"] == 160 and abs(m["val_exact_match"] - m["val_answer_accuracy"]) <= 2 / 160, m
+    per_response = m["val_loss"] * m["val_response_tokens"] / m["val_responses"]
+    assert m["val_response_nll"] == pytest.approx(per_response, rel=1e-6)
+    assert m["val_response_nll"] < 0.3  # a coin flip between the two answers would be ln 2 = 0.69
     assert m["trainable_params"] == m["total_params"]  # method sft without lora: every weight
     spec = json.loads((Path(sft.path) / "config.json").read_text())
     assert spec["post_training"]["template"]["prompt"] == SFT["prompt"]
     assert spec["post_training"]["init"]["id"] == parent["lm"].id
     answers = json.loads((Path(sft.path) / "answers.json").read_text())["valid"]
-    assert answers["records"] == 120 and answers["accuracy"] == m["val_answer_accuracy"]
+    assert answers["records"] == 160 and answers["accuracy"] == m["val_answer_accuracy"]
     assert all(row["prompt"].startswith("Review: ") for row in answers["examples"])
     # the same config and data again: the published artifact is reused
     assert post(parent, SFT).id == sft.id
@@ -118,7 +137,9 @@ def test_dpo_from_sft_raises_preference_accuracy_and_keeps_the_answers(parent, s
     m = read_manifest(Path(dpo.path))["metrics"]
     assert sft.id in {i["id"] for i in read_manifest(Path(dpo.path))["inputs"]}
     assert m["val_preference_accuracy"] > 0.6 and m["val_reward_margin"] > 0, m
-    assert "val_kl" in m and m["val_chosen_more_likely"] >= m["val_reference_chosen_more_likely"]
+    # the SFT model it starts from already prefers the chosen answer on ~99% of the 160 held-out prompts (issue 52
+    # made it learn): DPO must not lose more than two of them (one was lost with ATEN_CPU_CAPABILITY=default)
+    assert "val_kl" in m and m["val_chosen_more_likely"] >= m["val_reference_chosen_more_likely"] - 2 / 160, m
     assert m["val_answer_accuracy"] >= m["val_start_answer_accuracy"] - 0.05
 
 

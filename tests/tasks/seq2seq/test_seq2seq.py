@@ -42,6 +42,7 @@ def reversed_digits(tmp_path_factory):
             "evaluation": evaluation, "model": model, "cfg": cfg, "seen": seen}
 
 
+@pytest.mark.learns
 def test_the_stage_learns_to_reverse_and_scores_with_sacrebleu(reversed_digits):
     r = reversed_digits
     model, evaluation = r["model"], r["evaluation"]
@@ -69,6 +70,7 @@ def test_the_stage_learns_to_reverse_and_scores_with_sacrebleu(reversed_digits):
     assert (Path(model.path) / "loss_curve.png").is_file() and (Path(model.path) / "model.safetensors").is_file()
 
 
+@pytest.mark.learns
 def test_the_artifact_loads_as_a_translator(reversed_digits):
     from corpusforge.api import Artifact
 
@@ -85,6 +87,7 @@ def test_the_artifact_loads_as_a_translator(reversed_digits):
     assert source == ["5", "6", "7"] and output[-1] == "</s>" and tuple(attention.shape) == (1, len(output), 3)
 
 
+@pytest.mark.learns
 def test_a_rerun_reuses_and_a_decode_edit_rescores_without_retraining(reversed_digits):
     from corpusforge.tasks.seq2seq.config import seq2seq_config_from_dict
 
@@ -103,6 +106,7 @@ def test_a_rerun_reuses_and_a_decode_edit_rescores_without_retraining(reversed_d
     assert not model.reused and model.id != r["model"].id and evaluation.id != r["evaluation"].id
 
 
+@pytest.mark.learns
 def test_references_are_the_corpus_text_of_the_same_records(reversed_digits):
     """The evaluation scores against the corpus's text of the encoded records, in the same order (not the
     tokenizer's round trip of the ids, which would hide what the tokenizer cannot spell)."""
@@ -114,6 +118,7 @@ def test_references_are_the_corpus_text_of_the_same_records(reversed_digits):
     assert text["tgt"].to_list() == [t for _, t in r["splits"]["test"]]
 
 
+@pytest.mark.learns
 def test_t5_style_one_model_learns_both_directions_each_scored(tmp_path):
     """Pairs (x, x + 1 digit by digit): forward adds one, backward subtracts one. The sources of both directions
     look alike, so only the task prefix tells the model which to do."""
