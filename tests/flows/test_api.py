@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import corpusforge
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.server]
@@ -99,7 +100,7 @@ def test_load_refuses_a_tampered_artifact(api_store):
         target.write_bytes(data)
 
 
-def test_api_and_cli_build_the_same_configs(tmp_path):
+def test_api_and_cli_build_the_same_configs(prefect_harness, tmp_path):
     """The same request through the CLI and through the API makes the same config, so the same artifact: the CLI
     builds it, and the API call after it is answered from the store with the CLI's ids (and the other way round
     for embeddings), for the flags that take the most translating (--order, --set with and without a section
@@ -112,12 +113,10 @@ def test_api_and_cli_build_the_same_configs(tmp_path):
     (tmp_path / "a.txt").write_text(text)
     (tmp_path / "b.txt").write_text(text.replace("cat", "cow"))
     store = tmp_path / "store"
-    cli = str(Path(sys.executable).parent / "corpusforge")
-    env = {**os.environ, "CORPUSFORGE_LOCAL_SERVER": "off"}
-    res = subprocess.run([cli, "ngram", "estimate", "a.txt", "--order", "4", "--eval", "b.txt", "--set",
-                          "memory_limit=1GB", "--set", "tracking.enabled=false", "--store", str(store), "--json"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
+    env = {"CORPUSFORGE_LOCAL_SERVER": "off", "PREFECT_API_URL": prefect_harness}
+    # the commands in this process (tests/commands.py): what is compared is the config each side builds
+    res = corpusforge("ngram", "estimate", "a.txt", "--order", "4", "--eval", "b.txt", "--set", "memory_limit=1GB",
+                      "--set", "tracking.enabled=false", "--store", store, "--json", cwd=tmp_path, env=env, code=0)
     from_cli = json.loads(res.stdout.strip().splitlines()[-1])
     cwd = Path.cwd()
     try:
@@ -129,8 +128,7 @@ def test_api_and_cli_build_the_same_configs(tmp_path):
     finally:
         os.chdir(cwd)
     assert from_api.id == from_cli["id"] and from_api.path == Path(from_cli["path"])
-    res = subprocess.run([cli, "embed", "train", "b.txt", "--kind", "word2vec", "--set", "dim=8", "--set", "epochs=1",
-                          "--set", "workers=1", "--set", "tracking.enabled=false", "--store", str(store), "--json"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
+    res = corpusforge("embed", "train", "b.txt", "--kind", "word2vec", "--set", "dim=8", "--set", "epochs=1",
+                      "--set", "workers=1", "--set", "tracking.enabled=false", "--store", store, "--json",
+                      cwd=tmp_path, env=env, code=0)
     assert json.loads(res.stdout.strip().splitlines()[-1])["id"] == vectors.id

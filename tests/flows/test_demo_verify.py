@@ -5,16 +5,13 @@ those a manifest declares nondeterministic, with the reason."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.commands import corpusforge
 from tests.conftest import REPO
 
-CLI = str(Path(sys.executable).parent / "corpusforge")
 pytestmark = pytest.mark.e2e
 
 # The demo's chain, made small: fewer LM steps and embedding epochs (every stage and artifact kind kept).
@@ -29,19 +26,20 @@ SMALL_CLASSIFICATION = ["--set", "classify.train.max_iters=20", "--set", "classi
                         "--set", "classify.train.log_interval=10", "--set", "embeddings.epochs=1"]
 
 
-def build_demo(prefect_harness: str, store: Path) -> Path:
-    env = {**os.environ, "PREFECT_API_URL": prefect_harness, "CORPUSFORGE_LOCAL_SERVER": "off"}
+def build_demo(prefect_harness: str, store: Path, subprocess: bool) -> Path:
+    env = {"PREFECT_API_URL": prefect_harness, "CORPUSFORGE_LOCAL_SERVER": "off"}
     for config, small in (("demo.yaml", SMALL), ("demo-translation.yaml", SMALL_TRANSLATION),
                           ("demo-classification.yaml", SMALL_CLASSIFICATION)):
-        res = subprocess.run([CLI, "run", str(REPO / "configs" / config), "--store", str(store), "--json", *small],
-                             capture_output=True, text=True, env=env, timeout=900)
-        assert res.returncode == 0, res.stderr[-3000:]
+        corpusforge("run", REPO / "configs" / config, "--store", store, "--json", *small, env=env, code=0,
+                    subprocess=subprocess)
     return store
 
 
 @pytest.fixture(scope="module")
 def demo_store(prefect_harness, tmp_path_factory) -> Path:
-    return build_demo(prefect_harness, tmp_path_factory.mktemp("demo") / "store")
+    """The demo's three pipelines, built in this process (tests/commands.py); the byte-identity test builds them
+    again with the console script, in processes of their own."""
+    return build_demo(prefect_harness, tmp_path_factory.mktemp("demo") / "store", subprocess=False)
 
 
 def file_table(store: Path) -> tuple[dict, dict]:
@@ -57,7 +55,7 @@ def file_table(store: Path) -> tuple[dict, dict]:
 
 
 def test_the_demo_built_twice_gives_byte_identical_files(prefect_harness, demo_store, tmp_path):
-    again = build_demo(prefect_harness, tmp_path / "again")
+    again = build_demo(prefect_harness, tmp_path / "again", subprocess=True)
     first, declared = file_table(demo_store)
     second, declared_again = file_table(again)
     assert set(first) == set(second)  # the same artifact ids and the same files in each
@@ -82,9 +80,8 @@ def test_every_artifact_of_the_demo_verifies(demo_store):
         on_disk = {p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file() and p.name != "manifest.json"}
         assert on_disk <= set(manifest["files"]), (manifest["step"], on_disk - set(manifest["files"]))
         assert all("sha256" in entry for entry in manifest["files"].values()), manifest["step"]
-        res = subprocess.run([CLI, "artifacts", "verify", manifest["id"], "--store", str(demo_store)],
-                             capture_output=True, text=True, env={**os.environ, "CORPUSFORGE_LOCAL_SERVER": "off"},
-                             timeout=120)
+        res = corpusforge("artifacts", "verify", manifest["id"], "--store", demo_store,
+                          subprocess=d == dirs[0])  # the console script once, then in this process
         assert res.returncode == 0, (manifest["step"], res.stdout, res.stderr)
         assert Catalog(store).verify(manifest["id"]).ok
 

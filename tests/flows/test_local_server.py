@@ -129,11 +129,12 @@ def test_status_reports_the_server(served):
 def test_another_environment_runs_in_its_own_process(served):
     root, store, env = served
     usage = root / "usage-other.jsonl"
+    threads = str(int(env.get("OMP_NUM_THREADS", "1")) + 1)  # not the server's
     res = run(["artifacts", "find", "--json", "--store", str(store)],
-              {**env, "OMP_NUM_THREADS": "1", "CORPUSFORGE_SERVER_RUSAGE": str(usage)})
+              {**env, "OMP_NUM_THREADS": threads, "CORPUSFORGE_SERVER_RUSAGE": str(usage)})
     assert res.returncode == 0 and isinstance(json.loads(res.stdout), list)
     assert not usage.exists()  # OMP_* is read when torch is imported: the warm server's value would be wrong
-    status = run(["server", "status", "--store", str(store)], {**env, "OMP_NUM_THREADS": "1"})
+    status = run(["server", "status", "--store", str(store)], {**env, "OMP_NUM_THREADS": threads})
     assert "environment differs" in status.stderr
     # an allocator setting is read when a process starts (polars' jemalloc): the forked command would ignore it
     res = run(["artifacts", "find", "--json", "--store", str(store)],

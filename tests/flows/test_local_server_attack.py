@@ -74,14 +74,14 @@ def test_a_symlinked_socket_directory_is_refused(tmp_path, monkeypatch, sticky):
 
 
 @as_root
-def test_the_client_sends_nothing_to_a_listener_that_is_not_the_servers(tmp_path, monkeypatch):
+def test_the_client_sends_nothing_to_a_listener_that_is_not_the_servers(tmp_path, short_tmp, monkeypatch):
     """A listener of another uid sits where the client connects (what re-pointing the symlink achieved), and the
     state file names it: the client checks the peer (SO_PEERCRED) and sends nothing, not its environment (the
     drill's AWS_SECRET_ACCESS_KEY), not its descriptors; the command then runs in its own process."""
     from corpusforge import door
 
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
-    (tmp_path / "run").mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(short_tmp / "run"))
+    (short_tmp / "run").mkdir(mode=0o700)
     store = tmp_path / "store"
     (store / "prefect").mkdir(parents=True)
     path = door.socket_path(store, create=True)

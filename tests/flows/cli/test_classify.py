@@ -7,16 +7,14 @@ probabilities), and get one-line errors for bad input."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.commands import corpusforge
 from tests.flows.cli.test_seq2seq import cli_env
 
-CLI = str(Path(sys.executable).parent / "corpusforge")
 REVIEWS = Path(__file__).resolve().parents[3] / "data" / "labelled" / "reviews.tsv"
 TINY = {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 40, "dropout": 0.0}
 TOKENIZER = {"kind": "wordpiece", "vocab_size": 200, "normalizers": ["lowercase"], "pre_tokenizer": "bert",
@@ -38,11 +36,9 @@ def test_pretrain_fine_tune_predict_evaluate_and_the_registered_model(prefect_ha
     valid.write_text("\n".join([rows[0], *rows[2001:2201]]) + "\n", encoding="utf-8")
     store = tmp_path / "store"
 
-    def run(*args, code=0, timeout=600):
-        r = subprocess.run([CLI, *args, "--store", str(store)], capture_output=True, text=True,
-                           env=cli_env(prefect_harness), timeout=timeout)
-        assert r.returncode == code, r.stderr[-3000:]
-        return r
+    def run(*args, code=0, subprocess=False):
+        """In this process (tests/commands.py); ``subprocess=True`` for the console script itself."""
+        return corpusforge(*args, "--store", store, env=cli_env(prefect_harness), code=code, subprocess=subprocess)
 
     bert = write(tmp_path / "bert.yaml", {
         "corpus": {"reader": {"text_field": "text"}, "split": {"valid": 0.05, "test": 0.0, "seed": 0}},
@@ -61,7 +57,7 @@ def test_pretrain_fine_tune_predict_evaluate_and_the_registered_model(prefect_ha
     assert "give --init ID" in run("classify", "train", str(train), "--valid", str(valid), "--preset",
                                    str(finetune), code=2).stderr
     out = json.loads(run("classify", "train", str(train), "--valid", str(valid), "--preset", str(finetune),
-                         "--init", pre["id"][:12], "--json").stdout.strip().splitlines()[-1])
+                         "--init", pre["id"][:12], "--json", subprocess=True).stdout.strip().splitlines()[-1])
     m = out["metrics"]
     assert {"id", "metrics", "registered_model"} <= set(out) and {"accuracy", "f1"} <= set(m)
     assert m["accuracy"] == m["val_accuracy"] >= 0.65, m  # chance 0.5 (balanced labels; 200 records: sd 0.035)
@@ -75,19 +71,17 @@ def test_pretrain_fine_tune_predict_evaluate_and_the_registered_model(prefect_ha
     manifest = json.loads((model_dir / "manifest.json").read_text())
     assert pre["id"] in {i["id"] for i in manifest["inputs"]}  # the checkpoint is in the lineage
 
-    def cli(*args, code=0):
-        r = subprocess.run([CLI, "classify", *args, "--store", str(store)], capture_output=True, text=True,
-                           env=cli_env(None), timeout=180)
-        assert r.returncode == code, r.stderr[-2000:]
-        return r
+    def cli(*args, code=0, subprocess=False):
+        return corpusforge("classify", *args, "--store", store, env=cli_env(None), code=code, subprocess=subprocess)
 
     texts = ["the plot was not dull", "the acting felt truly awful"]
-    predicted = json.loads(cli("predict", out["id"][:10], *texts, "--json").stdout)["predictions"]
+    predicted = json.loads(cli("predict", out["id"][:10], *texts, "--json", subprocess=True).stdout)["predictions"]
     assert [p["text"] for p in predicted] == texts
     assert all(abs(sum(p["probabilities"].values()) - 1) < 1e-6 and p["label"] in ("negative", "positive")
                for p in predicted)
     png = tmp_path / "cm.png"
-    scored = json.loads(cli("evaluate", out["id"][:10], str(valid), "--plot", str(png), "--json").stdout)
+    scored = json.loads(cli("evaluate", out["id"][:10], str(valid), "--plot", str(png), "--json",
+                            subprocess=True).stdout)
     assert scored["records"] == 200 and scored["accuracy"] == pytest.approx(m["val_accuracy"])
     assert sum(map(sum, scored["confusion_matrix"])) == 200 and png.stat().st_size > 1000
 

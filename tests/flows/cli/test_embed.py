@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from corpusforge.cli import app
+from tests.commands import corpusforge
 from tests.conftest import write
 
 pytestmark = pytest.mark.e2e
@@ -98,10 +99,8 @@ def test_embed_train_eval_neighbors(prefect_harness, tmp_path):
     assert runner.invoke(app, ["embed", "train", str(corpus), "--kind", "bert"]).exit_code == 2
 
     # TF-IDF through the same command: no vectors_path, the matrices are in the artifact
-    proc = subprocess.run([CLI, "embed", "train", str(corpus), "--kind", "tfidf", "--set", "min_df=2",
-                           "--set", "tracking.enabled=false", "--store", str(store), "--json"],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = corpusforge("embed", "train", corpus, "--kind", "tfidf", "--set", "min_df=2", "--set",
+                       "tracking.enabled=false", "--store", store, "--json", env=env, code=0)  # in this process
     tfidf = json.loads(proc.stdout.strip().splitlines()[-1])
     assert tfidf["step"] == "sparse_vectors" and "vectors_path" not in tfidf
     # 6 distinct lines (dedup); words in >= 2 of them: the, king, rules, land, queen, a, man, walks, woman, and
@@ -114,10 +113,9 @@ def test_a_diverged_glove_fails_in_one_line_and_publishes_nothing(prefect_harnes
     corpus, store = make_corpus(tmp_path), tmp_path / "store"
     env = {k: v for k, v in __import__("os").environ.items() if k != "PREFECT_API_URL"}
     env["PREFECT_API_URL"] = prefect_harness
-    proc = subprocess.run([CLI, "embed", "train", str(corpus), "--kind", "glove", "--set", "dim=8", "--set", "min_count=1",
-                           "--set", "epochs=5", "--set", "learning_rate=1e6", "--set", "device=cpu",
-                           "--set", "tracking.enabled=false", "--store", str(store), "--json"],
-                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    proc = corpusforge("embed", "train", corpus, "--kind", "glove", "--set", "dim=8", "--set", "min_count=1",
+                       "--set", "epochs=5", "--set", "learning_rate=1e6", "--set", "device=cpu",
+                       "--set", "tracking.enabled=false", "--store", store, "--json", env=env)  # in this process
     assert proc.returncode == 1 and proc.stdout.strip() == "", proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert errors == [("error: embeddings royals-glove (glove): training diverged (final_loss is nan; 80 of 80 weight "

@@ -4,18 +4,14 @@ CLI; "bank" gets two vectors from the encoder (one per sentence) and one from wo
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from corpusforge.cli import app
+from tests.commands import corpusforge
 from tests.conftest import write
 
-CLI = str(Path(sys.executable).parent / "corpusforge")
 runner = CliRunner()
 SENTENCES = ["the river bank was muddy after the rain", "she opened a bank account in town",
              "we sat on the bank of the river", "the bank gave him a loan", "fish swim near the river bank",
@@ -23,11 +19,9 @@ SENTENCES = ["the river bank was muddy after the rain", "she opened a bank accou
 
 
 def cli(prefect_harness: str, *args: str) -> dict:
-    env = {**{k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}, "PREFECT_API_URL": prefect_harness}
-    res = subprocess.run([CLI, *args, "--set", "tracking.enabled=false", "--json"], capture_output=True, text=True,
-                         env=env, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    """In this process (tests/commands.py): `lm train` and `embed train` have their end-to-end tests elsewhere."""
+    return corpusforge(*args, "--set", "tracking.enabled=false", "--json", env={"PREFECT_API_URL": prefect_harness},
+                       code=0).json()
 
 
 @pytest.mark.e2e

@@ -7,16 +7,14 @@ input."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.commands import corpusforge
 from tests.flows.cli.test_seq2seq import cli_env
 
-CLI = str(Path(sys.executable).parent / "corpusforge")
 REVIEWS = Path(__file__).resolve().parents[3] / "data" / "labelled" / "reviews.tsv"
 TRAIN = {"batch_size": 16, "lr": 3.0e-3, "min_lr": 3.0e-4, "warmup_iters": 5, "weight_decay": 0.0,
          "eval_iters": 5, "log_interval": 20, "cpu_threads": 1}
@@ -36,11 +34,9 @@ def test_finetune_lora_merge_generate_export_dpo(prefect_harness, tmp_path, monk
                            for t, label in rows), encoding="utf-8")
     store = tmp_path / "store"
 
-    def run(*args, code=0, timeout=600):
-        r = subprocess.run([CLI, *args, "--store", str(store)], capture_output=True, text=True,
-                           env=cli_env(prefect_harness), timeout=timeout)
-        assert r.returncode == code, r.stderr[-3000:]
-        return r
+    def run(*args, code=0, subprocess=False):
+        """In this process (tests/commands.py); ``subprocess=True`` for the console script itself."""
+        return corpusforge(*args, "--store", store, env=cli_env(prefect_harness), code=code, subprocess=subprocess)
 
     preset = tmp_path / "tiny-gpt.yaml"
     preset.write_text(yaml.safe_dump({
@@ -54,7 +50,7 @@ def test_finetune_lora_merge_generate_export_dpo(prefect_harness, tmp_path, monk
     steps = ["train.max_iters=30", "train.eval_interval=30", "train.batch_size=16", "train.eval_iters=5",
              "eval_records=10", "train.cpu_threads=1"]
     full = last_json(run("lm", "finetune", parent["id"][:12], str(sft), "--method", "sft", "--json",
-                         *sum((["--set", s] for s in steps), [])))
+                         *sum((["--set", s] for s in steps), []), subprocess=True))  # the command, end to end
     assert full["method"] == "sft" and full["parent"] == parent["id"][:12]
     m = full["metrics"]
     assert m["trainable_params"] == m["total_params"] and m["val_loss"] < m["val_start_loss"]
@@ -71,7 +67,7 @@ def test_finetune_lora_merge_generate_export_dpo(prefect_harness, tmp_path, monk
     refused = run("lm", "export", lora["id"][:12], str(tmp_path / "hf-adapter"), code=2)
     assert "merge them first" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
 
-    merged = json.loads(run("lm", "merge", lora["id"][:12], "--json").stdout)
+    merged = json.loads(run("lm", "merge", lora["id"][:12], "--json", subprocess=True).stdout)
     assert merged["adapter"] == lora["id"] and not merged["reused"]
     assert json.loads(run("lm", "merge", lora["id"][:12], "--json").stdout)["reused"]
     said = json.loads(run("lm", "generate", merged["id"][:12], "--prompt", "Review: the plot was dull\nSentiment:",

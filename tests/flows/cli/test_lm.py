@@ -102,21 +102,19 @@ def test_train_generate_inspect_end_to_end(prefect_harness, tmp_path, monkeypatc
     manifest = json.loads((lm_dir / "manifest.json").read_text())
     assert manifest["inputs"][0]["id"] == out["steps"]["encode"]  # the lm id follows from the token shards
 
-    def cli(*args):
-        r = subprocess.run([CLI, "lm", *args, "--store", str(store), "--json"], capture_output=True, text=True,
-                           env=cli_env(None), timeout=120)
-        assert r.returncode == 0, r.stderr[-2000:]
-        return json.loads(r.stdout.strip().splitlines()[-1])
+    def cli(*args, subprocess=False):  # in this process unless asked (tests/commands.py)
+        return corpusforge("lm", *args, "--store", store, "--json", env=cli_env(None), code=0,
+                           subprocess=subprocess).json()
 
-    a = cli("generate", out["id"][:10], "--prompt", "ROMEO:", "-n", "25", "--seed", "3", "--top-k", "5")
+    a = cli("generate", out["id"][:10], "--prompt", "ROMEO:", "-n", "25", "--seed", "3", "--top-k", "5",
+            subprocess=True)
     b = cli("generate", out["id"][:10], "--prompt", "ROMEO:", "-n", "25", "--seed", "3", "--top-k", "5")
     assert a["text"] == b["text"] and len(a["text"]) > 0
     report = cli("inspect", out["id"], "--prompt", "First Citizen", "--out", str(tmp_path / "insp"))
     assert len(report["heatmaps"]) == 1 and Path(report["heatmaps"][0]).stat().st_size > 1000
     assert len(report["next_tokens"]) == 10 and report["tokens"][0] == "F"
     assert sum(r["prob"] for r in report["next_tokens"]) <= 1.0 + 1e-6
-    bad = subprocess.run([CLI, "lm", "generate", out["steps"]["encode"], "--store", str(store)], capture_output=True,
-                         text=True, env=cli_env(None))
+    bad = corpusforge("lm", "generate", out["steps"]["encode"], "--store", store, env=cli_env(None))
     assert bad.returncode == 2 and "not an lm" in bad.stderr
 
     # the LM flow on its own (the GPU-pool entry point): same shards + same config -> the same artifact
@@ -274,11 +272,10 @@ def test_train_with_valid_and_test_files_of_any_name(prefect_harness, tmp_path):
     write(tmp_path / "train.txt", "\n".join(lines[:1500]) + "\n")
     write(tmp_path / "dev.txt", "\n".join(lines[1500:1650]) + "\n")
     write(tmp_path / "eval.txt", "\n".join(lines[1650:1800]) + "\n")
-    res = subprocess.run([CLI, "lm", "train", "train.txt", "--valid", "dev.txt", "--test", "eval.txt", "--preset",
-                          "ptb-nplm", "--set", "train.max_iters=20", "--set", "train.eval_interval=10",
-                          "--set", "train.batch_size=8", "--set", "sample.max_new_tokens=3", "--set",
-                          "tokenizer.vocab_size=500", "--store", str(tmp_path / "store"), "--json"],
-                         capture_output=True, text=True, env=cli_env(prefect_harness), cwd=tmp_path, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
+    res = corpusforge("lm", "train", "train.txt", "--valid", "dev.txt", "--test", "eval.txt", "--preset",
+                      "ptb-nplm", "--set", "train.max_iters=20", "--set", "train.eval_interval=10",
+                      "--set", "train.batch_size=8", "--set", "sample.max_new_tokens=3", "--set",
+                      "tokenizer.vocab_size=500", "--store", tmp_path / "store", "--json",
+                      env=cli_env(prefect_harness), cwd=tmp_path, code=0)
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["metrics"]["val_ppl"] > 1 and out["metrics"]["test_ppl"] > 1  # scored on dev.txt, then eval.txt

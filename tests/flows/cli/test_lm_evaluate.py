@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,10 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from corpusforge.tasks.lm.evaluate import encode_documents, read_documents, score_stream
+from tests.commands import corpusforge
 from tests.conftest import REPO, write
 from tests.flows.cli.test_lm import TINY, cli_env
-
-CLI = str(Path(sys.executable).parent / "corpusforge")
 
 
 def tiny_model(family: str, block: int = 8, vocab: int = 20):
@@ -91,20 +87,17 @@ def test_lm_evaluate_gives_the_lm_stages_test_perplexity(prefect_harness, tmp_pa
     held = write(tmp_path / "held.txt", text[40000:46000])  # pinned as the test split (paragraph documents)
     other = write(tmp_path / "other.txt", text[50000:52000])
     store = tmp_path / "store"
-    res = subprocess.run([CLI, "lm", "train", str(train), "--preset", "shakespeare-char-cpu", *TINY, "--test",
-                          str(held), "--store", str(store), "--json"], capture_output=True, text=True,
-                         env=cli_env(prefect_harness), timeout=600, cwd=tmp_path)
-    assert res.returncode == 0, res.stderr[-3000:]
+    res = corpusforge("lm", "train", train, "--preset", "shakespeare-char-cpu", *TINY, "--test", held, "--store",
+                      store, "--json", env=cli_env(prefect_harness), cwd=tmp_path, code=0)
     trained = json.loads(res.stdout.strip().splitlines()[-1])
     metrics = trained["metrics"]
 
-    def cli(*args, code=0):
-        r = subprocess.run([CLI, "lm", "evaluate", *args, "--store", str(store)], capture_output=True, text=True,
-                           env=cli_env(None), timeout=300, cwd=tmp_path)
-        assert r.returncode == code, r.stderr[-2000:]
-        return r
+    def cli(*args, code=0, subprocess=False):  # in this process unless asked (tests/commands.py)
+        return corpusforge("lm", "evaluate", *args, "--store", store, env=cli_env(None), cwd=tmp_path, code=code,
+                           subprocess=subprocess)
 
-    report = json.loads(cli(trained["id"][:10], "./held.txt", "other.txt", "--json").stdout.strip().splitlines()[-1])
+    report = json.loads(cli(trained["id"][:10], "./held.txt", "other.txt", "--json", subprocess=True).stdout.strip()
+                        .splitlines()[-1])
     assert report["id"] == trained["id"] and report["family"] == "gpt" and report["step"] == "lm"
     assert list(report["results"]) == ["./held.txt", "other.txt"]  # keyed by the paths as given
     held_result = report["results"]["./held.txt"]

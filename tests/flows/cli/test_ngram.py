@@ -1,4 +1,5 @@
-"""`corpusforge ngram estimate | query | evaluate` through the real console script.
+"""`corpusforge ngram estimate | query | evaluate`: each once through the real console script, the rest in this
+process (tests/commands.py).
 
 Expected numbers are hand arithmetic on the teaching text (issue 4): add-one bigrams with the
 vocabulary {the cat sat on mat ate fish dog </s> <unk>}, V = 10.
@@ -7,22 +8,20 @@ vocabulary {the cat sat on mat ate fish dog </s> <unk>}, V = 10.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.commands import corpusforge
 from tests.conftest import write
 from tests.flows.cli.test_main import cli_env
 
-CLI = str(Path(sys.executable).parent / "corpusforge")
 TEACHING = "the cat sat on the mat\nthe cat ate the fish\nthe dog sat on the mat\n"
 
 
-def run(args, cwd, api_url=None, timeout=300):
-    res = subprocess.run([CLI, *args], cwd=cwd, capture_output=True, text=True, env=cli_env(api_url), timeout=timeout)
-    return res
+def run(args, cwd, api_url=None, subprocess=False):
+    """In this process (tests/commands.py); ``subprocess=True`` for the console script itself."""
+    return corpusforge(*args, cwd=cwd, env=cli_env(api_url), subprocess=subprocess)
 
 
 def test_estimate_query_evaluate(prefect_harness, tmp_path):
@@ -30,7 +29,8 @@ def test_estimate_query_evaluate(prefect_harness, tmp_path):
     write(tmp_path / "held.txt", "the cat sat\n")
     store = str(tmp_path / "store")
     res = run(["ngram", "estimate", "train.txt", "--order", "2", "--smoothing", "add-k", "--k", "1",
-               "--eval", "held.txt", "--arpa", "out.arpa", "--store", store, "--json"], tmp_path, prefect_harness)
+               "--eval", "held.txt", "--arpa", "out.arpa", "--store", store, "--json"], tmp_path, prefect_harness,
+              subprocess=True)
     assert res.returncode == 0, res.stderr[-3000:]
     payload = json.loads(res.stdout.strip().splitlines()[-1])
     assert set(payload) >= {"id", "perplexity", "oov", "sentences"}
@@ -48,7 +48,7 @@ def test_estimate_query_evaluate(prefect_harness, tmp_path):
     assert (tmp_path / "out" / "m.arpa.gz").read_bytes() == (Path(payload["path"]) / "model.arpa.gz").read_bytes()
 
     q = run(["ngram", "query", payload["id"][:10], "--context", "the", "--top", "2", "--word", "dog",
-             "--store", store, "--json"], tmp_path)
+             "--store", store, "--json"], tmp_path, subprocess=True)
     assert q.returncode == 0, q.stderr[-3000:]
     answer = json.loads(q.stdout.strip().splitlines()[-1])
     assert sorted(t["word"] for t in answer["top"]) == ["cat", "mat"]
@@ -59,7 +59,7 @@ def test_estimate_query_evaluate(prefect_harness, tmp_path):
                 tmp_path)
     assert human.returncode == 0 and "sat" in human.stdout and "ate" in human.stdout
 
-    ev = run(["ngram", "evaluate", "out.arpa", "held.txt", "--json"], tmp_path)
+    ev = run(["ngram", "evaluate", "out.arpa", "held.txt", "--json"], tmp_path, subprocess=True)
     assert ev.returncode == 0, ev.stderr[-3000:]
     result = json.loads(ev.stdout.strip().splitlines()[-1])["results"]["held.txt"]
     assert result["perplexity"] == pytest.approx(expected, rel=1e-6)  # read back from the ARPA file

@@ -6,19 +6,17 @@ MLflow model returns the same vectors."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from tests.commands import corpusforge
 from tests.flows.cli.test_seq2seq import cli_env
 from tests.conftest import REPO
 from tests.tasks.seq2seq.pairs_fixtures import write_pairs
 
-CLI = str(Path(sys.executable).parent / "corpusforge")
 PAIRS = REPO / "data" / "pairs"  # German and English number words, made by a rule
 
 
@@ -44,9 +42,7 @@ def test_train_embed_search_and_the_registered_model(prefect_harness, tmp_path, 
                                           "warmup_iters": 10, "weight_decay": 0.0, "eval_interval": 250,
                                           "eval_iters": 0, "log_interval": 50, "cpu_threads": 1}},
     }), encoding="utf-8")
-    res = subprocess.run([CLI, "run", str(config), "--store", str(store), "--json"], capture_output=True, text=True,
-                         env=cli_env(prefect_harness), timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
+    res = corpusforge("run", config, "--store", store, "--json", env=cli_env(prefect_harness), code=0)
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     step = next(s for s in summary["steps"] if s["step"] == "sentence_embeddings")
     manifest = json.loads((Path(step["path"]) / "manifest.json").read_text())
@@ -55,15 +51,13 @@ def test_train_embed_search_and_the_registered_model(prefect_harness, tmp_path, 
     evaluation = json.loads((Path(step["path"]) / "evaluation.json").read_text())
     assert evaluation["splits"]["valid"]["pairs"] == 100
 
-    def cli(*args, code=0):
-        r = subprocess.run([CLI, "embed", *args, "--store", str(store)], capture_output=True, text=True,
-                           env=cli_env(None), timeout=180)
-        assert r.returncode == code, r.stderr[-2000:]
-        return r
+    def cli(*args, code=0, subprocess=False):  # in this process unless asked (tests/commands.py)
+        return corpusforge("embed", *args, "--store", store, env=cli_env(None), code=code, subprocess=subprocess)
 
     targets = valid[1].read_text(encoding="utf-8").splitlines()
     npy = tmp_path / "v.npy"
-    made = json.loads(cli("sentences", step["id"][:10], str(valid[1]), "-o", str(npy), "--json").stdout)
+    made = json.loads(cli("sentences", step["id"][:10], str(valid[1]), "-o", str(npy), "--json",
+                          subprocess=True).stdout)
     vectors = np.load(npy)
     assert made["sentences"] == 100 and vectors.shape == (100, 64)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
@@ -74,7 +68,7 @@ def test_train_embed_search_and_the_registered_model(prefect_harness, tmp_path, 
 
     source = valid[0].read_text(encoding="utf-8").splitlines()[7]
     first = json.loads(cli("search", step["id"][:10], source, "--corpus", str(valid[1]), "--top", "3",
-                           "--json").stdout)
+                           "--json", subprocess=True).stdout)
     assert first["hits"][0]["text"] == targets[7] and not first["index_reused"]
     assert [h["rank"] for h in first["hits"]] == [1, 2, 3] and first["hits"][0]["score"] >= first["hits"][1]["score"]
     again = json.loads(cli("search", step["id"][:10], source, "--corpus", str(valid[1]), "--json").stdout)

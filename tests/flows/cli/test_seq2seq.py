@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.commands import corpusforge
 from tests.tasks.seq2seq.pairs_fixtures import GRU, TRAIN, WORD_TOKENIZER, digit_pairs, reverse, write_pairs
 
 CLI = str(Path(sys.executable).parent / "corpusforge")
@@ -57,21 +58,18 @@ def test_train_translate_evaluate_and_the_registered_model(prefect_harness, tmp_
     assert (reg["name"], reg["version"], reg["latest_uri"]) == ("digit-reverser", "1",
                                                                 "models:/digit-reverser@latest")
 
-    def cli(*args, code=0):
-        r = subprocess.run([CLI, "seq2seq", *args, "--store", str(store)], capture_output=True, text=True,
-                           env=cli_env(None), timeout=180)
-        assert r.returncode == code, r.stderr[-2000:]
-        return r
+    def cli(*args, code=0, subprocess=False):  # in this process unless asked (tests/commands.py)
+        return corpusforge("seq2seq", *args, "--store", store, env=cli_env(None), code=code, subprocess=subprocess)
 
     png = tmp_path / "align.png"
     one = json.loads(cli("translate", out["id"][:10], "1 2 3 4 5", "--beam", "1", "--heatmap", str(png),
-                         "--json").stdout)
+                         "--json", subprocess=True).stdout)
     assert one["translation"] == "5 4 3 2 1" and one["beam"] == 1 and png.stat().st_size > 1000
     assert cli("translate", out["id"], "7 8 9").stdout.strip() == "9 8 7"  # plain text by default
 
     hyps = tmp_path / "hyps.txt"
     scored = json.loads(cli("evaluate", out["id"][:10], *map(str, test), "--beam", "2", "-o", str(hyps),
-                            "--json").stdout)
+                            "--json", subprocess=True).stdout)
     from sacrebleu.metrics import BLEU
 
     refs = test[1].read_text(encoding="utf-8").splitlines()

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from corpusforge.cli import app
+from tests.commands import corpusforge
 from tests.conftest import REPO, write
 
 CLI = str(Path(sys.executable).parent / "corpusforge")
@@ -74,9 +75,8 @@ def test_cli_train_classic_bpe_textbook_then_encode_and_compare(prefect_harness,
     got = json.loads(enc.stdout.strip().splitlines()[-1])
     assert got["tokens"] == ["low", "est</w>"] and len(got["ids"]) == 2
 
-    res = subprocess.run([CLI, "tokenizer", "train", str(words), "--kind", "char", "--store", str(store), "--json"],
-                         capture_output=True, text=True, env=env, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
+    res = corpusforge("tokenizer", "train", words, "--kind", "char", "--store", store, "--json", env=env,
+                      code=0)  # in this process (tests/commands.py)
     char = json.loads(res.stdout.strip().splitlines()[-1])
     assert "merges" not in char
     cmp = runner.invoke(app, ["tokenizer", "compare", payload["id"], char["id"], "--store", str(store), "--json"])
