@@ -121,7 +121,8 @@ def print_pipeline_summary(console: Console, summary: dict[str, Any]) -> None:
                       "MLflow (no new flow run or MLflow run)")
 
 
-HEADLINE_HINTS = ("ppl", "perplexity", "loss", "accuracy", "spearman", "fertility", "bytes_per_token")
+HEADLINE_HINTS = ("ppl", "perplexity", "loss", "accuracy", "exact_match", "_nll", "spearman", "fertility",
+                  "bytes_per_token")
 
 
 def headline(metrics: dict[str, Any], limit: int = 8) -> str:

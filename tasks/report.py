@@ -162,7 +162,8 @@ def write_corpus_report(out: Path, name: str, accounting: dict[str, Any], metric
 
 # ---------------------------------------------------------------- the run report (one page per flow run)
 
-HEADLINE_HINTS = ("ppl", "perplexity", "loss", "accuracy", "spearman", "fertility", "bytes_per_token", "docs", "words")
+HEADLINE_HINTS = ("ppl", "perplexity", "loss", "accuracy", "exact_match", "_nll", "spearman", "fertility",
+                  "bytes_per_token", "docs", "words")
 MAX_INLINE_BYTES = 400_000  # a larger image is linked by path, not inlined
 
 

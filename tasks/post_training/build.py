@@ -207,6 +207,10 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
             metrics[f"{prefix}_answer_accuracy"] = acc
             metrics[f"{prefix}_start_answer_accuracy"] = before
             answers[split] = {"records": len(prompts), "accuracy": acc, "start_accuracy": before, "examples": rows}
+    # the answer-level figures first (reports show the first few): the per-token loss alone misleads, a response
+    # being mostly tokens the format fixes (issue 52; corpusforge.models.post_training.SFT.evaluate)
+    lead = ("val_answer_accuracy", "val_exact_match", "val_response_nll", "val_loss")
+    metrics = {**{k: metrics[k] for k in lead if k in metrics}, **metrics}
     weights = model.state_dict()
     refuse_non_finite(f"post_training {cfg.name}", metrics=metrics, weights=weights,
                       change=diverged_advice("post_training", cfg.train))
