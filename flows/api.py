@@ -405,21 +405,18 @@ LABEL_COLUMNS = ("label", "labels", "class", "category", "sentiment", "target", 
 
 
 def _header(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
-    """The columns of a TSV/CSV/JSONL file and its first rows (up to 1,000), to find the text and label columns."""
-    import csv
+    """The columns of a TSV/CSV/JSONL file and its first rows (up to 1,000), to find the text and label columns;
+    read as the corpus readers read it (corpusforge.storage.labelled: a .tsv has no quoting)."""
     import itertools
-    import json
 
-    suffix = "".join(Path(path).suffixes[-2:]).lower()
-    with open(path, encoding="utf-8", newline="") as fh:
-        if ".jsonl" in suffix or ".ndjson" in suffix or suffix.endswith(".json"):
-            rows = [json.loads(line) for line in itertools.islice(fh, 1000) if line.strip()]
-            rows = [r for r in rows if isinstance(r, dict)]
-            return (list(rows[0]) if rows else []), rows
-        dialect = "excel-tab" if ".tsv" in suffix or ".tab" in suffix else "excel"
-        reader = csv.DictReader(fh, dialect=dialect)
-        rows = list(itertools.islice(reader, 1000))
-        return list(reader.fieldnames or []), rows
+    from corpusforge.storage.labelled import LabelledError, labelled_rows
+    from corpusforge.tasks.config import ConfigError
+
+    try:
+        columns, rows = labelled_rows(Path(path))
+        return columns, [row for _, row, _ in itertools.islice(rows, 1000) if row is not None]
+    except LabelledError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def classify_config(train: PathLike, preset: str, valid: PathLike | None = None, test: PathLike | None = None,
@@ -477,11 +474,85 @@ def classify_config(train: PathLike, preset: str, valid: PathLike | None = None,
         if key in data:
             base[key] = data[key]
     config = apply_overrides(base, [s if s.startswith(CLASSIFY_PIPELINE_KEYS) else f"classify.{s}" for s in overrides])
+    check_labels(given, text, label, (config.get("classify") or {}).get("labels") or {},
+                 exact_dedup=((config.get("corpus") or {}).get("dedup") or {}).get("exact", True))
     held_out = (config.get("corpus") or {}).get("split") or {}
     if not valid and not float(held_out.get("valid", 0.05) or 0):
         raise ConfigError(f"--preset {name}: holds out no validation records (corpus.split.valid: 0) and no --valid "
                           "FILE was given; the model is scored on them: give --valid, or --set corpus.split.valid=0.1")
     return config
+
+
+def check_labels(files: dict[str, PathLike | None], text: str, label: str, relabel: dict, exact_dedup: bool = True
+                 ) -> None:
+    """The labelled files' labels and encodings, checked before any work (issue 44, item 4): each file is UTF-8
+    with its columns; the training labels are two or more classes, none differing from another only in case or
+    spacing (unless ``relabel``, classify.labels, maps them), and not numbers with a value per record (a
+    regression target); every --valid/--test label is a training class; a --valid file is not all repeats of
+    training records (exact dedup would leave it empty). A ConfigError of one line otherwise."""
+    from collections import Counter
+
+    from corpusforge.storage.labelled import LabelledError, read_labelled
+    from corpusforge.tasks.config import ConfigError
+
+    relabel = {str(k).strip(): str(v).strip() for k, v in relabel.items()}
+    read = {}
+    for split, path in files.items():
+        if path is None:
+            continue
+        try:
+            read[split] = read_labelled(Path(path), (text,), (label,))
+        except LabelledError as exc:
+            raise ConfigError(f"{exc} ({split})") from exc
+
+    def classes(rows) -> Counter:
+        return Counter(relabel.get(str(v), str(v)) for v in rows.labels)
+
+    train = read["train"]
+    counts = classes(train)
+    where = files["train"]
+    if not counts:
+        raise ConfigError(f"{where}: no labelled records ({train.summary()})")
+    if len(counts) < 2:
+        (only, n), = counts.items()
+        raise ConfigError(f"{where}: one class only ({only!r}, {n:,} records): a classifier needs two or more")
+    near: dict[str, list[str]] = {}
+    for value in counts:
+        near.setdefault(" ".join(value.split()).casefold(), []).append(value)
+    clashes = [sorted(group) for group in near.values() if len(group) > 1]
+    if clashes:
+        shown = "; ".join(", ".join(f"{v!r} ({counts[v]:,})" for v in group) for group in clashes[:5])
+        first = clashes[0]
+        raise ConfigError(f"{where}: labels that differ only in case or spacing would be classes of their own: "
+                          f"{shown}; map them to one with classify.labels, e.g. --set 'labels.{first[1]}={first[0]}'")
+    numeric = all(_is_number(v) for v in counts)
+    if numeric and not all(v.lstrip("-").isdigit() for v in counts) and len(counts) > 50:
+        sample = ", ".join(list(counts)[:3])
+        raise ConfigError(f"{where}: the labels are numbers with {len(counts):,} distinct values ({sample}, ...): a "
+                          "classifier needs classes (a regression target is not one)")
+    for split in ("valid", "test"):
+        if split not in read:
+            continue
+        unseen = Counter({v: n for v, n in classes(read[split]).items() if v not in counts})
+        if unseen:
+            shown = ", ".join(f"{v!r} ({n:,})" for v, n in unseen.most_common(5))
+            raise ConfigError(f"{files[split]} (--{split}): labels the training file does not have: {shown}; the "
+                              f"classes are {', '.join(map(repr, sorted(counts)[:10]))}")
+    if exact_dedup and "valid" in read and read["valid"].texts:
+        seen = set(train.texts)
+        repeats = sum(t in seen for t in read["valid"].texts)
+        if repeats == len(read["valid"].texts):
+            raise ConfigError(f"{files['valid']} (--valid): all {repeats:,} records repeat training records; exact "
+                              "dedup keeps the first copy, so no validation record would be left: give held-out "
+                              "records, or --set corpus.dedup.exact=false")
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 POST_TRAINING_PIPELINE_KEYS = pipeline_keys("post_training")

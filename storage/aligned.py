@@ -17,10 +17,12 @@ from pathlib import Path
 
 from corpusforge.storage.compression import CorruptSource, SourceBytes, open_source
 from corpusforge.storage.formats import normalize_line_ends, sized_lines
-from corpusforge.storage.readers import ReaderConfig, SourceChanged, SourceFile, batched, check_digest
+from corpusforge.storage.readers import (ReaderConfig, SourceChanged, SourceError, SourceFile, batched,
+                                        check_digest)
 from corpusforge.storage.records import RAW_CAP, FieldSpec, RawRecord, RecordBatch, decode_strict
 
-__all__ = ["aligned_file", "aligned_line_records", "read_aligned"]
+__all__ = ["AlignedCounts", "aligned_file", "aligned_line_records", "check_aligned_counts", "count_aligned_lines",
+           "read_aligned"]
 
 
 def aligned_file(path: Path, name: str) -> SourceFile:
@@ -33,6 +35,65 @@ def aligned_file(path: Path, name: str) -> SourceFile:
     if not stat.S_ISREG(mode):
         return SourceFile(name, path, "not_a_regular_file", "a directory, device, socket or pipe")
     return SourceFile(name, path)
+
+
+class AlignedCounts(SourceError):
+    """Line-aligned files that do not have the same number of lines by the readers' line rule: line ``i`` of one
+    is not line ``i`` of the other, so every pair after the first difference would be wrong. One line, naming
+    each file's count (and, where lone carriage returns explain it, how many each file holds)."""
+
+
+def count_aligned_lines(path: Path) -> tuple[int, int]:
+    """(lines, lone CRs) of one line-aligned file by the rule its records are read with: LF, CRLF and a lone CR
+    each end a line, a last line without an end counts; after decompression and UTF-16/32 transcoding, as
+    :func:`read_aligned` reads it. An empty or binary file counts 0 lines (the reader quarantines it whole).
+    One streaming pass in 1 MiB blocks: memory does not grow with the file."""
+    raw = SourceBytes(path)
+    opened = None
+    try:
+        opened = open_source(path, raw)
+        if opened.empty or opened.binary or opened.stream is None:
+            return 0, 0
+        lf = cr = crlf = 0
+        last = b""
+        while True:
+            block = opened.stream.read(1 << 20)
+            if not block:
+                break
+            lf += block.count(b"\n")
+            cr += block.count(b"\r")
+            crlf += block.count(b"\r\n") + (last == b"\r" and block[:1] == b"\n")
+            last = block[-1:]
+        lone = cr - crlf
+        return lf + lone + (last not in (b"", b"\n", b"\r")), lone
+    finally:
+        if opened is not None and opened.stream is not None:
+            opened.stream.close()
+        raw.release()
+
+
+def check_aligned_counts(files: dict[str, SourceFile]) -> dict[str, int]:
+    """Each file's line count ({key: lines}) when all are equal; :class:`AlignedCounts` otherwise, before any
+    record is read. Files the reader refuses (missing, not regular) are left to it: it quarantines them whole."""
+    counts: dict[str, tuple[int, int]] = {}
+    for key, sf in files.items():
+        if sf.refused:
+            continue
+        try:
+            counts[key] = count_aligned_lines(sf.path)
+        except (CorruptSource, OSError):
+            continue  # the reader reports a broken or unreadable file with its own reason
+    if len({lines for lines, _ in counts.values()}) <= 1:
+        return {key: lines for key, (lines, _) in counts.items()}
+    said = " vs ".join(f"{files[key].name} ({key}) has {lines:,} lines" for key, (lines, _) in counts.items())
+    lone = {key: n for key, (_, n) in counts.items() if n}
+    hint = ""
+    if lone:
+        hint = ("; a lone carriage return (\\r) ends a line too: "
+                + ", ".join(f"{files[key].name} holds {n:,}" for key, n in lone.items())
+                + " (remove them, e.g. tr -d '\\r')")
+    raise AlignedCounts(f"line-aligned files must have the same number of lines, line i of each being one pair: "
+                        f"{said}{hint}")
 
 
 def read_aligned(name: str, files: dict[str, SourceFile], cfg: ReaderConfig | None = None, *, spec: FieldSpec,

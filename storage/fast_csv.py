@@ -111,18 +111,39 @@ class LineTooLong(Exception):
         self.length, self.head = length, head
 
 
-def plain_rows_pattern(n_fields: int, delimiter: str) -> str:
+def plain_rows_pattern(n_fields: int, delimiter: str, quoting: bool = True) -> str:
     d = re.escape(delimiter)
-    quoted = r'"(?:[^"\x00]|"")*"'
-    field = rf'(?:{quoted}|[^"{d}\r\n\x00]*)' if n_fields > 1 else rf'(?:{quoted}|[^"{d}\r\n\x00]+)'
+    if quoting:
+        quoted = r'"(?:[^"\x00]|"")*"'
+        field = rf'(?:{quoted}|[^"{d}\r\n\x00]*)' if n_fields > 1 else rf'(?:{quoted}|[^"{d}\r\n\x00]+)'
+    else:  # a quote is text; a field ends at the delimiter or the line end
+        field = rf'[^{d}\r\n\x00]*' if n_fields > 1 else rf'[^{d}\r\n\x00]+'
     return rf"{field}(?:{d}{field}){{{n_fields - 1}}}\r?\n"  # one field alone may not be empty: a blank line
 
 
-def fast_csv(stream: io.BufferedReader, text_field: str, delimiter: str, limit: int) -> Iterator[RecordBatch | RawRecord]:
+def csv_reader(text, delimiter: str, quoting: bool):
+    """Python's csv reader for CSV (``quoting``) or for TSV as GLUE, SST-2 and CoNLL write it: no quoting, a
+    double quote is text, each line one row."""
+    return csv.reader(text, delimiter=delimiter, quoting=csv.QUOTE_MINIMAL if quoting else csv.QUOTE_NONE)
+
+
+def ragged_row(locator: str, row: list[str], header: list[str], delimiter: str, quoting: bool, raw: bytes) -> RawRecord:
+    """A row with another number of fields than the header: a tab inside a TSV text, a comma in an unquoted CSV
+    field. Its fields cannot be trusted to be the header's columns (the label would be a piece of the text)."""
+    from corpusforge.storage.records import RAW_CAP
+
+    where = f"line {int(locator.split(':')[1]) + 1}: " if not quoting and locator.startswith("row:") else ""
+    sep = "tab" if delimiter == "\t" else repr(delimiter)
+    return RawRecord(locator, reason="ragged_row", detail=f"{where}{len(row)} fields, the header has {len(header)} "
+                     f"(a {sep} inside a field?)", raw=raw[:RAW_CAP])
+
+
+def fast_csv(stream: io.BufferedReader, text_field: str, delimiter: str, limit: int,
+             quoting: bool = True) -> Iterator[RecordBatch | RawRecord]:
     field_limit = max(limit, 1 << 20)
     csv.field_size_limit(field_limit)
     source = TextSource(stream, max_line_chars(limit))
-    reader = csv.reader(source, delimiter=delimiter)
+    reader = csv_reader(source, delimiter, quoting)
     try:
         header = next(reader)
     except StopIteration:
@@ -135,7 +156,7 @@ def fast_csv(stream: io.BufferedReader, text_field: str, delimiter: str, limit: 
                         detail=f"no column {text_field!r}; columns are {header[:20]}")
         return
     idx = header.index(text_field)
-    row_pattern = plain_rows_pattern(len(header), delimiter)
+    row_pattern = plain_rows_pattern(len(header), delimiter, quoting)
     rowno = 0
     while True:
         if source._stream.error is None:  # else: the stream broke; the rows buffered before the break first
@@ -143,7 +164,7 @@ def fast_csv(stream: io.BufferedReader, text_field: str, delimiter: str, limit: 
         if source.pos >= len(source.buf) and source.eof:
             return
         used, batch = _plain_run(source.buf[source.pos:], row_pattern, header, idx, delimiter, field_limit, rowno,
-                                 limit)
+                                 limit, quoting)
         if used:
             source.pos += used
             rowno += len(batch)
@@ -159,12 +180,12 @@ def fast_csv(stream: io.BufferedReader, text_field: str, delimiter: str, limit: 
                 return
             except LineTooLong as exc:
                 yield too_long_row(f"row:{rowno}", exc, limit)
-                reader = csv.reader(source, delimiter=delimiter)  # a fresh parser: the row was cut off
+                reader = csv_reader(source, delimiter, quoting)  # a fresh parser: the row was cut off
                 continue
             except csv.Error as exc:
                 yield csv_error(f"row:{rowno}", exc, limit)
                 continue
-            yield row_record(f"row:{rowno}", row, header, idx, delimiter, limit)
+            yield row_record(f"row:{rowno}", row, header, idx, delimiter, limit, quoting)
 
 
 def max_line_chars(limit: int) -> int:
@@ -186,12 +207,14 @@ def csv_error(locator: str, exc: csv.Error, limit: int) -> RawRecord:
 
 
 def row_record(locator: str, row: list[str], header: list[str], idx: int, delimiter: str,
-               limit: int | None = None) -> RawRecord:
+               limit: int | None = None, quoting: bool = True) -> RawRecord:
     """One parsed row as the per-record reader makes it (shared with corpusforge.storage.formats.csv_records)."""
     from corpusforge.storage.records import RAW_CAP
 
     joined = delimiter.join(row)
     raw = joined.encode("utf-8", "surrogateescape")
+    if row and len(row) != len(header):
+        return ragged_row(locator, row, header, delimiter, quoting, raw)
     if _UNDECODED.search(joined):
         return RawRecord(locator, reason="invalid_utf8", detail="undecodable bytes in the row", raw=raw[:RAW_CAP])
     if len(row) <= idx:
@@ -205,7 +228,7 @@ def row_record(locator: str, row: list[str], header: list[str], idx: int, delimi
 
 
 def _plain_run(text: str, row_pattern: str, header: list[str], idx: int, delimiter: str, field_limit: int,
-               rowno: int, limit: int) -> tuple[int, RecordBatch | None]:
+               rowno: int, limit: int, quoting: bool = True) -> tuple[int, RecordBatch | None]:
     """(characters used, their rows as a batch) for the longest run of plain rows at the start of ``text``."""
     import polars as pl
 
@@ -225,7 +248,7 @@ def _plain_run(text: str, row_pattern: str, header: list[str], idx: int, delimit
     used_bytes = len(data) - rest.str.len_bytes()[0]
     names = [f"c{i}" for i in range(len(header))]
     rows = pl.read_csv(data[:used_bytes], has_header=False, new_columns=names, infer_schema=False,
-                       separator=delimiter, quote_char='"', empty_string_is_null=False, raise_if_empty=False)
+                       separator=delimiter, quote_char='"' if quoting else None, empty_string_is_null=False, raise_if_empty=False)
     too_long = rows.select((pl.max_horizontal(pl.all().str.len_chars().max()) > field_limit)
                            | (pl.col(names[idx]).str.len_bytes().max() > limit)).item()
     if rows.height != n_rows or too_long:  # not what Python's csv would give: the per-record path decides

@@ -40,6 +40,18 @@ def split_oversize(data: bytes, limit: int) -> list[bytes]:
     return pieces
 
 
+def text_lines(text: str) -> list[str]:
+    """``text``'s lines by the readers' rule: LF, CRLF and a lone CR end a line, nothing else does (unlike
+    ``str.splitlines``, which also splits at form feeds, U+0085 and U+2028); a last line without an end counts."""
+    lines = _LINE_END.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
 def sized_lines(stream: io.BufferedReader, limit: int) -> Iterator[tuple[int, bytes, int]]:
     """(line number, the line's first limit+1 bytes without EOL, its full length) for every line;
     the rest of an oversize line is read and dropped in bounded chunks (callers quarantine it)."""
@@ -486,17 +498,20 @@ def json_records(stream: io.BufferedReader, text_field: str, limit: int = 8 << 2
         yield _broken(count, "the file ends inside the array")
 
 
-def csv_records(stream: io.BufferedReader, text_field: str, delimiter: str, limit: int, spec: FieldSpec | None = None
-                ) -> Iterator[RawRecord]:
-    """CSV/TSV with a header row; quoted fields may hold newlines. Other columns go to meta. A text field
+def csv_records(stream: io.BufferedReader, text_field: str, delimiter: str, limit: int, spec: FieldSpec | None = None,
+                quoting: bool = True) -> Iterator[RawRecord]:
+    """CSV/TSV with a header row; quoted fields may hold newlines (``quoting``; without it a double quote is text
+    and each line is one row, as TSV files have it). A row with another number of fields than the header is
+    ``ragged_row``. Other columns go to meta. A text field
     over ``limit`` bytes, a field over the csv module's field-size limit and a physical line too long to
     hold (``max_line_chars``, skipped unread) are quarantined as ``too_large``. With ``spec``, the named
     fields' columns must all be in the header (else the file is one ``missing_text_field`` record)."""
-    from corpusforge.storage.fast_csv import LineTooLong, TextSource, csv_error, max_line_chars, too_long_row
+    from corpusforge.storage.fast_csv import (LineTooLong, TextSource, csv_error, csv_reader, max_line_chars,
+                                               too_long_row)
 
     csv.field_size_limit(max(limit, 1 << 20))
     text = TextSource(stream, max_line_chars(limit))  # what TextIOWrapper(newline='') gives, bounded
-    reader = csv.reader(text, delimiter=delimiter)
+    reader = csv_reader(text, delimiter, quoting)
     try:
         header = next(reader)
     except StopIteration:
@@ -526,25 +541,27 @@ def csv_records(stream: io.BufferedReader, text_field: str, delimiter: str, limi
             return
         except LineTooLong as exc:
             yield too_long_row(f"row:{rowno}", exc, limit)
-            reader = csv.reader(text, delimiter=delimiter)  # a fresh parser: the row was cut off
+            reader = csv_reader(text, delimiter, quoting)  # a fresh parser: the row was cut off
             continue
         except csv.Error as exc:
             yield csv_error(f"row:{rowno}", exc, limit)
             continue
         if spec is not None:
-            yield fields_row_record(f"row:{rowno}", row, header, spec, delimiter, limit)
+            yield fields_row_record(f"row:{rowno}", row, header, spec, delimiter, limit, quoting)
         else:
-            yield row_record(f"row:{rowno}", row, header, idx, delimiter, limit)
+            yield row_record(f"row:{rowno}", row, header, idx, delimiter, limit, quoting)
 
 
 def fields_row_record(locator: str, row: list[str], header: list[str], spec: FieldSpec, delimiter: str,
-                      limit: int) -> RawRecord:
+                      limit: int, quoting: bool = True) -> RawRecord:
     """One parsed CSV/TSV row with named fields: a row too short to hold a field's column is that field's
     ``missing_text_field`` (or ``missing_label``); a text field over ``limit`` bytes is ``too_large``."""
-    from corpusforge.storage.fast_csv import _UNDECODED
+    from corpusforge.storage.fast_csv import _UNDECODED, ragged_row
 
     joined = delimiter.join(row)
     raw = joined.encode("utf-8", "surrogateescape")
+    if row and len(row) != len(header):
+        return ragged_row(locator, row, header, delimiter, quoting, raw)
     if _UNDECODED.search(joined):
         bad = next((h for h, v in zip(header, row) if _UNDECODED.search(v)), "?")
         named = next((f"field {name!r} ({key!r})" if name != key else f"field {name!r}"

@@ -8,7 +8,9 @@ skipped and listed.
 
 Formats (by suffix, under an optional .gz/.bz2/.xz/.zst): .txt/.text/.md (documents per line, per
 paragraph or per file), .jsonl/.ndjson, .json (an array of objects, streamed, or one object), .csv and
-.tsv (header row; a text column), .parquet (a text column). The text field may be a dotted path for
+.tsv (header row; a text column), .parquet (a text column). A .tsv file is read without quoting, as GLUE, SST-2 and
+CoNLL write it (a double quote is text; ``tsv_quoting: true`` reads quotes as CSV does); a row with another number
+of fields than the header is quarantined as ``ragged_row``, naming its line. The text field may be a dotted path for
 JSON. Decoding is strict UTF-8 (a UTF-8 BOM is dropped; UTF-16/32 files are recognised by their BOM);
 nothing undecodable becomes text unless the charset-normalizer fallback is switched on, and then the
 detected encoding is kept in the record's meta.
@@ -21,7 +23,7 @@ vectorized fast paths handle the one ``text`` field only). Line-aligned files: c
 
 Reason codes (stable, used in manifests): ``empty_file``, ``no_records``, ``binary_file``,
 ``invalid_utf8``, ``invalid_utf16``, ``invalid_utf32``, ``invalid_json``, ``not_an_object``, ``missing_text_field``, ``text_not_string``,
-``invalid_csv``, ``invalid_parquet``, ``corrupt_compressed``, ``too_large``, ``unreadable``,
+``invalid_csv``, ``ragged_row``, ``invalid_parquet``, ``corrupt_compressed``, ``too_large``, ``unreadable``,
 ``symlink_escape``, ``symlink_loop``, ``unsupported_format``, ``not_a_regular_file``; with named fields also
 ``missing_label``, ``bad_label`` and ``missing_pair_line`` (a line that one of line-aligned files has and
 another lacks).
@@ -102,6 +104,12 @@ class ReaderConfig:
         default="quarantine",
         metadata={"doc": "An oversize document is quarantined as too_large, or split on whitespace into parts."},
     )
+    tsv_quoting: bool = field(
+        default=False, metadata={
+            "identity": lambda cfg: cfg.tsv_quoting,
+            "doc": ".tsv files: read double quotes as CSV quoting (a quoted field may hold tabs and newlines). Off by "
+                   "default: TSV files in this field (GLUE, SST-2, CoNLL) have no quoting, a quote is text and each "
+                   "line is one row."})
     encoding_fallback: Literal["none", "charset-normalizer"] = field(
         default="none",
         metadata={"doc": "Decode non-UTF-8 text records with charset-normalizer's guess (kept in meta._encoding)."},
@@ -455,8 +463,9 @@ def _records(source: SourceFile, raw: SourceBytes, cfg: ReaderConfig, mode: str,
     elif source.format == "json":
         records = json_records(stream, field_name, limit, spec)
     elif source.format in ("csv", "tsv"):
-        records = (fast_csv(stream, field_name, delimiter, limit) if batches
-                   else csv_records(stream, field_name, delimiter, limit, spec))
+        quoting = source.format == "csv" or cfg.tsv_quoting
+        records = (fast_csv(stream, field_name, delimiter, limit, quoting) if batches
+                   else csv_records(stream, field_name, delimiter, limit, spec, quoting))
     elif mode == "line" and batches:
         stream = normalize_line_ends(stream)  # CR, LF and CRLF all end a line
         records = fast_lines(stream, TextRecords(mode, limit, cfg.oversize, fallback))

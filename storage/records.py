@@ -200,7 +200,8 @@ class FieldSpec:
 def parse_label(value: Any, kind: str) -> tuple[bool, Any]:
     """(True, the label as ``kind``) or (False, why not). ``int``: a JSON/Parquet integer or a string of decimal
     digits (CSV/TSV cells), within 64 bits; not a bool or a float (``1.0`` is refused rather than guessed).
-    ``str``: a string as it is (labels are never cleaned), or an integer written in decimal."""
+    ``str``: a string without its surrounding whitespace (`` positive`` is ``positive``; labels are not otherwise
+    cleaned), or an integer written in decimal."""
     if kind == "int":
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             return False, f"{value!r} is not an integer ({type(value).__name__}); a text label needs type: str"
@@ -213,7 +214,7 @@ def parse_label(value: Any, kind: str) -> tuple[bool, Any]:
             return False, f"{value} does not fit in 64 bits"
         return True, value
     if isinstance(value, str):
-        return True, value
+        return True, value.strip()
     if isinstance(value, int) and not isinstance(value, bool):
         return True, str(value)
     return False, f"{value!r} is not a string ({type(value).__name__})"

@@ -123,33 +123,23 @@ def predict(
         out.print(f"[bold]{row['label']}[/]  ({probs})  {text}", highlight=False)
 
 
-def _labelled(path: Path, text_column: Optional[str], label_column: Optional[str]) -> tuple[list[str], list[Any]]:
-    """The texts and labels of a TSV/CSV/JSONL file (columns found by name unless given)."""
-    import csv
-
+def _labelled(path: Path, text_column: Optional[str], label_column: Optional[str]):
+    """The labelled rows of a TSV/CSV/JSONL file (columns found by name unless given), read by the corpus readers'
+    rules (a .tsv has no quoting; ragged rows are dropped and counted): corpusforge.storage.labelled.Labelled."""
     from corpusforge.api import LABEL_COLUMNS, TEXT_COLUMNS
+    from corpusforge.storage.labelled import LabelledError, read_labelled
 
     if not path.is_file():
         _fail(f"{path}: no such file", 2)
-    suffix = "".join(path.suffixes[-2:]).lower()
     try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            if ".jsonl" in suffix or ".ndjson" in suffix or suffix.endswith(".json"):
-                rows = [json.loads(line) for line in fh if line.strip()]
-            else:
-                rows = list(csv.DictReader(fh, dialect="excel-tab" if ".tsv" in suffix else "excel"))
-    except (UnicodeDecodeError, json.JSONDecodeError, csv.Error) as exc:
-        _fail(f"{path}: cannot read it as TSV/CSV/JSONL ({exc})", 2)
-    columns = list(rows[0]) if rows and isinstance(rows[0], dict) else []
-    text = text_column or next((c for c in TEXT_COLUMNS if c in columns), None)
-    label = label_column or next((c for c in LABEL_COLUMNS if c in columns), None)
-    if text not in columns or label not in columns:
-        _fail(f"{path}: needs a text and a label column; its columns are {', '.join(columns) or 'none'} (name them "
-              "with --text-column/--label-column)", 2)
-    kept = [r for r in rows if r.get(label) not in (None, "") and r.get(text) is not None]
-    if not kept:
-        _fail(f"{path}: no labelled records", 2)
-    return [str(r[text]) for r in kept], [r[label] for r in kept]
+        rows = read_labelled(path, (text_column,) if text_column else TEXT_COLUMNS,
+                             (label_column,) if label_column else LABEL_COLUMNS)
+    except LabelledError as exc:
+        _fail(f"{exc} (name the columns with --text-column/--label-column)" if "needs a text" in str(exc)
+              else str(exc), 2)
+    if not rows.texts:
+        _fail(f"{path}: no labelled records ({rows.summary()})", 2)
+    return rows
 
 
 @app.command("evaluate")
@@ -170,11 +160,11 @@ def evaluate(
     import time
 
     path = _find_model(artifact_id, store)
-    texts, labels = _labelled(file, text_column, label_column)
+    rows = _labelled(file, text_column, label_column)
     classifier = _load(path)
     started = time.perf_counter()
     try:
-        report = classifier.evaluate(texts, labels)
+        report = classifier.evaluate(rows.texts, rows.labels)
     except ValueError as exc:
         _fail(str(exc), 2)
     seconds = time.perf_counter() - started
@@ -183,13 +173,15 @@ def evaluate(
 
         plot_confusion(report["confusion_matrix"], classifier.classes, plot,
                        f"{file.name}: accuracy {report['accuracy']:.3f}")
-    result = {"id": artifact_id, "file": str(file), "classes": classifier.classes, **report, "seconds": seconds,
+    result = {"id": artifact_id, "file": str(file), "classes": classifier.classes, **report, **rows.accounting(),
+              "seconds": seconds,
               **({"plot": str(plot)} if plot is not None else {})}
     if as_json:
         print_json(result, ensure_ascii=False)
         return
     out.print(f"accuracy {report['accuracy']:.4f}  macro F1 {report['f1']:.4f}  ({report['records']} records, "
               f"{seconds:.1f} s)", highlight=False)
+    out.print(rows.summary(), highlight=False, style="yellow" if rows.dropped else None)
     width = max(len(str(c)) for c in classifier.classes)
     out.print(f"{'class':<{width}}  precision  recall     f1  support", highlight=False)
     for c, s in report["per_class"].items():

@@ -27,10 +27,12 @@ def _encoder(artifact_id: str, store: Optional[str]):
 
 
 def _lines(path: Path) -> list[str]:
+    from corpusforge.storage.formats import text_lines
+
     if not path.is_file():
         _fail(f"{path}: no such file", 2)
     try:
-        lines = path.read_bytes().decode("utf-8").splitlines()
+        lines = text_lines(path.read_bytes().decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[: exc.start].count(b"\n") + 1
         _fail(f"{path}: line {line} is not UTF-8", 2)

@@ -165,10 +165,12 @@ def translate(
 
 
 def _read_lines(path: Path, what: str) -> list[str]:
+    from corpusforge.storage.formats import text_lines
+
     if not path.is_file():
         _fail(f"{path}: no such file ({what})", 2)
     try:
-        return path.read_bytes().decode("utf-8").splitlines()
+        return text_lines(path.read_bytes().decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[: exc.start].count(b"\n") + 1
         _fail(f"{path}: line {line} is not UTF-8 ({what})", 2)
@@ -195,6 +197,13 @@ def evaluate(
     path = _find_model(artifact_id, store)
     sources, references = _read_lines(src_file, "sources"), _read_lines(ref_file, "references")
     if len(sources) != len(references):
+        from corpusforge.storage.aligned import AlignedCounts, aligned_file, check_aligned_counts
+
+        try:  # the lines by the readers' rule, with the lone carriage returns named where they are the cause
+            check_aligned_counts({"sources": aligned_file(src_file, src_file.name),
+                                  "references": aligned_file(ref_file, ref_file.name)})
+        except AlignedCounts as exc:
+            _fail(str(exc), 2)
         _fail(f"{src_file} has {len(sources)} lines and {ref_file} {len(references)}: they must be line-aligned", 2)
     if not sources:
         _fail(f"{src_file}: no lines to translate", 2)

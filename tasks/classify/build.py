@@ -120,6 +120,9 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
                             f"{str(tokenizer_id)[:12]} (not the run's)")
         if parent_step == STEP:
             classes = list(parent_spec["classify"]["classes"])
+    if cfg.labels:  # raw label -> class, on every split (and recorded for files scored later)
+        frames = {split: None if frame is None else frame.with_columns(
+            frame[cfg.label].cast(str).replace(cfg.labels).alias(cfg.label)) for split, frame in frames.items()}
     labels_train = frames["train"][cfg.label].to_list()
     if classes is None:
         classes = sorted(set(labels_train), key=lambda v: (isinstance(v, str), v))
@@ -195,7 +198,7 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
     root = Path(out).resolve().parent.parent
     spec_json = json.loads((out / "config.json").read_text(encoding="utf-8"))
     spec_json["tokenizer"] = {"path": store_relative(tokenizer_dir, root), "id": tokenizer_id, "vocab_size": vocab_size}
-    spec_json["classify"] = {"classes": classes, "text": cfg.text, "label": cfg.label, "finetune": cfg.finetune,
+    spec_json["classify"] = {**({"labels": cfg.labels} if cfg.labels else {}), "classes": classes, "text": cfg.text, "label": cfg.label, "finetune": cfg.finetune,
                              "scored_split": headline, **started_from}
     spec_json["data"] = {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}
     spec_json["train"] = dataclasses.asdict(cfg.train)

@@ -60,9 +60,18 @@ class ClassifyStageConfig:
         "stays as initialised: a probe of the features)."})
     evaluate_test: bool = field(default=True, metadata={"doc":
         "Also score the test split when it has labels (the headline accuracy/f1 are then the test split's)."})
+    labels: dict[str, str] = field(default_factory=dict, metadata={
+        "identity": lambda cfg: bool(cfg.labels),
+        "doc": "Raw label -> class, applied to every split before the classes are counted and to every file scored "
+               "later: {pos: positive, Positive: positive}. Without it, labels that differ only in case or spacing "
+               "are an error listing them (they would be classes of their own)."})
 
     def __post_init__(self) -> None:
         check_artifact_name(self.name)
+        if not isinstance(self.labels, dict) or not all(isinstance(k, (str, int)) and isinstance(v, (str, int))
+                                                       for k, v in self.labels.items()):
+            raise ValueError("labels: a map of raw label -> class, e.g. {pos: positive, Positive: positive}")
+        object.__setattr__(self, "labels", {str(k).strip(): str(v).strip() for k, v in self.labels.items()})
         if self.family not in LABELLED_FAMILIES:
             raise ValueError(f"family: one of {', '.join(LABELLED_FAMILIES)}, got {self.family!r}")
         wanted = LABELLED_FAMILIES[self.family]

@@ -68,7 +68,8 @@ class Classifier:
         are: a label written as a string is matched to an int class by its digits)."""
         from corpusforge.tasks.classify.scoring import class_index, scores
 
-        wanted = [_as_class(v, self.classes) for v in labels]
+        relabel = (self.spec.get("classify") or {}).get("labels") or {}  # the training's raw label -> class map
+        wanted = [_as_class(relabel.get(str(v).strip(), v), self.classes) for v in labels]
         targets = class_index(self.classes, wanted, "given")
         probs = predict_ids(self.model, self.encode(texts), batch_size)
         return scores(targets, [int(p.argmax()) for p in probs], self.classes)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corpusforge.storage.aligned import aligned_file
+from corpusforge.storage.aligned import aligned_file, check_aligned_counts
 from corpusforge.storage.readers import SourceError, discover_sources
 from corpusforge.storage.store import ArtifactStore, read_manifest, resolve_recorded, store_relative
 from corpusforge.tasks.config import ConfigError, identity
@@ -99,13 +99,33 @@ def discover(cfg: CorpusConfig, base_dir: Path | None = None) -> tuple[list[Sour
 
 def _aligned_ref(source: AlignedSource, absolute) -> SourceRef:
     """The hashed source of line-aligned files (tasks.corpus.shard.aligned_ref); each file named by its base name."""
-    files = {}
+    files, plain = {}, {}
     for key, path in source.fields.items():
         full = Path(absolute(path)).expanduser()
         if not full.exists() and not full.is_symlink():
             raise SourceError(f"source {path!r} (line-aligned, {key}) does not exist")
-        files[key] = _digest_once(aligned_file(full, full.name))
+        plain[key] = aligned_file(full, full.name)
+        files[key] = _digest_once(plain[key])
+    _counts_once(plain)  # before any work: shifted pairs would all be wrong (issue 44)
     return aligned_ref(files)
+
+
+_COUNTS: set[tuple] = set()
+
+
+def _counts_once(files) -> None:
+    """``check_aligned_counts``, remembered for this process while the files' stats are unchanged (the planner
+    checks before the flow starts; the flow's discovery must not count again)."""
+    try:
+        stats = {k: os.stat(sf.path) for k, sf in files.items()}
+        key = tuple((k, str(sf.path), sf.refused, stats[k].st_size, stats[k].st_mtime_ns, stats[k].st_ctime_ns,
+                     stats[k].st_ino) for k, sf in files.items())
+    except OSError:
+        check_aligned_counts(files)
+        return
+    if key not in _COUNTS:
+        check_aligned_counts(files)
+        _COUNTS.add(key)
 
 
 _DIGESTS: dict[tuple, SourceRef] = {}

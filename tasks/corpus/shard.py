@@ -32,7 +32,7 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from corpusforge.storage.aligned import read_aligned
@@ -187,7 +187,12 @@ def shard_config(corpus_cfg, source_names: str | Sequence[str], aligned: dict[st
     which: dict[str, Any] = {"source": names[0]} if len(names) == 1 else {"sources": names}
     if aligned:
         which["aligned"] = aligned
-    return {**which, **identity(corpus_cfg, "corpus_shard")}  # near-dedup runs in the merge
+    rules: dict[str, Any] = {}  # reading rules that changed after ids were made: only the shards they touch move
+    if any(suffix in (".csv", ".tsv") for name in names for suffix in PurePosixPath(name.lower()).suffixes):
+        rules["table_rows"] = "ragged rows quarantined, .tsv unquoted unless tsv_quoting (issue 44)"
+    if corpus_cfg.reader.labels:
+        rules["labels"] = "stripped (issue 44)"
+    return {**which, **identity(corpus_cfg, "corpus_shard"), **rules}  # near-dedup runs in the merge
 
 
 def shard_name(refs: Sequence[SourceRef]) -> str:

@@ -151,14 +151,24 @@ def test_csv_fast_path_matches_per_record_reader(tmp_path, monkeypatch, chunk, w
     data = CSV_ROWS.encode().replace(b"15,last", padding + b"16,bad \xff bytes,en,3\n15,last")
     path = write(tmp_path / "hostile.csv", codecs.BOM_UTF8 + data)
     good, bad = assert_same(path)
-    assert {reason for _, reason, _, _ in bad} == {"missing_text_field", "invalid_utf8"}
+    assert {reason for _, reason, _, _ in bad} == {"missing_text_field", "ragged_row", "invalid_utf8"}
+    ragged = {loc: detail for loc, reason, detail, _ in bad if reason == "ragged_row"}
+    assert ragged["row:7"] == "2 fields, the header has 4 (a ',' inside a field?)"
+    # fewer fields, one field, more fields than the header, and the two halves of the row a lone CR cut
+    assert set(ragged) == {"row:7", "row:8", "row:10", "row:13", "row:14"}
     meta = {loc: m for loc, _, m in good}
     assert meta["row:1"] == '{"id": "9", "lang": "en"}'
 
 
 def test_tsv_and_one_column_csv(tmp_path):
     tsv = write(tmp_path / "t.tsv", "body\tsrc\nhello\tx\n\"quoted\ttab\"\ty\nragged\n\nbad \xff\tz\n".encode("utf-8", "surrogateescape"))
-    assert_same(tsv, text_field="body")
+    good, bad = assert_same(tsv, text_field="body")  # no quoting in a .tsv: the quoted tab splits the row
+    assert [t for _, t, _ in good] == ["hello", "bad \xff"]
+    assert [(loc, reason) for loc, reason, _, _ in bad] == [("row:2", "ragged_row"), ("row:3", "ragged_row"),
+                                                            ("row:4", "missing_text_field")]
+    assert bad[0][2] == "line 3: 3 fields, the header has 2 (a tab inside a field?)"
+    good, bad = assert_same(tsv, text_field="body", tsv_quoting=True)  # quoting asked for: as CSV reads it
+    assert [t for _, t, _ in good] == ["hello", "quoted\ttab", "bad \xff"]
     one = write(tmp_path / "one.csv", 'text\nfirst\n\n"quoted\nnewline"\n""\nwith,comma\nlast\n')
     good, bad = assert_same(one)
     assert [t for _, t, _ in good][:2] == ["first", "quoted\nnewline"]
@@ -213,3 +223,26 @@ def test_text_lines_fast_path_matches_per_record_reader(tmp_path, monkeypatch, s
                                                    else {"invalid_utf8"})
     assert good[0] == ("line:1", "plain line", None) and good[-1][1] == "no final newline"
     assert ("line:5", "two crs", None) in good
+
+
+def test_tsv_quotes_are_text_so_no_line_folds_into_another(tmp_path):
+    """Issue 44, item 3: 1,000 review sentences in SST-2's layout, 41 holding a double quote and one starting
+    with one. Read as CSV quoting, the opening quote folded the next ~176 lines into one field; a .tsv is read
+    without quoting, so every line is one record with its own label, on both paths."""
+    rng = random.Random(44)
+    rows = []
+    for i in range(1000):
+        words = " ".join(rng.choice(["a", "fine", "dull", "movie", "plot", "actors", "'s", ","]) for _ in range(8))
+        if i == 0:
+            words = '" ' + words  # one line starts with a quote, as SST-2's do
+        elif i % 24 == 0:
+            words = words + ' " quoted " bit'
+        rows.append(f"{words} \t{i % 2}")
+    assert sum('"' in r for r in rows) == 42
+    path = write(tmp_path / "reviews.tsv", ("sentence\tlabel\n" + "\n".join(rows) + "\n").encode())
+    good, bad = assert_same(path, text_field="sentence")
+    assert bad == [] and len(good) == 1000
+    assert [t for _, t, _ in good] == [r.split("\t")[0] for r in rows]
+    assert [json.loads(m)["label"] for _, _, m in good] == [str(i % 2) for i in range(1000)]
+    folded, _ = assert_same(path, text_field="sentence", tsv_quoting=True)  # what the old default did
+    assert len(folded) < 1000

@@ -173,7 +173,7 @@ def test_csv_with_quoted_newlines_and_meta(tmp_path):
     recs = records(path)
     assert [r.text for r in recs[:2]] == ["two\nlines, with comma", "plain"]
     assert recs[0].meta == {"id": "1", "lang": "en"} and recs[0].locator == "row:1"
-    assert recs[2].reason == "missing_text_field"
+    assert recs[2].reason == "ragged_row" and recs[2].detail == "1 fields, the header has 3 (a ',' inside a field?)"
 
 
 def test_tsv_custom_column_and_invalid_bytes(tmp_path):

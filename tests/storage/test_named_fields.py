@@ -97,7 +97,7 @@ def test_tsv_rows_with_named_fields_and_labels(tmp_path):
     cfg = ReaderConfig(fields={"src": "de", "tgt": "en"}, labels={"label": "y"})
     tsv = write(tmp_path / "t.tsv", b"de\ten\ty\tnote\n"
                 b"hallo\thello\t1\tok\n"  # 1 good; note goes to meta
-                b"nur deutsch\n"  # 2 ragged: no en column
+                b"nur deutsch\n"  # 2 ragged: no en column, quarantined whole
                 b"gut\t\xff\t0\tx\n"  # 3 undecodable en
                 b"a\tb\tpos\tx\n"  # 4 a text label where an int is declared
                 b"a\tb\t\tx\n"  # 5 no label
@@ -105,7 +105,7 @@ def test_tsv_rows_with_named_fields_and_labels(tmp_path):
     got = _summary(read_records(SourceFile("t.tsv", tsv), cfg, spec=cfg.field_spec()))
     assert got == [
         ("row:1", {"src": "hallo", "tgt": "hello", "label": 1}),
-        ("row:2", "missing_text_field", "field 'tgt' ('en'): absent (the row has 1 of 4 columns)"),
+        ("row:2", "ragged_row", "line 3: 1 fields, the header has 4 (a tab inside a field?)"),
         ("row:3", "invalid_utf8", "field 'tgt' ('en'): undecodable bytes"),
         ("row:4", "bad_label", "label 'label' ('y'): 'pos' is not an integer; a text label needs type: str"),
         ("row:5", "missing_label", "label 'label' ('y'): empty"),

@@ -84,6 +84,17 @@ def test_pretrain_fine_tune_predict_evaluate_and_the_registered_model(prefect_ha
                             subprocess=True).stdout)
     assert scored["records"] == 200 and scored["accuracy"] == pytest.approx(m["val_accuracy"])
     assert sum(map(sum, scored["confusion_matrix"])) == 200 and png.stat().st_size > 1000
+    # a .tsv has no quoting (issue 44, item 3): a line that starts with a quote is one record, and a ragged line
+    # is dropped and counted, never folded into the next; read, scored and dropped are all reported
+    body = valid.read_text(encoding="utf-8").splitlines()
+    body[1] = '" ' + body[1]
+    quoted = tmp_path / "quoted.tsv"
+    quoted.write_text("\n".join([*body, "a text\twith a tab\tpositive"]) + "\n", encoding="utf-8")
+    q = json.loads(cli("evaluate", out["id"][:10], str(quoted), "--json").stdout)
+    assert (q["records"], q["records_read"], q["records_scored"]) == (200, 201, 200)
+    assert q["records_dropped"] == {"ragged_row": 1} and q["dropped_lines"] == {"ragged_row": [202]}
+    assert "201 records read, 200 scored, 1 dropped: ragged_row 1 (line 202)" in cli("evaluate", out["id"][:10],
+                                                                                    str(quoted)).stdout
 
     # bad input: one line each, exit 2
     assert "not a classifier" in cli("predict", pre["id"][:12], "x", code=2).stderr

@@ -104,3 +104,21 @@ def test_train_translate_evaluate_and_the_registered_model(prefect_harness, tmp_
     again = cf.seq2seq.train(*train, preset=str(tmp_path / "tiny.yaml"), valid=valid, test=test, store=store)
     assert again.id == out["id"] and again.reused
     assert again.load().translate(["2 4 6"], beam=1) == ["6 4 2"]
+
+
+def test_train_refuses_pair_files_that_do_not_line_up_before_any_work(tmp_path):
+    """Issue 44, item 1: 10 lines dropped from the middle of one side of 3,000 pairs used to train on 2,990
+    shifted pairs with exit 0. Now: exit 2, one line naming both counts, nothing built (no Prefect API needed:
+    the planner stops first)."""
+    src, tgt = tmp_path / "train.src", tmp_path / "train.tgt"
+    lines = [str(i) for i in range(3000)]
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tgt.write_text("\n".join(lines[:1500] + lines[1510:]) + "\n", encoding="utf-8")
+    valid = write_pairs(tmp_path / "valid", "valid", [("1 2", "2 1")] * 5)
+    store = tmp_path / "store"
+    done = corpusforge("seq2seq", "train", src, tgt, "--valid", *valid, "--preset", preset(tmp_path / "p.yaml"),
+                       "--store", store, env=cli_env(None), code=2)
+    error = done.stderr.strip()
+    assert "\n" not in error, error
+    assert "train.src (src) has 3,000 lines" in error and "train.tgt (tgt) has 2,990 lines" in error
+    assert not store.exists() or not [p for p in store.glob("*/*/manifest.json")]

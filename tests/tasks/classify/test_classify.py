@@ -114,3 +114,19 @@ def test_a_rerun_reuses_and_a_continued_classifier_starts_where_it_ended(trained
     assert parent.id in {i["id"] for i in manifest["inputs"]}
     started = json.loads((Path(child.path) / "config.json").read_text())["classify"]["init"]
     assert started["step"] == "classify" and not started["missing"] and not started["mismatched"]
+
+
+def test_a_labels_map_merges_raw_labels_into_the_classes_and_scores_files_with_them(trained):
+    """Issue 44, item 2: ``classify.labels`` maps raw labels to classes on every split; the map is recorded, so a
+    file scored later with the raw labels is read the same way."""
+    from corpusforge.tasks.classify.inference import load_classifier
+
+    section = {**SECTION, "name": "relabelled", "embeddings": None, "labels": {"negative": "bad", "positive": "good"},
+               "train": {**TRAIN, "max_iters": 2, "eval_interval": 2}}
+    model = build_classify(trained["encoded"], config(section).classify, trained["store"])
+    spec = json.loads((Path(model.path) / "config.json").read_text())["classify"]
+    assert spec["classes"] == ["bad", "good"] and spec["labels"] == {"negative": "bad", "positive": "good"}
+    clf = load_classifier(model.path)
+    raw = clf.evaluate(["the plot was dull", "a fine film"], ["negative", " positive"])
+    mapped = clf.evaluate(["the plot was dull", "a fine film"], ["bad", "good"])
+    assert raw["records"] == 2 and raw["confusion_matrix"] == mapped["confusion_matrix"]

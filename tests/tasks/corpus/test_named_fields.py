@@ -55,9 +55,8 @@ TRAIN_DE = [b"Ein Hund l\xc3\xa4uft.",  # 1 kept
             b"Ein Hund l\xc3\xa4uft.",  # 5 the pair of line 1 again: deduplicated
             b"Ein Hund l\xc3\xa4uft.",  # 6 same de, other en: a pair of its own, kept
             b"   ",  # 7 both sides blank: filtered 'empty', naming de (the first field)
-            b"Ein Vogel singt.",  # 8 kept
-            b"Nur eine Seite.",  # 9 en has ended: missing_pair_line
-            b"Noch eine."]  # 10 missing_pair_line
+            b"Ein Vogel singt."]  # 8 kept
+EXTRA_DE = [b"Nur eine Seite.", b"Noch eine."]  # lines 9 and 10 with no en: the pair files no longer line up
 TRAIN_EN = [b"A dog runs.", b"Two cats sleep.", b"broken", b"", b"A dog runs.", b"A dog is running.", b"  ",
             b"A bird sings."]
 VALID_DE, VALID_EN = [b"Ein Hund l\xc3\xa4uft.", b"Guten Tag."], [b"A dog runs.", b"Good day."]
@@ -84,11 +83,11 @@ def test_hostile_pairs_are_counted_as_records(pairs):
     *_, shards, corpus = pairs
     acc = read_manifest(Path(corpus.path))["accounting"]
     train, valid = acc["per_source"]["train.de+train.en"], acc["per_source"]["valid.de+valid.en"]
-    # one record per line of the longer file: 10 + 2
-    assert train == {"records_read": 10, "kept": 4, "quarantined": {"invalid_utf8": 1, "missing_pair_line": 2},
+    # one record per line pair: 8 + 2
+    assert train == {"records_read": 8, "kept": 4, "quarantined": {"invalid_utf8": 1},
                      "filtered": {"empty": 2}, "deduplicated": {"exact": 1}}
     assert valid == {"records_read": 2, "kept": 1, "quarantined": {}, "filtered": {}, "deduplicated": {"exact": 1}}
-    assert (acc["records_read"], acc["kept"]) == (12, 5)
+    assert (acc["records_read"], acc["kept"]) == (10, 5)
     check_identity(acc)
     assert len(shards) == 2  # shard_mb 0: one shard per pair of files
 
@@ -114,11 +113,9 @@ def test_a_bad_side_names_its_field(pairs):
     *_, corpus = pairs
     quarantine = {(q["locator"], q["reason"]): q["detail"] for q in table(corpus, "quarantine")}
     assert quarantine == {
-        ("line:3", "invalid_utf8"): "field 'de' (train.de): invalid UTF-8 at byte 0: b'\\xff ka'",
-        ("line:9", "missing_pair_line"): "field 'de' (train.de) has line 9, field 'en' (train.en) ended at line 8",
-        ("line:10", "missing_pair_line"): "field 'de' (train.de) has line 10, field 'en' (train.en) ended at line 8"}
+        ("line:3", "invalid_utf8"): "field 'de' (train.de): invalid UTF-8 at byte 0: b'\\xff ka'"}
     raw = pl.read_parquet(Path(corpus.path) / "quarantine.parquet")["raw"].to_list()
-    assert raw == [b"\xff kaputt", b"Nur eine Seite.", b"Noch eine."]
+    assert raw == [b"\xff kaputt"]
     rows = kept(corpus)
     first = rows.filter(pl.col("locator") == "line:1")["doc_id"][0]
     dropped = {(d["source"], d["locator"]): (d["reason"], d["detail"]) for d in table(corpus, "dropped")}
@@ -146,7 +143,7 @@ def test_the_shard_names_both_files_as_inputs_and_validates_each_field(pairs):
     merged = read_manifest(Path(corpus.path))
     assert merged["named_fields"] == {"text": ["de", "en"], "labels": []}
     report = (Path(corpus.path) / "report.md").read_text()
-    assert "| quarantined | missing_pair_line | 2 |" in report
+    assert "| quarantined | invalid_utf8 | 1 |" in report
 
 
 def test_pair_ids_follow_each_file_and_the_python_helper_gives_the_same_source(pairs, tmp_path):
@@ -192,7 +189,7 @@ def test_tsv_pairs_with_reader_fields(tmp_path):
     write(tmp_path / "data" / "pairs.tsv",
           b"id\tde\ten\n"
           b"1\tHallo Welt.\tHello world.\n"  # 1 kept
-          b"2\tNur Deutsch\n"  # 2 missing en column: missing_text_field naming tgt
+          b"2\tNur Deutsch\n"  # 2 missing en column: ragged_row, its line named
           b"3\tGut.\t\xffbad\n"  # 3 undecodable en
           b"4\t \tNothing.\n"  # 4 empty src: filtered
           b"5\tHallo Welt.\tHello world.\n"  # 5 duplicate pair
@@ -203,7 +200,7 @@ def test_tsv_pairs_with_reader_fields(tmp_path):
                            ArtifactStore(tmp_path / "store"))
     acc = read_manifest(Path(corpus.path))["accounting"]
     assert acc["per_source"]["data/pairs.tsv"] == {
-        "records_read": 6, "kept": 2, "quarantined": {"missing_text_field": 1, "invalid_utf8": 1},
+        "records_read": 6, "kept": 2, "quarantined": {"ragged_row": 1, "invalid_utf8": 1},
         "filtered": {"empty": 1}, "deduplicated": {"exact": 1}}
     assert acc["per_source"]["data/wrong.tsv"]["quarantined"] == {"missing_text_field": 1}
     check_identity(acc)
@@ -212,7 +209,7 @@ def test_tsv_pairs_with_reader_fields(tmp_path):
                                                         ("Hallo Welt.", "Hi world.", '{"id": "6"}')]
     quarantine = {(q["source"], q["locator"]): (q["reason"], q["detail"]) for q in table(corpus, "quarantine")}
     assert quarantine[("data/pairs.tsv", "row:2")] == (
-        "missing_text_field", "field 'tgt' ('en'): absent (the row has 2 of 3 columns)")
+        "ragged_row", "line 3: 2 fields, the header has 3 (a tab inside a field?)")
     assert quarantine[("data/pairs.tsv", "row:3")] == ("invalid_utf8", "field 'tgt' ('en'): undecodable bytes")
     assert quarantine[("data/wrong.tsv", "header")][1].startswith("no column 'en'")
     dropped = {d["locator"]: (d["reason"], d["detail"]) for d in table(corpus, "dropped")}
@@ -372,9 +369,11 @@ PLAIN = {
     "shards": [
         "5e4d62fe2730be8aabdd40222a2642ac67610b3dbf9fe425ea88c631f98fc8f6",
         "4d845f96ed192d786f761fdafd967f91da29b6faaa16f4c360d4c9fdbe2e7335",
-        "2e955d31a12c8a387d5b555cc46a566d1acb29a45a8c1238e25251b73e98735d",
+        # the TSV's shard moved on purpose (issue 44: its reading rules, ragged rows and no quoting, are in its id);
+        # its rows, and the other files' shards, did not
+        "9b7d4da1e1a5e3a30485df0b902590b5cd6b7fa31ee98d0fbb598eb644780b5a",
     ],
-    "corpus": "1e0f9720bffab335d12a8b9a31b06d605c3882cf084e1e3734b1ce5d471459b1",
+    "corpus": "75929c9a7c17b9c53b30af257aeba22b20b70d8d6e77b1ab8a30faac8096f7f4",
     "tables": {
         "corpus_shard/d__a.txt/data.parquet": "3b4fa36b09f83f9a",
         "corpus_shard/d__a.txt/dropped.parquet": "acaeba47c91da369",
@@ -414,3 +413,15 @@ def plain_outputs(root: Path) -> dict:
 def test_a_plain_corpus_keeps_its_ids_and_rows(tmp_path):
     got = plain_outputs(tmp_path)
     assert got == PLAIN
+
+
+def test_pair_files_that_do_not_line_up_are_refused_before_any_shard(tmp_path):
+    """Issue 44, item 1: two more lines on one side shift nothing silently any more; the planner stops in one
+    line naming both counts (the reader still quarantines ``missing_pair_line`` for files changed under it)."""
+    from corpusforge.storage.aligned import AlignedCounts
+
+    write(tmp_path / "train.de", b"\n".join(TRAIN_DE + EXTRA_DE) + b"\n")
+    write(tmp_path / "train.en", b"\r\n".join(TRAIN_EN) + b"\r\n")
+    cfg = corpus_config_from_dict({"name": "pairs", "sources": [{"fields": {"de": "train.de", "en": "train.en"}}]})
+    with pytest.raises(AlignedCounts, match=r"train\.de \(de\) has 10 lines vs train\.en \(en\) has 8 lines"):
+        resolve_packs(cfg, tmp_path)

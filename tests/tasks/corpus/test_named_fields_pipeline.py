@@ -17,8 +17,8 @@ from tests.conftest import SHARED, write
 
 pytestmark = pytest.mark.e2e
 CLI = str(Path(sys.executable).parent / "corpusforge")
-DE = ["Ein Hund läuft.", "Zwei Katzen schlafen.", "Ein Vogel singt.", "Der Hund schläft.", "Nur Deutsch."]
-EN = ["A dog runs.", "Two cats sleep.", "A bird sings.", "The dog sleeps."]  # one line short
+DE = ["Ein Hund läuft.", "Zwei Katzen schlafen.", "Ein Vogel singt.", "Der Hund schläft.", ""]
+EN = ["A dog runs.", "Two cats sleep.", "A bird sings.", "The dog sleeps.", "Only English."]  # de is empty: filtered
 
 
 def run_cli(args: list[str], api_url: str) -> dict:
@@ -58,14 +58,14 @@ tokenizer:
     steps = {s["step"]: s for s in summary["steps"]}
     corpus = read_manifest(Path(steps["corpus"]["path"]))
     acc = corpus["accounting"]
-    assert (acc["records_read"], acc["kept"], acc["quarantined"]) == (5, 4, {"missing_pair_line": 1})
+    assert (acc["records_read"], acc["kept"], acc["filtered"]) == (5, 4, {"empty": 1})
     encoded = Path(steps["encode"]["path"])
     frame = pl.read_parquet(encoded / "train.parquet")
     assert frame.columns == ["doc_id", "src_ids", "tgt_ids"] and frame.height == 4
     tok = load_tokenizer(steps["tokenizer"]["path"])
     bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
     assert frame["src_ids"].to_list() == [[bos, *tok.encode(t), eos] for t in DE[:4]]
-    assert frame["tgt_ids"].to_list() == [[bos, *tok.encode(t), eos] for t in EN]
+    assert frame["tgt_ids"].to_list() == [[bos, *tok.encode(t), eos] for t in EN[:4]]
     assert tok.token_to_id("Hund") is not None and tok.token_to_id("dog") is not None  # one vocabulary for both
     corpus_rows = pl.read_parquet(Path(steps["corpus"]["path"]) / "train.parquet")
     assert frame["doc_id"].to_list() == corpus_rows["doc_id"].to_list()
