@@ -137,6 +137,18 @@ def _has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
+# Modules by their time in a full run (tests/flows' server and end-to-end modules, on 2 cores, CI of 80c40f6), longest
+# first; an approximate list is enough (it only orders the hand-out), a module missing from it goes after these.
+LONGEST = (
+    "tests.flows.test_team_mode", "tests.flows.test_local_server", "tests.flows.test_api",
+    "tests.flows.test_local_server_attack", "tests.flows.test_demo_verify", "tests.flows.test_quickstart",
+    "tests.tasks.post_training.test_post_training", "tests.flows.test_ui_ports", "tests.flows.test_runners",
+    "tests.flows.test_db_template", "tests.flows.cli.test_finetune", "tests.flows.cli.test_lm",
+    "tests.flows.cli.test_classify", "tests.flows.cli.test_main", "tests.flows.test_packaging",
+    "tests.flows.test_plan", "tests.flows.cli.test_seq2seq",
+)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:  # a test on the session's Prefect API runs flows for real
         if "prefect_harness" in getattr(item, "fixturenames", ()):
@@ -148,8 +160,16 @@ def pytest_collection_modifyitems(config, items):
             items[:] = [item for item in items if is_fast(item)]
     # The modules that hold full-tier tests first: pytest-xdist hands modules out in this order, so the long ones
     # start early and the short ones fill in at the end (the order within a module is kept).
+    # The longest (LONGEST, measured: the CI's slowest modules on 2 cores) go first of all, longest first: a long
+    # module handed out last would run alone at the end.
     heavy = {item.module.__name__ for item in items if not is_fast(item) and getattr(item, "module", None)}
-    items.sort(key=lambda item: getattr(getattr(item, "module", None), "__name__", "") not in heavy)
+    rank = {name: i for i, name in enumerate(LONGEST)}
+
+    def order(item) -> tuple[int, int]:
+        name = getattr(getattr(item, "module", None), "__name__", "")
+        return (0 if name in heavy else 1), rank.get(name, len(LONGEST))
+
+    items.sort(key=order)
     gpu = [item for item in items if item.get_closest_marker("gpu")]
     if gpu and not _has_cuda():
         for item in gpu:

@@ -52,18 +52,25 @@ def test_pretrain_fine_tune_predict_evaluate_and_the_registered_model(prefect_ha
         "requires": ["init"],
         "corpus": {"dedup": {"exact": False}, "split": {"valid": 0.0, "test": 0.0}},
         "tokenizer": {**TOKENIZER, "kind": "word", "vocab_size": 100},  # not the checkpoint's: it is not used
-        "classify": {"name": "tiny-bert-reviews", "family": "bert_classifier", "model": {"n_layer": 9},
-                     "train": {**TRAIN, "lr": 1.0e-3, "min_lr": 1.0e-4, "max_iters": 400, "eval_interval": 200}}})
+        # mean pooling: the [CLS] state of a 150-step checkpoint (NSP at chance) is a poor start. With cls pooling,
+        # 400 steps at lr 1e-3 gave 0.47-0.78 over train seeds here and 0.47 (no learning) on CI's CPU; 1,200 steps
+        # at 3e-3 still left one seed in six at 0.63. Mean pooling, 1,000 steps at 3e-3, train seeds 0, 9, 12, 14,
+        # 15, 16: 1.00, 0.995, 0.995, 0.805, 0.98, 1.00, each still rising at the end, no plateau (issue 52's
+        # lesson: a learning test must learn from every start, not pass by where a run left a plateau)
+        "classify": {"name": "tiny-bert-reviews", "family": "bert_classifier",
+                     "model": {"n_layer": 9, "pooling": "mean"},
+                     "train": {**TRAIN, "lr": 3.0e-3, "min_lr": 3.0e-4, "max_iters": 1000, "eval_interval": 500}}})
     assert "give --init ID" in run("classify", "train", str(train), "--valid", str(valid), "--preset",
                                    str(finetune), code=2).stderr
     out = json.loads(run("classify", "train", str(train), "--valid", str(valid), "--preset", str(finetune),
                          "--init", pre["id"][:12], "--json", subprocess=True).stdout.strip().splitlines()[-1])
     m = out["metrics"]
     assert {"id", "metrics", "registered_model"} <= set(out) and {"accuracy", "f1"} <= set(m)
-    assert m["accuracy"] == m["val_accuracy"] >= 0.65, m  # chance 0.5 (balanced labels; 200 records: sd 0.035)
+    assert m["accuracy"] == m["val_accuracy"] >= 0.7, m  # chance 0.5 (balanced labels; 200 records: sd 0.035)
     model_dir = Path(out["path"])
     spec = json.loads((model_dir / "config.json").read_text())
     assert spec["family"] == "bert_classifier" and spec["model"]["n_layer"] == 2  # the checkpoint's shape won
+    assert spec["model"]["pooling"] == "mean"  # the head is the preset's own
     assert spec["classify"]["init"]["id"] == pre["id"] and spec["classify"]["init"]["step"] == "lm"
     assert "wte.weight" not in spec["classify"]["init"]["missing"]  # the body loaded; the classifier is new
     pre_spec = json.loads((Path(pre["path"]) / "config.json").read_text())
