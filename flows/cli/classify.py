@@ -8,9 +8,8 @@ scratch, or BERT fine-tuned from a pre-trained checkpoint), predict, evaluate.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 

@@ -165,6 +165,33 @@ def _find_step_artifact(artifact_id: str, store: Optional[str | Path], step: str
         _fail(str(exc.args[0]), 2)
     if found.manifest.get("step") != step:
         _fail(f"{artifact_id}: is a {found.manifest.get('step')!r} artifact, not {what}", 2)
+    return _intact(found)
+
+
+def _intact(found):
+    """``found`` (a catalog entry) after checking its files against their recorded digests, and those of the
+    tokenizer artifact its config.json reads (issue 44, item 9: every command that reads a model checks it, as the
+    Python API's ``Artifact.load`` does). A mismatch is one line naming the file, exit 1."""
+    from corpusforge.storage.store import MANIFEST, ArtifactStore, TamperedArtifact
+
+    artifact_store = ArtifactStore(found.path.parents[1])
+    try:
+        artifact_store.check_intact(found.path, found.manifest)
+        config = found.path / "config.json"
+        if "config.json" in (found.manifest.get("files") or {}) and config.is_file():
+            spec = json.loads(config.read_text(encoding="utf-8"))
+            if isinstance(spec, dict) and isinstance(spec.get("tokenizer"), dict) and spec["tokenizer"].get("path"):
+                from corpusforge.tasks.encoded import model_tokenizer_dir
+
+                try:
+                    tokenizer_dir = model_tokenizer_dir(found.path)
+                except ValueError:
+                    tokenizer_dir = None  # the loader says what is wrong with the path
+                if tokenizer_dir is not None and (tokenizer_dir / MANIFEST).is_file():
+                    tok_manifest = json.loads((tokenizer_dir / MANIFEST).read_text(encoding="utf-8"))
+                    ArtifactStore(tokenizer_dir.parents[1]).check_intact(tokenizer_dir, tok_manifest)
+    except TamperedArtifact as exc:
+        _fail(str(exc), 1)
     return found
 
 

@@ -19,6 +19,7 @@ from corpusforge.cli.common import (
     SetOpt,
     StoreOpt,
     _fail,
+    _intact,
     _print_result,
     _run_flow,
     _store,
@@ -151,7 +152,7 @@ def _find_embeddings(artifact_id: str, store: Optional[Path]):
     if found.manifest.get("step") != "embeddings":
         _fail(f"{artifact_id}: artifact is a {found.manifest.get('step')!r}, not an 'embeddings' artifact "
               "(TF-IDF matrices have no word vectors)", 2)
-    return found
+    return _intact(found)
 
 
 @app.command("eval")
@@ -294,7 +295,7 @@ def contextual(
         _fail(f"{artifact_id}: a {name} model reads left to right and gives no two-sided word vectors; train an "
               "encoder (`corpusforge lm train FILE --preset shakespeare-char-cpu --set family=encoder`)", 2)
     try:
-        model, tok, _spec = load_trained(found.path)
+        model, tok, _spec = load_trained(_intact(found).path)
         vectors = [word_vector(model, tok, sentence, word) for sentence in (first, second)]
     except ValueError as exc:
         _fail(str(exc), 2)

@@ -34,6 +34,7 @@ from corpusforge.cli.common import (  # noqa: E402,E501
     SetOpt,
     StoreOpt,
     _fail,
+    _intact,
     _files_exist,
     _print_result,
     _run_flow,
@@ -106,7 +107,7 @@ def _find_lm(artifact_id: str, store: Optional[Path], steps: tuple[str, ...] = (
     if found.manifest.get("step") not in steps:
         what = "an lm" if steps == ("lm",) else f"an lm (nor a post-trained model: {', '.join(steps[1:])})"
         _fail(f"{artifact_id}: is a {found.manifest.get('step')!r} artifact, not {what}", 2)
-    return found
+    return _intact(found)
 
 
 def _load_post_trained(found, store: Optional[Path]):

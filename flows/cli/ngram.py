@@ -17,6 +17,7 @@ from corpusforge.cli.common import (
     SetOpt,
     StoreOpt,
     _fail,
+    _intact,
     _print_result,
     _run_flow,
     _store,
@@ -170,7 +171,7 @@ def _load(model_ref: str, store: Optional[Path]):
     if found.manifest.get("step") != "ngram":
         _fail(f"{model_ref}: artifact {found.manifest['id'][:12]} is a {found.manifest.get('step')} artifact, "
               "not an ngram model", 2)
-    return load_ngram_model(found.path), found.manifest["id"]
+    return load_ngram_model(_intact(found).path), found.manifest["id"]
 
 
 @app.command()

@@ -24,6 +24,7 @@ from corpusforge.cli.common import (  # noqa: E402
     SetOpt,
     StoreOpt,
     _fail,
+    _intact,
     _files_exist,
     _print_result,
     _run_flow,
@@ -103,7 +104,7 @@ def _find_model(artifact_id: str, store: Optional[str]) -> Path:
         _fail(f"{artifact_id}: is the evaluation of seq2seq model {model}, not the model; give {model}", 2)
     if step != "seq2seq":
         _fail(f"{artifact_id}: is a {step!r} artifact, not a seq2seq model", 2)
-    return found.path
+    return _intact(found).path
 
 
 def _load(path: Path):

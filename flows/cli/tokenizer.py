@@ -22,6 +22,7 @@ from corpusforge.cli.common import (
     SetOpt,
     StoreOpt,
     _fail,
+    _intact,
     _run_flow,
     _store,
     choices,
@@ -98,7 +99,7 @@ def _load(artifact_id: str, store: Optional[Path]):
         _fail(str(exc.args[0]), 2)
     if found.manifest["step"] != "tokenizer":
         _fail(f"{artifact_id} is a {found.manifest['step']} artifact, not a tokenizer", 2)
-    return found, load_tokenizer(found.path)
+    return _intact(found), load_tokenizer(found.path)
 
 
 @app.command("encode")

@@ -132,3 +132,55 @@ def test_a_copied_store_uses_its_own_registered_model_and_tampering_with_it_is_c
     assert "MLmodel loads ['evil']" in said and "code/ folder" in said and "unexpected file code/evil.py" in said
     assert "MLmodel changed since it was registered" in said
     assert Catalog(ArtifactStore(demo_store)).verify(manifest["id"]).ok  # the original is untouched
+
+
+def test_every_command_that_reads_a_model_refuses_a_tampered_one(demo_store, tmp_path):
+    """Issue 44, item 9: `lm generate`, `lm inspect`, `lm evaluate`, `classify predict`, `seq2seq translate`,
+    `embed search`, `embed sentences` (and `embed neighbors`, `tokenizer encode`, `ngram query`) served tampered
+    weights with exit 0 while the Python API refused them. One byte flipped in the largest file of each kind of
+    artifact (and in the tokenizer an lm reads): every command stops, exit 1, one line naming the artifact."""
+    import shutil
+
+    text = tmp_path / "lines.txt"
+    text.write_text("to be or not to be\nthe king is dead\n", encoding="utf-8")
+    commands = {
+        "lm": [("lm", "generate", "{id}", "--max-new-tokens", "2"), ("lm", "inspect", "{id}", "--prompt", "to be"),
+               ("lm", "evaluate", "{id}", str(text))],
+        "seq2seq": [("seq2seq", "translate", "{id}", "a small dog")],
+        "classify": [("classify", "predict", "{id}", "a fine film")],
+        "sentence_embeddings": [("embed", "sentences", "{id}", str(text)),
+                                ("embed", "search", "{id}", "the king", "--corpus", str(text))],
+        "embeddings": [("embed", "neighbors", "{id}", "king")],
+        "tokenizer": [("tokenizer", "encode", "{id}", "to be")],
+        "ngram": [("ngram", "query", "{id}", "--context", "to be")],
+    }
+    refused = []
+    for step, runs in commands.items():
+        copy = tmp_path / f"store-{step}"
+        shutil.copytree(demo_store, copy, symlinks=True)
+        manifest_path = sorted(copy.glob(f"{step}/*/manifest.json"))[0]
+        manifest = json.loads(manifest_path.read_text())
+        largest = max(manifest["files"], key=lambda rel: manifest["files"][rel]["size"])
+        target = manifest_path.parent / largest
+        data = bytearray(target.read_bytes())
+        data[len(data) // 2] ^= 0x01  # same size: only the digest tells
+        target.write_bytes(bytes(data))
+        for args in runs:
+            args = [a.format(id=manifest["id"][:12]) for a in args]
+            done = corpusforge(*args, "--store", copy)
+            error = done.stderr.strip()
+            assert done.returncode == 1 and "\n" not in error and manifest["id"][:12] in error, (args, done.stdout,
+                                                                                              error)
+            refused.append(args[:2])
+    assert len(refused) == 10
+    # the tokenizer an lm reads is checked too (item 7's other half): the model's own files are intact here
+    copy = tmp_path / "store-lm-tokenizer"
+    shutil.copytree(demo_store, copy, symlinks=True)
+    lm_dir = sorted(copy.glob("lm/*/manifest.json"))[0].parent
+    from corpusforge.tasks.encoded import model_tokenizer_dir
+
+    tok_file = model_tokenizer_dir(lm_dir) / "tokenizer.json"
+    tok_file.write_text(tok_file.read_text(encoding="utf-8").replace('"', "'", 1), encoding="utf-8")  # same size
+    lm_id = json.loads((lm_dir / "manifest.json").read_text())["id"][:12]
+    done = corpusforge("lm", "generate", lm_id, "--max-new-tokens", "2", "--store", copy)
+    assert done.returncode == 1 and "tokenizer" in done.stderr and "\n" not in done.stderr.strip(), done.stderr
