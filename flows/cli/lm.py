@@ -9,6 +9,8 @@ family declares (FamilySpec.exporters; a GPT: ``hf``, a transformers GPT2LMHeadM
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -208,6 +210,42 @@ def inspect(
         err.print(f"a {report['family']} model has no attention to draw; only the table is shown")
 
 
+def _export_target(output: Path) -> Path:
+    """The export's folder, resolved, after the checks that need no model: it is new or an empty folder, and its
+    parent can be created and written. Leftovers of killed exports beside it (``.NAME.partial-PID`` of a process
+    that is gone) are removed. Each failure is one line, exit 2."""
+    target = output.expanduser().resolve()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        _fail(f"{output}: exists and is not an empty folder; export writes a new (or empty) one", 2)
+    parent = target.parent
+    probe = parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        _fail(f"{output}: cannot be created: {probe} is a file, not a folder", 2)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _fail(f"{output}: cannot be created: {exc.strerror or exc}", 2)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        _fail(f"{output}: {parent} is not writable by this user", 2)
+    for left in parent.glob(f".{target.name}.partial-*"):
+        pid = left.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
+    return target
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @app.command("export")
 def export(
     artifact_id: Annotated[str, typer.Argument(metavar="ID", help="lm, post_training (full weights) or lora_merge "
@@ -258,10 +296,22 @@ def export(
             _fail(str(exc), 1)
         except ValueError as exc:
             _fail(str(exc), 2)
-    try:
-        summary = load_ref(ref)(found.path, output.resolve(), tokenizer_dir=tokenizer_dir)
+    target = _export_target(output)
+    partial = target.parent / f".{target.name}.partial-{os.getpid()}"
+    try:  # written beside the target and renamed into place: a killed export leaves no half folder under its name
+        summary = load_ref(ref)(found.path, partial, tokenizer_dir=tokenizer_dir)
+        if target.is_dir():
+            target.rmdir()  # the empty folder the user named
+        os.rename(partial, target)
     except ValueError as exc:
         _fail(str(exc), 2)
+    except OSError as exc:
+        _fail(f"{output}: cannot write the export: {exc.strerror or exc}", 2)
+    finally:
+        if partial.exists():
+            shutil.rmtree(partial, ignore_errors=True)
+    summary["path"] = str(target)
+    summary["files"] = sorted(p.name for p in target.iterdir())
     summary["id"] = found.manifest["id"]
     if as_json:
         print_json(summary, ensure_ascii=False)

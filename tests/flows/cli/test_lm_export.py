@@ -106,3 +106,34 @@ def test_a_tampered_artifact_is_not_exported(store, tmp_path):
     res = invoke(lm.manifest["id"], str(tmp_path / "x"), "--store", str(s.root))
     assert res.exit_code == 1 and "model.safetensors changed" in res.output
     assert not (tmp_path / "x").exists()
+
+
+def test_export_is_atomic_and_bad_paths_are_one_line(store, tmp_path, monkeypatch):
+    """Issue 44, item 13: the export is written beside the target and renamed into place. A kill leaves only a
+    hidden partial folder, which the next export removes (its process is gone), never a half folder under the
+    target's name that the rerun would refuse; a failure midway leaves nothing; a bad path is one line, exit 2."""
+    import safetensors.torch
+
+    s, tok = store
+    lm = publish_lm(s, tok, **TINY_GPT)
+    lid = lm.manifest["id"][:12]
+    out = tmp_path / "hf"
+    killed = tmp_path / ".hf.partial-999999999"  # what kill -9 midway leaves: a pid that no longer exists
+    killed.mkdir()
+    (killed / "config.json").write_text("{")
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(safetensors.torch, "save_file", broken)
+        res = invoke(lid, str(out), "--store", str(s.root))
+    assert res.exit_code == 2 and "cannot write the export: No space left on device" in res.output
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".hf")) == []
+    res = invoke(lid, str(out), "--store", str(s.root), "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout.strip().splitlines()[-1])["files"] == sorted(p.name for p in out.iterdir())
+    assert "model.safetensors" in {p.name for p in out.iterdir()}
+    (tmp_path / "a-file").write_text("x")
+    res = invoke(lid, str(tmp_path / "a-file" / "hf"), "--store", str(s.root))
+    assert res.exit_code == 2 and "is a file, not a folder" in res.output and len(res.output.strip().splitlines()) == 1
