@@ -47,8 +47,40 @@ def save_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimiz
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     save_file(tensors, str(tmp), metadata={"corpusforge": json.dumps(meta)})
+    digest, digest_tmp = digest_path(path), digest_path(tmp)
+    digest_tmp.write_text(_sha256(tmp) + "\n", encoding="ascii")
     os.replace(tmp, path)  # atomic: a reader never sees half a checkpoint
+    os.replace(digest_tmp, digest)  # a kill between the two renames leaves a mismatch: the resume starts over
     return path
+
+
+def digest_path(path: Path) -> Path:
+    """Where a checkpoint's SHA-256 is recorded when it is written: ``checkpoint.safetensors.sha256``."""
+    return Path(path).with_name(Path(path).name + ".sha256")
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def checkpoint_problem(path: Path) -> str | None:
+    """Why the checkpoint at ``path`` must not be resumed (its recorded digest is missing or differs: it changed
+    after it was written), or None when it is the file the trainer wrote."""
+    digest = digest_path(path)
+    try:
+        recorded = digest.read_text(encoding="ascii").strip()
+    except OSError:
+        return f"no recorded digest ({digest.name})"
+    actual = _sha256(path)
+    if actual != recorded:
+        return f"its SHA-256 {actual[:12]} is not the {recorded[:12]} recorded when it was written"
+    return None
 
 
 def checkpoint_meta(path: Path) -> dict[str, Any]:

@@ -144,6 +144,15 @@ def fit(model: Any, objective: Any, train_cfg: Any, scratch: Path,
     record = MetricsLog(on_metrics)
     ckpt = Path(scratch) / "checkpoint.safetensors"
     resume = ckpt if ckpt.is_file() else None
+    if resume is not None:  # a checkpoint changed since it was written is not resumed (issue 44, item 8)
+        from corpusforge.models.checkpoint import checkpoint_problem, digest_path
+
+        problem = checkpoint_problem(resume)
+        if problem is not None:
+            note(on_metrics, f"warning: not resuming from {ckpt}: {problem}; training starts over")
+            ckpt.unlink(missing_ok=True)
+            digest_path(ckpt).unlink(missing_ok=True)
+            resume = None
     if resume is not None:  # said before the replayed curve (the earlier run's reports, up to its checkpoint)
         from corpusforge.models.checkpoint import checkpoint_meta
 

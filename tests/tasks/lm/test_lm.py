@@ -313,3 +313,47 @@ def test_a_diverged_lm_fails_in_one_line_and_publishes_nothing(tmp_path):
                             "lm.train.warmup_iters (now 0)")
     assert not (store.root / "lm").exists() or not any((store.root / "lm").iterdir())
     assert not any((store.root / ".scratch" / "lm").iterdir())  # the diverged checkpoints are gone too
+
+
+def test_a_tampered_checkpoint_is_not_resumed_and_the_run_starts_over(tmp_path, caplog):
+    """Issue 44, item 8: a checkpoint changed in `.scratch` after a killed run was resumed and its weights
+    published under the clean id. Its SHA-256 is recorded when it is written; a mismatch starts over with one
+    warning, and the result is the clean run's, byte for byte."""
+    import logging
+
+    from safetensors.torch import load_file
+
+    from corpusforge.tasks.training import training_report
+
+    upstream = write_char_shards(tmp_path)
+    cfg = lm_config_from_dict(GPT_SECTION)
+    clean = build_lm(upstream, cfg, ArtifactStore(tmp_path / "clean"))[-1]
+    store = ArtifactStore(tmp_path / "store")
+
+    def die(step, metrics):
+        if step == 30:  # after the step-20 checkpoint
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        build_lm(upstream, cfg, store, on_metrics=die)
+    (ckpt,) = (store.root / ".scratch" / "lm").glob("*/checkpoint.safetensors")
+    assert (ckpt.parent / "checkpoint.safetensors.sha256").is_file()
+    tensors = load_file(str(ckpt))
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(ckpt), framework="pt") as f:
+        metadata = f.metadata()
+    key = next(k for k in tensors if k.startswith("model."))
+    tensors[key] = tensors[key] + 1.0  # planted weights, a well-formed file
+    save_file(tensors, str(ckpt), metadata=metadata)
+    logger = logging.getLogger("corpusforge.test.tampered")
+    with caplog.at_level(logging.INFO, logger=logger.name):
+        with training_report("lm tiny", 40, logger) as report:
+            again = build_lm(upstream, cfg, store, on_metrics=report)[-1]
+    lines = [r.getMessage() for r in caplog.records if r.name == logger.name]
+    assert lines[0].startswith("warning: not resuming from ") and "recorded when it was written" in lines[0], lines
+    assert not any(line.startswith("resuming from step") for line in lines)
+    assert again.id == clean.id
+    a, b = load_file(str(Path(clean.path) / "model.safetensors")), load_file(str(Path(again.path) / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
