@@ -211,38 +211,60 @@ def _try_register(tracker, run_id, manifest: dict[str, Any], lm_dir: Path, regis
     artifact is published either way, so a registry problem is a warning (in the log, the summary and the
     JSON result), not a failed run after hours of training."""
     try:
-        info = None
-        if if_missing:
-            info = tracker.find_model_version(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"])
-        info = dict(info or load(registers.register)(tracker, _parent_id(run_id), manifest, lm_dir))
-        info["step"] = registers.step  # which stage's model it is (the summary says what it does)
-        # remembered in the store, so a later run whose every step is published answers without MLflow
-        location = info.pop("source", "")
-        recorded = dict(info)
-        for key in ("loader_module", "artifact_key", "signature"):  # for `artifacts verify`, not for the user
-            info.pop(key, None)
-        if if_missing and not recorded.get("loader_module"):  # found again: what it was registered with
-            previous_entry = RegistryLedger(tracker.store_root)._read().get(tracker.tracking_uri, {})
-            for key in ("loader_module", "artifact_key", "signature"):
-                value = previous_entry.get(manifest["id"], {}).get(key)
-                if value:
-                    recorded[key] = value
-        ledger = RegistryLedger(tracker.store_root)
-        previous = ledger._read().get(tracker.tracking_uri, {}).get(manifest["id"], {})
-        if if_missing and previous.get("files") and previous.get("location") == location:
-            recorded["files"] = previous["files"]  # found again: keep the digests taken when it was registered
-        elif location.startswith("file://"):  # what `artifacts verify` checks the registered copy against
-            from corpusforge.storage.tracking import registered_copy_digests
-
-            recorded["files"] = registered_copy_digests(location)
-        ledger.put(tracker.tracking_uri, manifest["id"], recorded, location)
-        return info
+        with _registering(tracker, manifest["id"]):
+            return _register(tracker, run_id, manifest, lm_dir, registers, if_missing)
     except Exception as exc:  # noqa: BLE001 - reported, not swallowed
         import logging
 
         logging.getLogger("corpusforge").warning("%s %s was not registered in MLflow: %s", registers.step,
                                                  manifest["name"], exc)
         return {"name": str(manifest["name"]), "error": f"{type(exc).__name__}: {exc}"}
+
+
+@contextmanager
+def _registering(tracker, artifact_id: str):
+    """One registration of an artifact at a time on this store (a file lock under its .locks): two identical
+    commands at once used to register the same artifact twice (issue 44, item 10); the second now finds the
+    first's version."""
+    root = getattr(tracker, "store_root", None)
+    if root is None or not Path(root).is_dir():
+        yield
+        return
+    from corpusforge.storage.locks import file_lock
+
+    with file_lock(Path(root) / ".locks" / f"register-{str(artifact_id)[:16]}.lock"):
+        yield
+
+
+def _register(tracker, run_id, manifest: dict[str, Any], lm_dir: Path, registers: Registers,
+              if_missing: bool) -> dict[str, str]:
+    # idempotent by artifact id: a version of this artifact already in this registry is the registration
+    found = tracker.find_model_version(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"])
+    if found is not None:
+        if_missing = True  # what it was registered with is read back from the ledger below
+    info = dict(found or load(registers.register)(tracker, _parent_id(run_id), manifest, lm_dir))
+    info["step"] = registers.step  # which stage's model it is (the summary says what it does)
+    # remembered in the store, so a later run whose every step is published answers without MLflow
+    location = info.pop("source", "")
+    recorded = dict(info)
+    for key in ("loader_module", "artifact_key", "signature"):  # for `artifacts verify`, not for the user
+        info.pop(key, None)
+    if if_missing and not recorded.get("loader_module"):  # found again: what it was registered with
+        previous_entry = RegistryLedger(tracker.store_root)._read().get(tracker.tracking_uri, {})
+        for key in ("loader_module", "artifact_key", "signature"):
+            value = previous_entry.get(manifest["id"], {}).get(key)
+            if value:
+                recorded[key] = value
+    ledger = RegistryLedger(tracker.store_root)
+    previous = ledger._read().get(tracker.tracking_uri, {}).get(manifest["id"], {})
+    if if_missing and previous.get("files") and previous.get("location") == location:
+        recorded["files"] = previous["files"]  # found again: keep the digests taken when it was registered
+    elif location.startswith("file://"):  # what `artifacts verify` checks the registered copy against
+        from corpusforge.storage.tracking import registered_copy_digests
+
+        recorded["files"] = registered_copy_digests(location)
+    ledger.put(tracker.tracking_uri, manifest["id"], recorded, location)
+    return info
 
 
 def _history(artifact_dir: Path) -> list[dict[str, Any]]:

@@ -177,3 +177,49 @@ def test_a_registered_model_carries_an_input_example_and_mlflow_asks_for_none(tm
     assert model.saved_input_example_info is not None
     assert model.load_input_example(str(location)) == ["The"]
     assert (location / "serving_input_example.json").is_file()  # what `mlflow models serve` is shown
+
+
+def register_tiny(tracker, run_id, manifest, artifact_dir):
+    """A registrar as a stage declares one (Registers.register): the artifact as a pyfunc, tagged with its id."""
+    import time
+
+    time.sleep(0.3)  # two registrations at once overlap here
+    return tracker.register_pyfunc_model(run_id, str(manifest["name"]), {"lm": artifact_dir},
+                                         loader_module="corpusforge.tasks.lm.pyfunc", pip_requirements=[],
+                                         params={}, tags={"corpusforge.artifact_id": manifest["id"]})
+
+
+def test_two_registrations_of_one_artifact_at_once_make_one_version(tmp_path):
+    """Issue 44, item 10: two identical commands at once registered the same artifact twice (3 of 3). Registration
+    is idempotent by artifact id: under the store's lock, a version of this artifact already in the registry is
+    the registration, whether the step was computed or reused."""
+    import threading
+
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.stage import Registers
+    from corpusforge.tasks.track import _try_register
+
+    root = tmp_path / "store"
+
+    def build(out):
+        (out / "config.json").write_text(json.dumps({"family": "gpt"}))
+        (out / "model.safetensors").write_bytes(b"weights" * 100)
+
+    lm = ArtifactStore(root).publish(step="lm", name="tiny", version=1, config={"n": 1}, inputs=[], build=build)
+    registers = Registers("lm", "unused:wants", f"{__name__}:register_tiny")
+    tracker = Tracker(root, "exp")
+    run = tracker.start_pipeline_run("run", {"name": "exp"}, {})
+    results = []
+
+    def register():
+        results.append(_try_register(Tracker(root, "exp"), run, dict(lm.manifest), Path(lm.path), registers))
+
+    threads = [threading.Thread(target=register) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.get("error") for r in results] == [None] * 3, results
+    versions = tracker.client.search_model_versions("name = 'tiny'")
+    assert len(versions) == 1 and {str(r["version"]) for r in results} == {str(versions[0].version)}
+    tracker.finish_pipeline_run(run, {})
