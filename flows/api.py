@@ -75,11 +75,14 @@ class Artifact:
         from corpusforge.stages import step_outputs
         from corpusforge.tasks.stage import load
 
-        ArtifactStore(self.path.parents[1]).check_intact(self.path, self.manifest)
-        declared = step_outputs(self.step)  # the stage that makes this step declares its loader
-        if declared is None or declared.loader is None:
-            raise TypeError(f"{self.step} artifacts have no loader; read the files under {self.path}")
-        return load(declared.loader)(self.path, self.manifest)
+        from corpusforge.storage.locks import store_in_use
+
+        with store_in_use(self.path.parents[1]):  # `artifacts gc` waits while the files are read
+            ArtifactStore(self.path.parents[1]).check_intact(self.path, self.manifest)
+            declared = step_outputs(self.step)  # the stage that makes this step declares its loader
+            if declared is None or declared.loader is None:
+                raise TypeError(f"{self.step} artifacts have no loader; read the files under {self.path}")
+            return load(declared.loader)(self.path, self.manifest)
 
 
 @dataclass

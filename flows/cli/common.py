@@ -168,12 +168,30 @@ def _find_step_artifact(artifact_id: str, store: Optional[str | Path], step: str
     return _intact(found)
 
 
+def _reading(root: Path) -> None:
+    """Hold the store's lock shared until this command ends (issue 44, item 11): `artifacts gc --apply` (which
+    takes it alone) waits or stops while a command reads an artifact, instead of removing it under the reader.
+    Released when the command's click context closes (in this process, or when the process ends)."""
+    import click
+    import contextlib
+
+    from corpusforge.storage.locks import store_in_use
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return
+    stack = contextlib.ExitStack()
+    stack.enter_context(store_in_use(root))
+    ctx.find_root().call_on_close(stack.close)
+
+
 def _intact(found):
     """``found`` (a catalog entry) after checking its files against their recorded digests, and those of the
     tokenizer artifact its config.json reads (issue 44, item 9: every command that reads a model checks it, as the
     Python API's ``Artifact.load`` does). A mismatch is one line naming the file, exit 1."""
     from corpusforge.storage.store import MANIFEST, ArtifactStore, TamperedArtifact
 
+    _reading(found.path.parents[1])
     artifact_store = ArtifactStore(found.path.parents[1])
     try:
         artifact_store.check_intact(found.path, found.manifest)

@@ -137,3 +137,24 @@ def test_export_is_atomic_and_bad_paths_are_one_line(store, tmp_path, monkeypatc
     (tmp_path / "a-file").write_text("x")
     res = invoke(lid, str(tmp_path / "a-file" / "hf"), "--store", str(s.root))
     assert res.exit_code == 2 and "is a file, not a folder" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_a_command_reading_an_artifact_holds_the_store_against_gc(store):
+    """Issue 44, item 11: readers did not take the store's shared lock, so `artifacts gc --apply` could remove an
+    artifact being read. A command that reads an artifact holds it until the command ends; gc stops (or waits)
+    meanwhile, and runs once the command is done."""
+    import click
+
+    from corpusforge.cli.common import _intact
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.locks import StoreBusy, store_alone
+
+    s, tok = store
+    found = Catalog(s).get(tok.manifest["id"])
+    with click.Context(click.Command("encode")):
+        _intact(found)
+        with pytest.raises(StoreBusy, match="in use"):
+            with store_alone(s.root):
+                pass
+    with store_alone(s.root):  # the command ended: gc may run
+        pass
