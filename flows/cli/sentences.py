@@ -5,6 +5,7 @@ corpusforge.cli; they read a published artifact through the catalog and never st
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -91,12 +92,23 @@ def _index(found, embedder, corpus: Path, lines: list[str]):
         vectors = np.load(path, mmap_mode="r", allow_pickle=False)
         if vectors.shape == (len(lines), embedder.dim):
             return vectors, True
-    vectors = embedder.encode(lines)
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npy")
-    np.save(tmp, vectors, allow_pickle=False)
-    tmp.replace(path)
-    return vectors, False
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
+    # encoded block by block into the memory-mapped file (issue 44, item 12): tokenizing a million lines at once
+    # peaked at 7 GB; now the peak is one block's, whatever the file's length
+    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(lines), embedder.dim))
+    try:
+        for start in range(0, len(lines), INDEX_BLOCK):
+            out[start:start + INDEX_BLOCK] = embedder.encode(lines[start:start + INDEX_BLOCK])
+        out.flush()
+        del out
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return np.load(path, mmap_mode="r", allow_pickle=False), False
+
+
+INDEX_BLOCK = 8192  # lines embedded at a time for a search index
 
 
 def search(

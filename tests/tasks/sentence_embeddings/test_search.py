@@ -37,3 +37,45 @@ def test_fewer_rows_than_asked_and_one_query_as_a_vector():
     (hits,) = top_cosines(vectors, np.array([0.0, 1.0, 0.0], dtype=np.float32), 10)
     assert [r for r, _ in hits] == [1, 0, 2]  # all three; equal scores by row
     assert hits[0][1] == pytest.approx(1.0)
+
+
+class ByteIds:
+    """Bytes as ids (3..62): a whole tokenizer for a model that only has to read the lines."""
+
+    def encode_batch(self, texts):
+        return [[3 + b % 60 for b in t.encode("utf-8")] for t in texts]
+
+
+def test_the_search_index_is_encoded_block_by_block(tmp_path, monkeypatch):
+    """Issue 44, item 12: `embed search` tokenized and encoded the whole --corpus at once (7.09 GB RSS for 1M
+    lines). It now encodes INDEX_BLOCK lines at a time into the memory-mapped index: no call sees more than a
+    block, and the vectors are the whole-file encoding's (up to float sums in other batches)."""
+    import torch
+
+    from corpusforge.cli import sentences
+    from corpusforge.models.sbert.config import SBertConfig
+    from corpusforge.models.sbert.model import SentenceEncoder
+    from corpusforge.tasks.sentence_embeddings.inference import SentenceEmbedder
+
+    torch.manual_seed(0)
+    model = SentenceEncoder(SBertConfig(vocab_size=64, n_layer=1, n_head=2, n_embd=16, block_size=24, dropout=0.0,
+                                        cls_id=1, sep_id=2, pad_id=0))
+    embedder = SentenceEmbedder(model, ByteIds(), {})
+    lines = [f"line {i} says {'x' * (i % 13)}" for i in range(1000)]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    seen = []
+    encode = embedder.encode
+    monkeypatch.setattr(embedder, "encode", lambda texts, **kw: seen.append(len(texts)) or encode(texts, **kw))
+    monkeypatch.setattr(sentences, "INDEX_BLOCK", 128)
+
+    class Found:
+        path = tmp_path / "store" / "sentence_embeddings" / "tiny-0123"
+        manifest = {"id": "0123" * 16}
+
+    vectors, cached = sentences._index(Found, embedder, corpus, lines)
+    assert not cached and max(seen) == 128 and sum(seen) == 1000 and isinstance(vectors, np.memmap)
+    assert np.allclose(np.asarray(vectors), encode(lines), atol=1e-5)
+    again, cached = sentences._index(Found, embedder, corpus, lines)
+    assert cached and len(seen) == 8  # the second search embeds nothing
+    assert not list((tmp_path / "store" / ".scratch" / "sentence_index").glob("*.tmp.npy"))
