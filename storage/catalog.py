@@ -190,7 +190,8 @@ class Catalog:
                                 "be checked")
         problems, report.files_checked = self.store.verify_files(found.path, m)
         report.problems += problems
-        if m.get("step") == "lm":  # its MLflow copies are checked too: MLflow would load (and import) them
+        if self.store.root.is_dir():  # its MLflow copies, whatever the stage, are checked too (issue 44, item 6):
+            # MLflow would load (and import) them
             from corpusforge.storage.tracking import check_registered_copy, rebase_before_check
 
             # a moved or copied store: its MLflow paths rebased first, as its first tracked run would

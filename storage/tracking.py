@@ -190,7 +190,7 @@ def registered_copy_digests(location: str) -> dict[str, str]:
 
 
 def check_registered_copy(store_root: Path, manifest: Mapping[str, Any], not_rebased: str | None = None) -> list[str]:
-    """Problems with the MLflow copies of a registered lm (empty when it has none or they are intact): every
+    """Problems with the MLflow copies of a registered artifact, of any stage (empty when it has none or they are intact): every
     file as recorded at registration, no file added (a ``code/`` folder, unless the model was registered with its
     code: then its every file is among those recorded), MLmodel loading our loader only,
     and the copied model files equal to the lm artifact's own. A copy outside this store is refused, never

@@ -80,9 +80,10 @@ def test_curves_are_metrics_and_summaries_are_not_one_point_charts(tmp_path):
     assert done.data.metrics == {} and done.data.params["summary.steps_computed"] == "2"
 
 
-def registered_lm_store(root):
-    """A store with an lm artifact registered in its embedded MLflow as the lm stage registers it (a pyfunc whose
-    copy sits under <store>/mlartifacts, recorded in the store's registry ledger with its files' digests)."""
+def registered_lm_store(root, step: str = "lm", loader: str = "corpusforge.tasks.lm.pyfunc"):
+    """A store with an lm artifact (or one of ``step``) registered in its embedded MLflow as the stage registers it
+    (a pyfunc whose copy sits under <store>/mlartifacts, recorded in the store's registry ledger with its files'
+    digests)."""
     from corpusforge.storage.store import ArtifactStore
     from corpusforge.storage.tracking import RegistryLedger, registered_copy_digests
 
@@ -90,10 +91,10 @@ def registered_lm_store(root):
         (out / "config.json").write_text(json.dumps({"family": "gpt"}))
         (out / "model.safetensors").write_bytes(b"weights" * 100)
 
-    lm = ArtifactStore(root).publish(step="lm", name="tiny", version=1, config={"n": 1}, inputs=[], build=build)
+    lm = ArtifactStore(root).publish(step=step, name="tiny", version=1, config={"n": 1}, inputs=[], build=build)
     tracker = Tracker(root, "exp")
     run = tracker.start_pipeline_run("run", {"name": "exp"}, {})
-    info = tracker.register_pyfunc_model(run, "tiny", {"lm": lm.path}, loader_module="corpusforge.tasks.lm.pyfunc",
+    info = tracker.register_pyfunc_model(run, "tiny", {step: lm.path}, loader_module=loader,
                                          pip_requirements=[], params={}, tags={"corpusforge.artifact_id": "x"})
     location = info.pop("source")
     RegistryLedger(root).put(tracker.tracking_uri, lm.manifest["id"],
@@ -223,3 +224,25 @@ def test_two_registrations_of_one_artifact_at_once_make_one_version(tmp_path):
     versions = tracker.client.search_model_versions("name = 'tiny'")
     assert len(versions) == 1 and {str(r["version"]) for r in results} == {str(versions[0].version)}
     tracker.finish_pipeline_run(run, {})
+
+
+def test_verify_checks_the_registered_copy_of_every_stage_not_only_lm(tmp_path):
+    """Issue 44, item 6: `artifacts verify` checked MLflow's registered copies for lm artifacts only; code planted
+    in a registered classifier (DPO, seq2seq, ...) copy passed, and MLflow would import it on load."""
+    from corpusforge.storage.catalog import Catalog
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.storage.tracking import RegistryLedger
+
+    for step, loader in (("classify", "corpusforge.tasks.classify.pyfunc"),
+                         ("seq2seq", "corpusforge.tasks.seq2seq.pyfunc"),
+                         ("post_training", "corpusforge.tasks.lm.pyfunc")):
+        root = tmp_path / step
+        aid = registered_lm_store(root, step, loader)
+        assert Catalog(ArtifactStore(root)).verify(aid).ok
+        ((_, entries),) = RegistryLedger(root)._read().items()
+        copy = Path(entries[aid]["location"][len("file://"):])
+        planted = copy / "code" / "corpusforge" / "__init__.py"
+        planted.parent.mkdir(parents=True)
+        planted.write_text("import os; os.system('echo planted')\n")
+        problems = Catalog(ArtifactStore(root)).verify(aid).problems
+        assert any("code/ folder, which MLflow would import" in p for p in problems), (step, problems)
