@@ -48,6 +48,64 @@ _OTHER = {"mlflow.db": "MLflow's database (runs, registered models)",
           "prefect": "PREFECT_HOME of CLI runs, the local server's state", "logs": "the local server's log"}
 
 
+SCRATCH = ".scratch"
+_SCRATCH_KINDS = {"sentence_index": "a search-vector cache of `embed search` (remade on the next search)"}
+
+
+@dataclass(frozen=True)
+class ScratchEntry:
+    """One entry of the store's scratch: a stopped training's checkpoint folder or a search-vector cache."""
+
+    path: Path
+    kind: str
+    what: str
+    modified: float  # the newest mtime in it
+    bytes: int
+
+
+def scratch_entries(root: Path) -> list[ScratchEntry]:
+    """Everything under ``<store>/.scratch/<kind>/``: a training step's scratch (the checkpoint a stopped run left
+    for its resume) or a cache, with its age and size. A finished run removes its own scratch, so what is here was
+    left by runs that stopped (issue 44, item 14)."""
+    base = Path(root) / SCRATCH
+    if not base.is_dir():
+        return []
+    found = []
+    for kind_dir in sorted(p for p in base.iterdir() if p.is_dir()):
+        what = _SCRATCH_KINDS.get(kind_dir.name) or (f"the scratch of a stopped {kind_dir.name} training (the "
+                                                     "checkpoint its rerun would resume from)")
+        for entry in sorted(kind_dir.iterdir()):
+            files = [entry] if entry.is_file() else [f for f in entry.rglob("*") if f.is_file() and not f.is_symlink()]
+            try:
+                modified = max((f.stat().st_mtime for f in files), default=entry.stat().st_mtime)
+            except OSError:
+                continue
+            found.append(ScratchEntry(entry, kind_dir.name, what, modified, _tree_bytes(entry)))
+    return found
+
+
+def plan_scratch(entries: list[ScratchEntry], keep_latest: int | None, keep_newer_than: float | None,
+                 now: float | None = None) -> list[ScratchEntry]:
+    """The scratch entries gc removes under the artifacts' rules: the ``keep_latest`` newest of each kind and
+    everything newer than ``keep_newer_than`` seconds stay (both given: an entry goes only when both let it go);
+    no rule given: nothing goes."""
+    if keep_latest is None and keep_newer_than is None:
+        return []
+    now = time.time() if now is None else now
+    remove = []
+    by_kind: dict[str, list[ScratchEntry]] = defaultdict(list)
+    for e in entries:
+        by_kind[e.kind].append(e)
+    for group in by_kind.values():
+        group.sort(key=lambda e: e.modified, reverse=True)
+        for rank, e in enumerate(group):
+            kept_by_count = keep_latest is not None and rank < keep_latest
+            kept_by_age = keep_newer_than is not None and now - e.modified < keep_newer_than
+            if not (kept_by_count or kept_by_age):
+                remove.append(e)
+    return remove
+
+
 class GcError(RuntimeError):
     """gc cannot decide safely (the registry cannot be read) or a removal failed: one line, nothing half-done."""
 
@@ -73,6 +131,15 @@ def age_text(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"
+
+
+def _ago(seconds: float) -> str:
+    """A rounded age for people: '3 days', '5 hours', '12 minutes', '40 seconds'."""
+    for unit, size in (("week", _UNITS["w"]), ("day", _UNITS["d"]), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n > 1 else ''}"
+    return f"{max(0, int(seconds))} seconds"
 
 
 # ----------------------------------------------------------------------------------------------- inventory
@@ -209,6 +276,10 @@ def _other(store: ArtifactStore, entries: list[Entry]) -> list[dict[str, Any]]:
                     what = ("a temp dir (a writer's, or a dead writer's)" if sub.name.startswith(".tmp-") else
                             "an interrupted gc's trash" if sub.name.startswith(".gc-") else "not an artifact")
                     rows.append({"where": f"{child.name}/{sub.name}", "what": what, "bytes": _tree_bytes(sub)})
+        elif child.name == SCRATCH and child.is_dir():  # each stopped training and cache, with its age
+            now = time.time()
+            rows += [{"where": e.path.relative_to(root).as_posix(), "what": f"{e.what}, {_ago(now - e.modified)} "
+                      "old", "bytes": e.bytes} for e in scratch_entries(root)]
         else:
             rows.append({"where": child.name, "what": _OTHER.get(child.name, ""), "bytes": _tree_bytes(child)})
     return rows
@@ -420,6 +491,16 @@ def _run(store: ArtifactStore, keep_latest: int | None, seconds: float | None, s
                 break
             report.removed.append(e)
     report.leftovers = store.sweep_leftovers(apply=not dry_run, max_age=stale)
+    now = time.time()
+    for e in plan_scratch(scratch_entries(store.root), keep_latest, seconds, now):  # stopped trainings, caches
+        report.leftovers.append(Leftover(str(e.path), f"{e.what}, {_ago(now - e.modified)} old", e.bytes))
+        if not dry_run:
+            import shutil
+
+            if e.path.is_dir():
+                shutil.rmtree(e.path, ignore_errors=True)
+            else:
+                e.path.unlink(missing_ok=True)
     if report.removed:
         report.mlflow_runs = _runs_of(store.root, {e.id for e in report.removed})
         if report.mlflow_runs:

@@ -251,3 +251,35 @@ gc(ArtifactStore({str(store_root)!r}), keep_latest=1, dry_run=False)
     done = gc(ArtifactStore(store_root), keep_latest=1, dry_run=False)
     assert ids(done.removed) == {a["c2"]} and not trash.exists()
     assert done.bytes_freed == sum(e.bytes for e in done.removed) + done.leftovers[0].size
+
+
+def test_gc_collects_abandoned_scratch_by_the_same_rules_and_du_shows_it(store_root, lineage):
+    """Issue 44, item 14: the checkpoints stopped trainings leave in `.scratch` and `embed search`'s vector caches
+    were never collected. `artifacts du` lists each with its age; gc removes them under --keep-newer-than and
+    --keep-latest (per kind) as it does artifacts, and nothing without a policy."""
+    import time
+
+    now = time.time()
+
+    def scratch(rel: str, days_old: float, size: int = 500) -> Path:
+        path = store_root / ".scratch" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * size)
+        os.utime(path, (now - days_old * DAY, now - days_old * DAY))
+        return path
+
+    old_ckpt = scratch("lm/gpt-tiny-aaaa/checkpoint.safetensors", 10)
+    new_ckpt = scratch("lm/gpt-tiny-bbbb/checkpoint.safetensors", 1)
+    old_cache = scratch("sentence_index/model-corpus.npy", 30)
+    store = ArtifactStore(store_root)
+    rows = {row["where"]: row for row in du(store).to_dict()["other"]}
+    assert rows[".scratch/lm/gpt-tiny-aaaa"]["what"].endswith(", 1 week old") and rows[".scratch/lm/gpt-tiny-aaaa"]["bytes"] == 500
+    assert "search-vector cache" in rows[".scratch/sentence_index/model-corpus.npy"]["what"]
+    assert not [item for item in gc(store, dry_run=True).leftovers if ".scratch" in item.where]  # no policy: kept
+    planned = {item.where for item in gc(store, keep_newer_than="7d", dry_run=True).leftovers}
+    assert {str(old_ckpt.parent), str(old_cache)} <= planned and str(new_ckpt.parent) not in planned
+    assert old_ckpt.exists()  # a dry run
+    assert {str(old_ckpt.parent)} <= {i.where for i in gc(store, keep_latest=1, dry_run=True).leftovers}
+    report = gc(store, keep_newer_than="7d", dry_run=False)
+    assert report.bytes_freed >= 1000
+    assert not old_ckpt.parent.exists() and not old_cache.exists() and new_ckpt.exists()
