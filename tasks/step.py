@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.hashing import artifact_id
-from corpusforge.storage.store import ArtifactStore
+from corpusforge.storage.store import ArtifactStore, read_manifest
 
 BASE_LIBRARIES = ("corpusforge",)
 _LOOKUP_ONLY = contextvars.ContextVar("corpusforge_lookup_only", default=False)
@@ -200,6 +200,30 @@ def run_step(
     )
 
 
+def _recorded_tokenizers(store: ArtifactStore, upstream: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """(step, name, id) of the tokenizer artifacts the upstream models' config.json files record: a step that
+    starts from a model reads its tokenizer too (`lm finetune` encodes with the parent's), so its files are
+    checked as the direct inputs' are (issue 44, item 7)."""
+    import json
+
+    from corpusforge.storage.store import resolve_recorded
+
+    found = []
+    for step, name, aid in upstream:
+        config = store.artifact_dir(step, name, aid) / "config.json"
+        try:
+            spec = json.loads(config.read_text(encoding="utf-8"))
+            recorded = (spec.get("tokenizer") or {}).get("path") if isinstance(spec, dict) else None
+            if not recorded:
+                continue
+            manifest = read_manifest(resolve_recorded(recorded, config.parent)) or {}
+        except (OSError, ValueError, AttributeError):
+            continue  # no such file, or not a model's: the build reports what it cannot read
+        if manifest.get("step") and manifest.get("name") and manifest.get("id"):
+            found.append((str(manifest["step"]), str(manifest["name"]), str(manifest["id"])))
+    return found
+
+
 def _reading_checked(store: ArtifactStore, step: str, inputs: Sequence[Mapping[str, Any]],
                      build: Callable[[Path], Mapping[str, Any] | None]) -> Callable[[Path], Mapping[str, Any] | None]:
     """``build``, run only after every file of its upstream artifacts was re-hashed against their manifests,
@@ -208,6 +232,7 @@ def _reading_checked(store: ArtifactStore, step: str, inputs: Sequence[Mapping[s
     never gets here, so it costs nothing there."""
     upstream = [(str(i["step"]), str(i["name"]), str(i["id"])) for i in inputs
                 if i.get("kind") == "artifact" and i.get("step") and i.get("name")]
+    upstream += [u for u in _recorded_tokenizers(store, upstream) if u not in upstream]
     if not upstream:
         return build
 

@@ -158,3 +158,31 @@ def test_a_command_reading_an_artifact_holds_the_store_against_gc(store):
                 pass
     with store_alone(s.root):  # the command ended: gc may run
         pass
+
+
+def test_a_step_starting_from_a_model_checks_the_tokenizer_it_records(store, tmp_path):
+    """Issue 44, item 7: `lm finetune` built on a tampered parent tokenizer and published different weights under
+    the clean id: the tokenizer is not a direct input of the step (it is the parent's). A step's upstream models'
+    recorded tokenizers are re-hashed with its direct inputs, before the build runs."""
+    from corpusforge.storage.store import TamperedArtifact
+    from corpusforge.tasks.step import artifact_input, run_step
+
+    s, tok = store
+    lm = publish_lm(s, tok, **TINY_GPT)
+    parent = {"id": lm.manifest["id"], "kind": "artifact", "step": "lm", "name": lm.manifest["name"]}
+    built = []
+
+    def build(out: Path):
+        built.append(out)
+        (out / "weights.txt").write_text("made from the parent and its tokenizer")
+
+    child = run_step(s, step="post_training", version=1, name="child", config={"lr": 1}, inputs=[parent], build=build)
+    assert built and not child.reused and artifact_input(child)["step"] == "post_training"
+    tokenizer_json = tok.path / "tokenizer.json"
+    tokenizer_json.chmod(0o644)
+    text = tokenizer_json.read_text(encoding="utf-8")
+    tokenizer_json.write_text(text.replace('"', "'", 1), encoding="utf-8")  # same size, other bytes
+    built.clear()
+    with pytest.raises(TamperedArtifact, match=f"artifact {tok.manifest['id'][:12]} .*tokenizer.json"):
+        run_step(s, step="post_training", version=1, name="child2", config={"lr": 2}, inputs=[parent], build=build)
+    assert built == [] and not list((s.root / "post_training").glob("child2-*"))
