@@ -239,7 +239,8 @@ def _registering(tracker, artifact_id: str):
 def _register(tracker, run_id, manifest: dict[str, Any], lm_dir: Path, registers: Registers,
               if_missing: bool) -> dict[str, str]:
     # idempotent by artifact id: a version of this artifact already in this registry is the registration
-    found = tracker.find_model_version(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"])
+    finder = getattr(tracker, "find_model_version", None)
+    found = finder(str(manifest["name"]), "corpusforge.artifact_id", manifest["id"]) if finder else None
     if found is not None:
         if_missing = True  # what it was registered with is read back from the ledger below
     info = dict(found or load(registers.register)(tracker, _parent_id(run_id), manifest, lm_dir))
