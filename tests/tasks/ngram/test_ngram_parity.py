@@ -21,7 +21,8 @@ from tests.conftest import SHARED
 
 PTB = SHARED / "corpora" / "ptb"
 REF_ARPA = SHARED / "reference" / "ptb.o3.kenlm.arpa.gz"
-pytestmark = pytest.mark.skipif(not (PTB / "ptb.train.txt").exists(), reason="needs ../shared/corpora/ptb")
+pytestmark = [pytest.mark.skipif(not (PTB / "ptb.train.txt").exists(), reason="needs ../shared/corpora/ptb"),
+              pytest.mark.learns]  # estimates order-3 and order-5 models on the whole of PTB (7-14 s of CPU each)
 
 # ../shared/DATA.md: KenLM, modified Kneser-Ney, one sentence per line, <unk> an ordinary word
 KENLM_PPL = {3: {"test": 148.2815, "valid": 157.7653}, 5: {"test": 141.1862, "valid": 148.0074}}
