@@ -229,21 +229,13 @@ def _export_target(output: Path) -> Path:
         _fail(f"{output}: cannot be created: {exc.strerror or exc}", 2)
     if not os.access(parent, os.W_OK | os.X_OK):
         _fail(f"{output}: {parent} is not writable by this user", 2)
+    from corpusforge.door import pid_alive
+
     for left in parent.glob(f".{target.name}.partial-*"):
         pid = left.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(left, ignore_errors=True)
     return target
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @app.command("export")

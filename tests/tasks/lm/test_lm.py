@@ -131,6 +131,16 @@ def test_killed_run_resumes_from_its_checkpoint_to_the_same_weights(tmp_path):
         assert [h.get(key) for h in h_resumed] == [h.get(key) for h in h_clean]
 
 
+def killed_after_checkpoint(upstream, cfg, store) -> None:
+    """A run killed at step 30, after its step-20 checkpoint: what it leaves in the store's scratch."""
+    def die(step, metrics):
+        if step == 30:
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        build_lm(upstream, cfg, store, on_metrics=die)
+
+
 def test_a_resumed_run_says_it_resumes_and_from_which_step(tmp_path, caplog):
     """Issue 35, item 9c: a run that picks up a killed run's checkpoint said nothing about it (its log replayed
     the earlier steps as if they were new): the task log now says "resuming from step 20" first."""
@@ -142,12 +152,7 @@ def test_a_resumed_run_says_it_resumes_and_from_which_step(tmp_path, caplog):
     cfg = lm_config_from_dict(GPT_SECTION)
     store = ArtifactStore(tmp_path / "store")
 
-    def die(step, metrics):
-        if step == 30:  # after the step-20 checkpoint
-            raise RuntimeError("killed")
-
-    with pytest.raises(RuntimeError, match="killed"):
-        build_lm(upstream, cfg, store, on_metrics=die)
+    killed_after_checkpoint(upstream, cfg, store)
     logger = logging.getLogger("corpusforge.test.resume")
     with caplog.at_level(logging.INFO, logger=logger.name):
         with training_report("lm tiny", 40, logger) as report:
@@ -330,12 +335,7 @@ def test_a_tampered_checkpoint_is_not_resumed_and_the_run_starts_over(tmp_path, 
     clean = build_lm(upstream, cfg, ArtifactStore(tmp_path / "clean"))[-1]
     store = ArtifactStore(tmp_path / "store")
 
-    def die(step, metrics):
-        if step == 30:  # after the step-20 checkpoint
-            raise RuntimeError("killed")
-
-    with pytest.raises(RuntimeError, match="killed"):
-        build_lm(upstream, cfg, store, on_metrics=die)
+    killed_after_checkpoint(upstream, cfg, store)
     (ckpt,) = (store.root / ".scratch" / "lm").glob("*/checkpoint.safetensors")
     assert (ckpt.parent / "checkpoint.safetensors.sha256").is_file()
     tensors = load_file(str(ckpt))
