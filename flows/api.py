@@ -795,7 +795,10 @@ def _lm_evaluate(artifact_id: str, files: Sequence[PathLike], store: PathLike | 
     settings = text_settings(catalog, found.manifest)
     if documents is not None:  # the corpus's reader settings and clean preset still apply
         settings["txt_mode"] = documents
-    results = evaluate_files(model, tok, spec, {k: k for k in keys}, settings, batch_size, device)
+    from corpusforge.tasks.corpus.reading import as_loaded
+
+    # the files are cleaned as the corpus was (settings), so the tokenizer is not asked to clean them again
+    results = evaluate_files(model, as_loaded(tok), spec, {k: k for k in keys}, settings, batch_size, device)
     return {"id": found.manifest["id"], "step": step, "family": spec.get("family"), "results": results}
 
 

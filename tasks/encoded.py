@@ -1,13 +1,14 @@
 """What the stages that train on the tokenizer stage's encoded records share (classify, sentence_embeddings):
 reading the records (``<split>.parquet`` with a ``<field>_ids`` column per text field, the label columns passed
-through, and ``meta.json``), encoding them again with a checkpoint's own tokenizer, and taking a model's shape from
-the checkpoint it starts from (``init``)."""
+through, and ``meta.json``), encoding them again with a checkpoint's own tokenizer, taking a model's shape from
+the checkpoint it starts from (``init``), and loading a trained model with its tokenizer (``reading``: the hook
+through which a stage puts the corpus's cleaning in front of that tokenizer, tasks/corpus/reading.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,14 +100,16 @@ def model_tokenizer_dir(model_dir: Path) -> Path:
     return Path(found)
 
 
-def load_with_tokenizer(model_dir: str | Path, tokenizer_dir: str | Path | None = None,
-                        device: str = "cpu") -> tuple[Any, Any, dict[str, Any]]:
+def load_with_tokenizer(model_dir: str | Path, tokenizer_dir: str | Path | None = None, device: str = "cpu",
+                        reading: Callable[[Any, dict[str, Any]], Any] | None = None) -> tuple[Any, Any, dict[str, Any]]:
     """(the model saved in ``model_dir``, its tokenizer, its config.json): the tokenizer its config.json records
-    unless ``tokenizer_dir`` is given (a registered MLflow model carries its own copy). Nothing is unpickled."""
+    unless ``tokenizer_dir`` is given (a registered MLflow model carries its own copy). ``reading(tokenizer, spec)``
+    gives the tokenizer the model reads new text through (the stages pass tasks/corpus/reading.py's
+    ``reading_as_trained``: the corpus's cleaning first). Nothing is unpickled."""
     from corpusforge.models.tokenization import load_tokenizer
     from corpusforge.models.zoo import load_model
 
     model_dir = Path(model_dir)
     spec = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     tokenizer = load_tokenizer(tokenizer_dir if tokenizer_dir is not None else model_tokenizer_dir(model_dir))
-    return load_model(model_dir, device=device), tokenizer, spec
+    return load_model(model_dir, device=device), reading(tokenizer, spec) if reading else tokenizer, spec

@@ -19,6 +19,7 @@ A leaf at import time: torch is imported when a model is used.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,11 +84,12 @@ PROBE_PARAMS: tuple[dict[str, Any], ...] = ({"greedy": True, "max_new_tokens": 2
 class TextGenerator:
     """What ``mlflow.pyfunc.load_model`` wraps: the model, its tokenizer and a ``predict`` that samples."""
 
-    def __init__(self, data_path: str | Path):
+    def __init__(self, data_path: str | Path, reading: Callable[[Any, dict[str, Any]], Any] | None = None):
+        """``reading``: load_with_tokenizer's hook (an lm's prompts are cleaned as its corpus was)."""
         from corpusforge.tasks.encoded import load_with_tokenizer
 
         data = Path(data_path)
-        self.model, self.tokenizer, self.spec = load_with_tokenizer(data / "lm", data / "tokenizer")
+        self.model, self.tokenizer, self.spec = load_with_tokenizer(data / "lm", data / "tokenizer", reading=reading)
 
     def get_raw_model(self):
         """The torch ``nn.Module`` (what ``PyFuncModel.get_raw_model()`` returns)."""

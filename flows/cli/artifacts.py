@@ -97,28 +97,49 @@ def artifacts_show(
 
 @app.command("verify")
 def artifacts_verify(
-    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="Artifact id or a unique prefix.")],
+    artifact_ids: Annotated[Optional[list[str]], typer.Argument(
+        metavar="ID...", help="Artifact ids or unique prefixes (one or more).", show_default=False)] = None,
+    every: Annotated[bool, typer.Option("--all", help="Every artifact in the store (one process for all of them: "
+                                                      "a store's whole check, as a cron job or CI runs it).")] = False,
     store: StoreOpt = None,
 ) -> None:
-    """Re-hash every file of an artifact, re-derive its id and check its manifest's digest. Exit code 1 if anything
-    changed."""
+    """Re-hash every file of an artifact, re-derive its id and check its manifest's digest (and its registered MLflow
+    copies). Give one or more ids, or --all. Exit code 1 if anything changed in any of them."""
     from corpusforge.storage.catalog import Catalog
     from corpusforge.storage.store import ArtifactStore
 
-    try:
-        report = Catalog(ArtifactStore(_store(store))).verify(artifact_id)
-    except LookupError as exc:  # an unknown or ambiguous id is bad usage
-        _fail(str(exc.args[0]), 2)
+    if bool(artifact_ids) == every:
+        _fail("give the artifact ids to verify, or --all for every artifact in the store (not both)", 2)
+    catalog = Catalog(ArtifactStore(_store(store)))
+    if every:
+        artifact_ids = sorted({f.manifest["id"] for f in catalog.all()})
+        if not artifact_ids:
+            out.print("no artifacts in the store: nothing to verify")
+            return
+    else:
+        for artifact_id in artifact_ids:  # every id is known before anything is hashed: a typo is bad usage
+            try:
+                catalog.get(artifact_id)
+            except LookupError as exc:
+                _fail(str(exc.args[0]), 2)
     from rich.markup import escape
 
-    for note in report.notes:
-        err.print(f"note: {escape(note)}", highlight=False)
-    if report.ok:
-        out.print(f"[green]OK[/] {report.id} ({report.files_checked} files and the manifest verified)")
-        return
-    for problem in report.problems:
-        err.print(f"[red]FAIL[/] {escape(problem)}", highlight=False)
-    raise typer.Exit(1)
+    failed = []
+    for artifact_id in artifact_ids:
+        report = catalog.verify(artifact_id)
+        for note in report.notes:
+            err.print(f"note: {escape(note)}", highlight=False)
+        if report.ok:
+            out.print(f"[green]OK[/] {report.id} ({report.files_checked} files and the manifest verified)")
+            continue
+        failed.append(report.id)
+        for problem in report.problems:
+            err.print(f"[red]FAIL[/] {escape(problem)}", highlight=False)
+    if len(artifact_ids) > 1:
+        out.print(f"{len(artifact_ids)} artifacts: {len(artifact_ids) - len(failed)} verified, {len(failed)} failed"
+                  + (f" ({', '.join(i[:12] for i in failed)})" if failed else ""))
+    if failed:
+        raise typer.Exit(1)
 
 
 def _size(n: int) -> str:

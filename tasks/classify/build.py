@@ -24,6 +24,7 @@ from corpusforge.storage.store import ArtifactStore, read_manifest, resolve_reco
 from corpusforge.tasks.classify.config import OWN_FIELDS, STEP, ClassifyStageConfig, classify_config_from_dict
 from corpusforge.tasks.classify.scoring import class_index, plot_confusion, scores
 from corpusforge.tasks.config import ConfigError, identity
+from corpusforge.tasks.corpus.reading import record_training_text
 from corpusforge.tasks.encoded import checkpoint, checkpoint_tokenizer, read_encoded, reencode, shape_from
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, resolve_references, run_step
@@ -201,6 +202,7 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
     spec_json["classify"] = {**({"labels": cfg.labels} if cfg.labels else {}), "classes": classes, "text": cfg.text, "label": cfg.label, "finetune": cfg.finetune,
                              "scored_split": headline, **started_from}
     spec_json["data"] = {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}
+    record_training_text(spec_json, encoded_dir)  # how new text is read: as this text was
     spec_json["train"] = dataclasses.asdict(cfg.train)
     spec_json["device"] = str(pick_device(cfg.train.device))
     (out / "config.json").write_text(json.dumps(spec_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

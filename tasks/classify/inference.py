@@ -88,9 +88,10 @@ def _as_class(value: Any, classes: Sequence[Any]) -> Any:
 def load_classifier(model_dir: str | Path, tokenizer_dir: str | Path | None = None, device: str = "cpu") -> Classifier:
     """The model saved in ``model_dir`` with its tokenizer (the one its config.json records, store-relative, unless
     ``tokenizer_dir`` is given: the registered MLflow model carries its own copy)."""
+    from corpusforge.tasks.corpus.reading import reading_as_trained
     from corpusforge.tasks.encoded import load_with_tokenizer
 
-    return Classifier(*load_with_tokenizer(model_dir, tokenizer_dir, device))
+    return Classifier(*load_with_tokenizer(model_dir, tokenizer_dir, device, reading=reading_as_trained))
 
 
 def load_artifact(artifact_dir: Path, manifest: dict[str, Any]) -> Classifier:

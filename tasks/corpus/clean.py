@@ -51,8 +51,8 @@ from typing import Literal
 
 OPS = (
     "nfc", "nfkc", "strip_html", "strip_emails", "strip_urls", "strip_emoji", "demojize", "mentions",
-    "hashtags", "squash_elongation", "lowercase", "strip_punctuation", "remove_stopwords", "lemmatize", "stem",
-    "normalize_whitespace",
+    "hashtags", "squash_elongation", "lowercase", "strip_punctuation", "ptb_tokenize", "ptb_mikolov",
+    "remove_stopwords", "lemmatize", "stem", "normalize_whitespace",
 )
 PRESET_OPS: dict[str, tuple[str, ...]] = {
     "lm": ("nfc", "normalize_whitespace"),
@@ -316,6 +316,81 @@ def _whitespace_chain(expr):
     )
 
 
+# Penn Treebank-style splitting, each step a (pattern, replacement) of polars' Rust regex (no look-around, so the
+# context is captured and put back). On text already split this way every step is the identity.
+PTB_STEPS = (
+    (r"[\u2018\u2019]", "'"),                              # curly single quotes and apostrophes -> '
+    (r"[\u201c\u201d]", '"'),                              # curly double quotes -> "
+    (r'(^|[\s(\[{])"', "${1}`` "),                         # an opening double quote -> ``
+    (r'"', " '' "),                                        # any other double quote closes -> ''
+    (r"(?i)([a-z])(n't)\b", "${1} ${2}"),                  # doesn't -> does n't, can't -> ca n't
+    (r"(?i)([a-z0-9])('s|'re|'ve|'ll|'d|'m)\b", "${1} ${2}"),  # it's -> it 's, we've -> we 've
+    (r"([(\[{])(\S)", "${1} ${2}"),                        # (great -> ( great
+    (r"(\S)([)\]}])", "${1} ${2}"),                        # great) -> great )
+    (r"\.([,;:!?]+)(\s|$)", ". ${1}${2}"),                 # u.s., -> u.s. , (the period may be the word's)
+    (r"([^\s.,!?;:])([.,!?;:]+)(\s|$)", "${1} ${2}${3}"),  # a word's trailing punctuation: movie. -> movie .
+    # ... but an abbreviation or initials keep their period, as the treebank has them: mr. vs. u.s. j.k. f.
+    # (twice: a match takes the space after it, which the next abbreviation needs before it: mr. f. kennedy)
+    *[(r"(?i)(^|\s)(mr|mrs|ms|dr|st|jr|sr|vs|bros|inc|corp|ltd|[a-z](?:\.[a-z])*) \.(\s|$)", "${1}${2}.${3}")] * 2,
+    (r"(?i)(^|\s)(no) \.(\s+\d)", "${1}${2}.${3}"),         # no. 9
+    (r"[^\S\n]{2,}", " "),                                 # the spaces the steps above doubled
+)
+
+
+def _ptb_tokenize(expr):
+    """``ptb_tokenize``: split text the way the Penn Treebank and GLUE's SST-2 are (``It's great!`` ->
+    ``It 's great !``): clitics (n't 's 're 've 'll 'd 'm), a word's trailing punctuation, brackets, and double quotes
+    as `` and ''. Idempotent: text already split this way is unchanged, so a corpus that was tokenized so keeps its
+    words, and raw text given to a model trained on it is split to match (put ``lowercase`` first for SST-2/PTB).
+    Numbers (3.5, 1,000), abbreviations (mr. vs. no. 9) and initials (u.s. j.k. f.) are kept whole."""
+    for pattern, replacement in PTB_STEPS:
+        expr = expr.str.replace_all(pattern, replacement)
+    return expr.str.strip_chars(" ")
+
+
+# The abbreviations whose period Mikolov's Penn Treebank text keeps (every "word." of its train/valid/test files that
+# is not initials): a word's last period is punctuation, and dropped, unless the word is one of these or initials.
+PTB_ABBREVIATIONS = (
+    "mr mrs ms messrs dr prof gov gen sen sens rep rev adm col st sr jr cie co cos corp inc ltd bros vs etc no "
+    "jan feb aug sept oct nov dec "
+    "ala ariz calif colo conn del fla ga ill ind kan ky mass md mich minn mo neb nev okla ore pa tenn va wash wis"
+).split()
+PTB_MIKOLOV_STEPS = (
+    (r"[\u2018\u2019]", "'"),
+    (r"(?i)([a-z])(n't)\b", "${1} ${2}"),                     # clitics split, as ptb_tokenize
+    (r"(?i)([a-z0-9])('s|'re|'ve|'ll|'d|'m)\b", "${1} ${2}"),
+    (r"\$(\d)", "$$ ${1}"),                                   # $3.50 -> $ N
+    # a number (and the punctuation right after it) -> N; each such step twice, as a match takes the space after
+    # it that the next match needs before it (N N, mr. corp.)
+    *[(r"(^|\s)[-+]?\d[\d,.]*([.,;:!?%)]*)(\s|$)", "${1}N ${2}${3}")] * 2,
+    (r"%", " N "),                                            # 25% -> N N, as the benchmark has it
+    (r"[\u201c\u201d\"`,;:!?()\[\]{}]+|''|--", " "),          # punctuation the text has not got
+    *[(r"(?i)(^|[\s-])([a-z](?:\.[a-z])*)\.(\s|$)", "${1}${2}\ue000${3}")] * 2,  # initials keep their period
+    *[(r"(?i)(^|\s)(" + "|".join(PTB_ABBREVIATIONS) + r")\.(\s|$)", "${1}${2}\ue000${3}")] * 2,  # and mr. corp.
+    (r"\.+(\s|$)", "${1}"),                                   # any other word's last period is punctuation
+    (r"\ue000", "."),
+    *[(r"(^|\s)n(\s|$)", "${1}N${2}")] * 2,                   # the number token after a lowercase op
+    (r"[^\S\n]{2,}", " "),
+)
+
+
+def _ptb_mikolov(expr):
+    """``ptb_mikolov``: text as in Mikolov's Penn Treebank (the PTB language-modelling benchmark: lowercased
+    elsewhere, numbers as ``N``, no punctuation but abbreviations' periods, clitics split): ``Mr. Smith's firm paid
+    $3.50, up 25%.`` -> ``Mr. Smith 's firm paid $ N up N N`` (put ``lowercase`` first: a lone ``n`` it makes from ``N`` is
+    ``N`` again). Idempotent on the benchmark's own files (not one line of train, valid or test changes), so a PTB
+    model can be given ordinary sentences as prompts."""
+    import polars as pl
+
+    out = expr
+    for pattern, replacement in PTB_MIKOLOV_STEPS:
+        out = out.str.replace_all(pattern, replacement)
+    # the spaces at either end that the text had stay (the benchmark's lines start and end with one), those the
+    # steps made go
+    out = pl.when(expr.str.starts_with(" ")).then(out).otherwise(out.str.strip_chars_start(" "))
+    return pl.when(expr.str.ends_with(" ")).then(out).otherwise(out.str.strip_chars_end(" "))
+
+
 def _strip_html(expr, cfg):
     expr = (
         expr.str.replace_all(r"(?is)<script\b.*?</script\s*>|<style\b.*?</style\s*>|<!--.*?-->", "")
@@ -368,6 +443,8 @@ _OP_BUILDERS = {
     # every character that is neither a word character nor whitespace, as the teaching texts'
     # re.sub(r'[^\w\s]', '', text) does
     "strip_punctuation": lambda e, c: e.str.replace_all(r"[^\w\s]+", ""),
+    "ptb_tokenize": lambda e, c: _ptb_tokenize(e),
+    "ptb_mikolov": lambda e, c: _ptb_mikolov(e),
     "remove_stopwords": _remove_stopwords,
     "lemmatize": lambda e, c: _map_batches(e, lambda s: _map_words(s, _lemmatizer(c.language))),
     "stem": lambda e, c: _map_batches(e, lambda s: _map_words(s, _stemmer(c.stemmer, c.language))),

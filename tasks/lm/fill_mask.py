@@ -25,10 +25,12 @@ class MaskFiller:
     """What ``mlflow.pyfunc.load_model`` wraps: the encoder, its tokenizer and a ``predict`` that fills masks."""
 
     def __init__(self, data_path: str | Path):
+        from corpusforge.tasks.corpus.reading import reading_as_trained
         from corpusforge.tasks.encoded import load_with_tokenizer
 
         data = Path(data_path)
-        self.model, self.tokenizer, self.spec = load_with_tokenizer(data / "lm", data / "tokenizer")
+        self.model, self.tokenizer, self.spec = load_with_tokenizer(data / "lm", data / "tokenizer",
+                                                                    reading=reading_as_trained)
         self.model.eval()
 
     def get_raw_model(self):

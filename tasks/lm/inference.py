@@ -24,7 +24,8 @@ def load_tokenizer(path: str | Path):
 
 def load_trained(lm_dir: str | Path, device: str = "cpu", tokenizer_dir: str | Path | None = None):
     """(model, tokenizer, spec) from an lm artifact directory. The tokenizer is the one recorded in
-    config.json unless ``tokenizer_dir`` points at a copy (e.g. inside an MLflow model's artifacts)."""
+    config.json unless ``tokenizer_dir`` points at a copy (e.g. inside an MLflow model's artifacts); it cleans a prompt
+    as the training text was cleaned (tasks/encoded.py reading_as_trained)."""
     from corpusforge.models.zoo import load_model
 
     lm_dir = Path(lm_dir)
@@ -35,7 +36,9 @@ def load_trained(lm_dir: str | Path, device: str = "cpu", tokenizer_dir: str | P
     tok_path = str(tokenizer_dir) if tokenizer_dir else (str(resolve_recorded(recorded, lm_dir)) if recorded else None)
     if not tok_path or not Path(tok_path).exists():
         raise ValueError(f"{lm_dir}: its tokenizer ({tok_path}) is not in this store any more")
-    return load_model(lm_dir, device=device), load_tokenizer(tok_path), spec
+    from corpusforge.tasks.corpus.reading import reading_as_trained
+
+    return load_model(lm_dir, device=device), reading_as_trained(load_tokenizer(tok_path), spec), spec
 
 
 def load_artifact(lm_dir: Path, manifest: dict[str, Any]):

@@ -22,6 +22,7 @@ from typing import Any
 
 from corpusforge.storage.store import ArtifactStore, resolve_recorded, store_relative
 from corpusforge.tasks.config import identity
+from corpusforge.tasks.corpus.reading import record_training_text
 from corpusforge.tasks.lm.config import LMConfig, SampleConfig, lm_config_from_dict
 from corpusforge.tasks.lm.inference import generate_text
 from corpusforge.tasks.orchestration import prefect_task
@@ -182,6 +183,7 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
     spec_json["tokenizer"] = {"path": store_relative(tokenizer_dir, Path(out).resolve().parent.parent)
                               if tokenizer_dir else None, "id": meta.get("tokenizer_id"),
                               "vocab_size": meta["vocab_size"], "eot_id": meta.get("eot_id")}
+    record_training_text(spec_json, encoded_dir)  # prompts are read as the training text was
     spec_json["train"] = dataclasses.asdict(tcfg)
     spec_json["device"] = str(device)
     (out / "config.json").write_text(json.dumps(spec_json, indent=2) + "\n", encoding="utf-8")

@@ -17,6 +17,7 @@ from typing import Any
 
 from corpusforge.storage.store import ArtifactStore, resolve_recorded, store_relative
 from corpusforge.tasks.config import identity
+from corpusforge.tasks.corpus.reading import record_training_text
 from corpusforge.tasks.encoded import checkpoint, checkpoint_tokenizer, read_encoded, reencode, shape_from
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.sentence_embeddings.config import (
@@ -133,6 +134,7 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
     spec_json["sentence_embeddings"] = {"fields": list(cfg.fields), "scored_split": headline,
                                         **({"init": started_from} if started_from else {})}
     spec_json["data"] = {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}
+    record_training_text(spec_json, encoded_dir)  # how new text is read: as this text was
     spec_json["train"] = dataclasses.asdict(cfg.train)
     spec_json["device"] = str(pick_device(cfg.train.device))
     (out / "config.json").write_text(json.dumps(spec_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -84,9 +84,10 @@ def top_cosines(vectors, queries, top: int = 10) -> list[list[tuple[int, float]]
 
 def load_embedder(model_dir: str | Path, tokenizer_dir: str | Path | None = None, device: str = "cpu") -> SentenceEmbedder:
     """The encoder saved in ``model_dir`` with its tokenizer (config.json's, unless ``tokenizer_dir`` is given)."""
+    from corpusforge.tasks.corpus.reading import reading_as_trained
     from corpusforge.tasks.encoded import load_with_tokenizer
 
-    return SentenceEmbedder(*load_with_tokenizer(model_dir, tokenizer_dir, device))
+    return SentenceEmbedder(*load_with_tokenizer(model_dir, tokenizer_dir, device, reading=reading_as_trained))
 
 
 def load_artifact(artifact_dir: Path, manifest: dict[str, Any]) -> SentenceEmbedder:

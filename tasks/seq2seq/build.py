@@ -27,6 +27,7 @@ from typing import Any
 
 from corpusforge.storage.store import ArtifactStore, input_dir, read_manifest, resolve_recorded, store_relative
 from corpusforge.tasks.config import identity
+from corpusforge.tasks.corpus.reading import record_training_text
 from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.seq2seq.config import EVAL_STEP, MODEL_STEP, Seq2SeqStageConfig, seq2seq_config_from_dict
 from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
@@ -167,6 +168,7 @@ def _train(out: Path, encoded_dir: Path, cfg: Seq2SeqStageConfig, scratch: Path,
     spec_json["translation"] = {"directions": learned, "source": cfg.source, "target": cfg.target,
                                 "direction": cfg.direction}
     spec_json["data"] = {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}
+    record_training_text(spec_json, encoded_dir)  # how new text is read: as this text was
     spec_json["train"] = dataclasses.asdict(cfg.train)
     spec_json["device"] = str(pick_device(cfg.train.device))
     (out / "config.json").write_text(json.dumps(spec_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

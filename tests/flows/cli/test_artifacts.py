@@ -39,6 +39,29 @@ def test_verify_fails_on_a_forged_metric_and_says_what_the_digest_leaves_out(sto
     assert forged.exit_code == 1 and "FAIL manifest.json was edited since it was published" in forged.output
 
 
+def test_verify_several_ids_or_all_of_the_store_in_one_process(store_root):
+    store = ArtifactStore(store_root)
+    a, b, c = (publish(store, name=n, k=k).manifest["id"] for n, k in (("a", 1), ("b", 2), ("c", 3)))
+    several = invoke("artifacts", "verify", a[:8], b[:8], "--store", str(store_root))
+    assert several.exit_code == 0 and several.output.count("OK ") == 2, several.output
+    assert "2 artifacts: 2 verified, 0 failed" in several.output
+    every = invoke("artifacts", "verify", "--all", "--store", str(store_root))
+    assert every.exit_code == 0 and {a, b, c} <= set(every.output.split()), every.output
+    assert "3 artifacts: 3 verified, 0 failed" in every.output
+    (store.find_by_prefix(b[:8])[0][0] / "data.txt").write_text("tampered\n")  # one changed file: exit 1, named
+    tampered = invoke("artifacts", "verify", "--all", "--store", str(store_root))
+    assert tampered.exit_code == 1 and f"3 artifacts: 2 verified, 1 failed ({b[:12]})" in tampered.output
+    assert tampered.output.count("OK ") == 2 and "FAIL" in tampered.output
+    # bad usage, before anything is hashed: an unknown id among good ones, neither ids nor --all, or both
+    unknown = invoke("artifacts", "verify", a[:8], "ffff0000", "--store", str(store_root))
+    assert unknown.exit_code == 2 and "OK" not in unknown.output and "ffff0000" in unknown.output
+    for args in ((), (a[:8], "--all")):
+        usage = invoke("artifacts", "verify", *args, "--store", str(store_root))
+        assert usage.exit_code == 2 and "or --all" in usage.output, usage.output
+    empty = invoke("artifacts", "verify", "--all", "--store", str(store_root.parent / "empty"))
+    assert empty.exit_code == 0 and "nothing to verify" in empty.output
+
+
 def test_find_and_verify_name_swapped_folders(store_root):
     store = ArtifactStore(store_root)
     a, b = publish(store, "a", k=1), publish(store, "b", k=2)

@@ -7,6 +7,7 @@ probabilities), and get one-line errors for bad input."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -30,10 +31,13 @@ def write(path: Path, data: dict) -> Path:
 
 @pytest.mark.e2e
 def test_pretrain_fine_tune_predict_evaluate_and_the_registered_model(prefect_harness, tmp_path, monkeypatch):
+    # the reviews whose label its polarity words decide (no negation, no contrast): what a 150-step checkpoint learns
+    # to read from every start. The ones that need word order are for models trained to learn them (tests/models).
     rows = REVIEWS.read_text(encoding="utf-8").splitlines()
+    plain = [r for r in rows[1:] if not re.search(r"\b(not|never|hardly|but)\b", r)]
     train, valid = tmp_path / "train.tsv", tmp_path / "valid.tsv"
-    train.write_text("\n".join([rows[0], *rows[1:1201]]) + "\n", encoding="utf-8")
-    valid.write_text("\n".join([rows[0], *rows[2001:2201]]) + "\n", encoding="utf-8")
+    train.write_text("\n".join([rows[0], *plain[:-200]]) + "\n", encoding="utf-8")
+    valid.write_text("\n".join([rows[0], *plain[-200:]]) + "\n", encoding="utf-8")
     store = tmp_path / "store"
 
     def run(*args, code=0, subprocess=False):
@@ -52,21 +56,21 @@ def test_pretrain_fine_tune_predict_evaluate_and_the_registered_model(prefect_ha
         "requires": ["init"],
         "corpus": {"dedup": {"exact": False}, "split": {"valid": 0.0, "test": 0.0}},
         "tokenizer": {**TOKENIZER, "kind": "word", "vocab_size": 100},  # not the checkpoint's: it is not used
-        # mean pooling: the [CLS] state of a 150-step checkpoint (NSP at chance) is a poor start. With cls pooling,
-        # 400 steps at lr 1e-3 gave 0.47-0.78 over train seeds here and 0.47 (no learning) on CI's CPU; 1,200 steps
-        # at 3e-3 still left one seed in six at 0.63. Mean pooling, 1,000 steps at 3e-3, train seeds 0, 9, 12, 14,
-        # 15, 16: 1.00, 0.995, 0.995, 0.805, 0.98, 1.00, each still rising at the end, no plateau (issue 52's
-        # lesson: a learning test must learn from every start, not pass by where a run left a plateau)
+        # mean pooling: the [CLS] state of a 150-step checkpoint (NSP at chance) is a poor start. On all the reviews
+        # (negation and "but" need word order) 1,000 steps at 3e-3 gave 0.8-1.0 over train seeds here and 0.65 on
+        # CI's CPU: too close to the plateau to test. On the reviews that polarity words decide, 300 steps gave 1.00
+        # (train loss 3e-4) for train seeds 0-2 with ATen's default kernels and seed 0 with avx2: a learning test
+        # must learn from every start
         "classify": {"name": "tiny-bert-reviews", "family": "bert_classifier",
                      "model": {"n_layer": 9, "pooling": "mean"},
-                     "train": {**TRAIN, "lr": 3.0e-3, "min_lr": 3.0e-4, "max_iters": 1000, "eval_interval": 500}}})
+                     "train": {**TRAIN, "lr": 3.0e-3, "min_lr": 3.0e-4, "max_iters": 300, "eval_interval": 300}}})
     assert "give --init ID" in run("classify", "train", str(train), "--valid", str(valid), "--preset",
                                    str(finetune), code=2).stderr
     out = json.loads(run("classify", "train", str(train), "--valid", str(valid), "--preset", str(finetune),
                          "--init", pre["id"][:12], "--json", subprocess=True).stdout.strip().splitlines()[-1])
     m = out["metrics"]
     assert {"id", "metrics", "registered_model"} <= set(out) and {"accuracy", "f1"} <= set(m)
-    assert m["accuracy"] == m["val_accuracy"] >= 0.7, m  # chance 0.5 (balanced labels; 200 records: sd 0.035)
+    assert m["accuracy"] == m["val_accuracy"] >= 0.9, m  # chance 0.535 (107 of 200 positive)
     model_dir = Path(out["path"])
     spec = json.loads((model_dir / "config.json").read_text())
     assert spec["family"] == "bert_classifier" and spec["model"]["n_layer"] == 2  # the checkpoint's shape won

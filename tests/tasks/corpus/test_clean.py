@@ -309,6 +309,32 @@ def test_lowercase_and_punctuation():
     ]
 
 
+def test_ptb_tokenize_splits_as_the_treebank_and_leaves_split_text_alone():
+    cfg = ops_cfg("lowercase", "ptb_tokenize")
+    raw = ['It\u2019s "great" (really), isn\'t it? Mr. F. Kennedy paid $3.50 in the U.S., 1,000 times...',
+           "We've seen No. 9; they'll say we'd won!"]
+    split = ["it 's `` great '' ( really ) , is n't it ? mr. f. kennedy paid $3.50 in the u.s. , 1,000 times ...",
+             "we 've seen no. 9 ; they 'll say we 'd won !"]
+    assert clean(raw, cfg) == split
+    assert clean(split, cfg) == split  # idempotent: treebank text keeps its words
+
+
+def test_ptb_mikolov_makes_text_like_the_benchmark_and_leaves_the_benchmark_alone():
+    from tests.conftest import SHARED
+
+    cfg = ops_cfg("lowercase", "ptb_mikolov")
+    raw = ["Mr. Smith's firm paid $3.50, up 25%.", "The U.S. unit of Acme Corp. said it won't grow (again) in 1990.",
+           ' shares rose N N to $ N in n.j. ']
+    assert clean(raw, cfg) == ["mr. smith 's firm paid $ N up N N",
+                               "the u.s. unit of acme corp. said it wo n't grow again in N",
+                               " shares rose N N to $ N in n.j. "]  # the benchmark's own line: as it was
+    ptb = SHARED / "corpora" / "ptb"
+    if ptb.is_dir():  # not one line of the benchmark changes (the ptb-* lm presets clean with these ops)
+        for split in ("train", "valid", "test"):
+            lines = (ptb / f"ptb.{split}.txt").read_text(encoding="utf-8").splitlines()
+            assert clean(lines, cfg) == lines, split
+
+
 def test_every_op_keeps_nulls_and_empty_strings():
     for op in OPS:
         assert clean([None, ""], ops_cfg(op)) == [None, ""], op
