@@ -51,11 +51,16 @@ def evaluating(model: nn.Module):
 @dataclass
 class Batch:
     """One micro-batch: the loss module's tensor inputs (on the CPU; the trainer moves them), how many input
-    tokens it holds (tokens/s and MFU count these), and whether the carried state starts afresh."""
+    tokens it holds (tokens/s and MFU count these), whether the carried state starts afresh, and ``terms``: how many
+    terms the loss module's mean is over (target tokens; examples for a per-example loss). The trainer weights each
+    micro-batch's mean by its terms, so a step's loss is the mean over all the step's terms, whatever the padding
+    and however they fall into micro-batches and ranks (models/training.py ``micro_weights``). None: a loss that
+    mixes means over different things (BERT's MLM + NSP); each micro-batch then weighs the same."""
 
     tensors: tuple[torch.Tensor, ...]
     tokens: int
     fresh: bool = False
+    terms: int | None = None
 
 
 class Objective:
@@ -218,7 +223,7 @@ class CausalLM(TokenStream):
 
     def batch(self, index: int, gen: torch.Generator) -> Batch:
         x, y = random_windows(self.splits["train"], self.block, self.batch_size, gen)
-        return Batch((x, y), x.numel())
+        return Batch((x, y), x.numel(), terms=y.numel())
 
     def setup(self, model, batch_size, rank=0, world=1) -> None:
         self.batch_size = batch_size
@@ -233,7 +238,7 @@ class TruncatedBPTT(TokenStream):
 
     def batch(self, index: int, gen: torch.Generator) -> Batch:
         x, y, fresh = self.streams.get(index)
-        return Batch((x, y), x.numel(), fresh)
+        return Batch((x, y), x.numel(), fresh, terms=y.numel())
 
     def carry(self, state: Any) -> Any:
         return detach_state(state)
@@ -285,7 +290,7 @@ class MaskedLM(TokenStream):
     def batch(self, index: int, gen: torch.Generator) -> Batch:
         x, _ = random_windows(self.splits["train"], self.block, self.batch_size, gen)
         x, y = self.mask(x, gen)
-        return Batch((x, y), x.numel())
+        return Batch((x, y), x.numel(), terms=int((y != IGNORE).sum()))
 
     def _score(self, model, data, batch_size, max_batches, device, autocast) -> dict[str, float]:
         gen = torch.Generator().manual_seed(0)
@@ -488,7 +493,7 @@ class Classification(Objective):
     def batch(self, index: int, gen: torch.Generator) -> Batch:
         indices, _ = self.batches.get(index)
         ids, mask, labels = self._collate("train", indices)
-        return Batch((ids, mask, labels), int(mask.sum()))
+        return Batch((ids, mask, labels), int(mask.sum()), terms=labels.numel())
 
     def loss_module(self, model: nn.Module) -> nn.Module:
         return ClassifierLoss(model)
@@ -589,7 +594,7 @@ class Seq2Seq(Objective):
     def batch(self, index: int, gen: torch.Generator) -> Batch:
         indices, _ = self.batches.get(index)
         tensors = self._pairs("train", indices)
-        return Batch(tensors, int(tensors[3].sum()))
+        return Batch(tensors, int(tensors[3].sum()), terms=int((tensors[4] != IGNORE).sum()))
 
     def loss_module(self, model: nn.Module) -> nn.Module:
         return Seq2SeqLoss(model, self.label_smoothing)
@@ -704,7 +709,7 @@ class Contrastive(Objective):
     def batch(self, index: int, gen: torch.Generator) -> Batch:
         indices, _ = self.batches.get(index)
         tensors = self._collate("train", indices)
-        return Batch(tensors, int(tensors[1].sum() + tensors[3].sum()))
+        return Batch(tensors, int(tensors[1].sum() + tensors[3].sum()), terms=tensors[0].shape[0])
 
     def loss_module(self, model: nn.Module) -> nn.Module:
         return ContrastiveLoss(model, self.scale, self.symmetric)

@@ -156,7 +156,7 @@ class SFT(Objective):
         indices, _ = self.batches.get(index)
         rows = [self._rows[i] for i in indices]
         x, y = self.collate(rows)
-        return Batch((x, y), sum(len(r[0]) for r in rows))
+        return Batch((x, y), sum(len(r[0]) for r in rows), terms=int((y != IGNORE).sum()))  # response tokens
 
     def loss_module(self, model: nn.Module) -> nn.Module:
         return NextTokenLoss(model)  # cross-entropy ignores IGNORE: the mean is over the response tokens
@@ -370,7 +370,7 @@ class DPO(Objective):
     def batch(self, index: int, gen: torch.Generator) -> Batch:
         indices, _ = self.batches.get(index)
         ids, mask = self.collate("train", indices)
-        return Batch((ids, mask), int((ids != self.pad_id).sum()))
+        return Batch((ids, mask), int((ids != self.pad_id).sum()), terms=len(indices))  # preference pairs
 
     def loss_module(self, model: nn.Module) -> nn.Module:
         return DPOLoss(model, self.beta, self.reference, self.nll_weight)

@@ -6,7 +6,8 @@ through callbacks only (``on_metrics(step, dict)``, ``on_checkpoint(path)``); th
 MLflow and a progress bar. What it does:
 
 - AdamW (or SGD, for the Zaremba recipes); linear warmup then cosine, step, constant or inverse-square-root
-  ("noam", Vaswani et al. 2017) decay; gradient clipping; gradient accumulation;
+  ("noam", Vaswani et al. 2017) decay; gradient clipping; gradient accumulation, a step's loss the mean over all its
+  terms (tokens or examples) across micro-batches and ranks, not a mean of per-batch means (:func:`micro_weights`);
 - bf16/fp16 autocast on CUDA only (fp16 with a GradScaler), optional ``torch.compile`` of the model and its
   loss as one graph;
 - periodic evaluation with the objective's metrics (``val_loss`` first: the best weights are kept by it);
@@ -29,7 +30,7 @@ import contextlib
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,28 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> 
 def _ddp_env() -> tuple[int, int, int]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     return world, int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def micro_weights(terms: Sequence[int | None], world: int = 1, device: torch.device | None = None) -> list[float]:
+    """Each micro-batch's weight in its step: ``terms_i * k * world / (the step's terms on all ranks)`` for ``k``
+    micro-batches, so that (with the trainer's ``/ k`` and DDP's mean over ranks) the step's gradient is that of the
+    mean loss over every term (token, example) of the step, not the mean of per-micro-batch means: with padded,
+    length-bucketed batches two micro-batches of 10 and 30 target tokens weigh 1:3, as the same 40 tokens in one
+    batch do. Every weight is exactly 1.0 when all micro-batches have as many terms (fixed-size token windows), and
+    when a loss declares none (``Batch.terms`` None). ``device``: under DDP, where the ranks' counts are summed
+    (one all-reduce of one number per step)."""
+    if any(t is None for t in terms) or not terms:
+        return [1.0] * len(terms)
+    total, ranks = sum(int(t) for t in terms), 1
+    if device is not None and world > 1:
+        import torch.distributed as dist
+
+        count = torch.tensor([total], dtype=torch.float64, device=device)
+        dist.all_reduce(count)
+        total, ranks = int(count.item()), world
+    if total == 0:
+        return [1.0] * len(terms)
+    return [int(t) * len(terms) * ranks / total for t in terms]
 
 
 def train(
@@ -222,14 +245,18 @@ def train(
             group["lr"] = lr
         t0 = time.perf_counter()
         step_tokens = 0
-        for micro in range(cfg.grad_accum):
-            batch = objective.batch(step * cfg.grad_accum + micro, data_gen)
+        # the step's micro-batches first (drawn in the same order as one by one): their terms weigh their losses
+        batches = [objective.batch(step * cfg.grad_accum + micro, data_gen) for micro in range(cfg.grad_accum)]
+        weights = micro_weights([b.terms for b in batches], world, device if ddp else None)
+        for micro, batch in enumerate(batches):
             if batch.fresh:
                 carried = None  # a new pass over the data: forget the last row's end
             tensors = [t.to(device, non_blocking=True) for t in batch.tensors]
             sync = contextlib.nullcontext() if (not ddp or micro == cfg.grad_accum - 1) else run_model.no_sync()
             with sync, autocast():
                 loss, new_state = run_model(*tensors, carried)
+                if weights[micro] != 1.0:  # 1.0 when every micro-batch has as many terms: the arithmetic of before
+                    loss = loss * weights[micro]
                 loss = loss / cfg.grad_accum
             scaler.scale(loss).backward()
             carried = objective.carry(new_state)  # truncated BPTT detaches it; others carry nothing
