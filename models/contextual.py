@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from corpusforge.models.objectives import evaluating
+
 
 def token_spans(tokenizer: Any, ids: Sequence[int]) -> tuple[str, list[tuple[int, int]]]:
     """The decoded text of ``ids`` and each token's [start, end) character span in it. A ValueError when a
@@ -48,13 +50,9 @@ def word_tokens(tokenizer: Any, sentence: str, word: str) -> tuple[list[int], li
 def word_vector(model: torch.nn.Module, tokenizer: Any, sentence: str, word: str) -> tuple[torch.Tensor, list[str]]:
     """``word``'s contextual vector in ``sentence`` (the mean of its tokens' last-layer states) and those tokens."""
     ids, positions = word_tokens(tokenizer, sentence, word)
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         with torch.no_grad():
             states = model.hidden_states(torch.tensor([ids], dtype=torch.long))[0]
-    finally:
-        model.train(was_training)
     return states[positions].float().mean(0), [tokenizer.decode([ids[k]]) for k in positions]
 
 

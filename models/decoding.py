@@ -31,7 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from corpusforge.models.batching import pad
-from corpusforge.models.objectives import IGNORE
+from corpusforge.models.objectives import IGNORE, evaluating
 
 
 def gnmt_penalty(length: int, alpha: float) -> float:
@@ -56,13 +56,9 @@ def map_batch(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
 
 @contextlib.contextmanager
 def _evaluating(model: nn.Module) -> Iterator[None]:
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         with torch.no_grad():
             yield
-    finally:
-        model.train(was_training)
 
 
 def _max_len(model: nn.Module, max_len: int | None) -> int:

@@ -48,6 +48,21 @@ def evaluating(model: nn.Module):
         model.train(was_training)
 
 
+def mask_tokens(x: torch.Tensor, chosen: torch.Tensor, mask_id: int, vocab_size: int,
+                gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's corruption of the ``chosen`` positions of ``x`` (B, T): 80% become ``mask_id``, 10% a random token,
+    10% stay (Devlin et al. 2019, appendix A.1); (inputs, targets), the targets ``IGNORE`` where nothing was chosen.
+    The masked LM and BERT pre-training choose the positions their way and corrupt them here."""
+    B, T = x.shape
+    action = torch.rand(B, T, generator=gen)
+    random_ids = torch.randint(vocab_size, (B, T), generator=gen)
+    inputs = x.clone()
+    inputs[chosen & (action < 0.8)] = mask_id
+    swap = chosen & (action >= 0.8) & (action < 0.9)
+    inputs[swap] = random_ids[swap]
+    return inputs, torch.where(chosen, x, torch.full_like(x, IGNORE))
+
+
 @dataclass
 class Batch:
     """One micro-batch: the loss module's tensor inputs (on the CPU; the trainer moves them), how many input
@@ -206,13 +221,9 @@ class TokenStream(Objective):
         return loss_metrics(total / count)
 
     def evaluate(self, model, split, batch_size, max_batches=0, device="cpu", autocast=contextlib.nullcontext):
-        was_training = model.training
-        model.eval()
-        try:
+        with evaluating(model):
             with torch.no_grad():
                 return self._score(model, self.splits[split], batch_size, max_batches, device, autocast)
-        finally:
-            model.train(was_training)
 
     def _score(self, model, data, batch_size, max_batches, device, autocast) -> dict[str, float]:
         return self._windows_score(model, data, batch_size, max_batches, device, autocast)
@@ -278,14 +289,7 @@ class MaskedLM(TokenStream):
         chosen = torch.rand(B, T, generator=gen) < self.mask_prob
         forced = torch.randint(T, (B,), generator=gen)
         chosen[torch.arange(B), forced] |= ~chosen.any(dim=1)  # a row with nothing chosen gets one position
-        action = torch.rand(B, T, generator=gen)
-        random_ids = torch.randint(self.vocab_size, (B, T), generator=gen)
-        inputs = x.clone()
-        inputs[chosen & (action < 0.8)] = self.mask_id
-        swap = chosen & (action >= 0.8) & (action < 0.9)
-        inputs[swap] = random_ids[swap]
-        targets = torch.where(chosen, x, torch.full_like(x, IGNORE))
-        return inputs, targets
+        return mask_tokens(x, chosen, self.mask_id, self.vocab_size, gen)
 
     def batch(self, index: int, gen: torch.Generator) -> Batch:
         x, _ = random_windows(self.splits["train"], self.block, self.batch_size, gen)
@@ -402,13 +406,7 @@ class BertPretraining(Objective):
         weights = maskable.float() + 1e-9  # a row with nothing chosen gets one maskable position
         forced = torch.multinomial(weights, 1, generator=gen).squeeze(1)
         chosen[torch.arange(B), forced] |= ~chosen.any(dim=1) & maskable[torch.arange(B), forced]
-        action = torch.rand(B, T, generator=gen)
-        random_ids = torch.randint(self.vocab_size, (B, T), generator=gen)
-        inputs = x.clone()
-        inputs[chosen & (action < 0.8)] = self.mask_id
-        swap = chosen & (action >= 0.8) & (action < 0.9)
-        inputs[swap] = random_ids[swap]
-        targets = torch.where(chosen, x, torch.full_like(x, IGNORE))
+        inputs, targets = mask_tokens(x, chosen, self.mask_id, self.vocab_size, gen)
         return inputs, seg, real, targets, is_next
 
     def batch(self, index: int, gen: torch.Generator) -> Batch:
@@ -421,10 +419,8 @@ class BertPretraining(Objective):
         sentences = self.sentences[split]
         n = self.eval_examples if not max_batches else min(self.eval_examples, max_batches * batch_size)
         gen = torch.Generator().manual_seed(0)
-        was_training = model.training
-        model.eval()
         mlm_total, mlm_count, nsp_total, nsp_right = 0.0, 0, 0.0, 0
-        try:
+        with evaluating(model):
             with torch.no_grad():
                 for start in range(0, n, batch_size):
                     examples = [self.pair(sentences, gen) for _ in range(min(batch_size, n - start))]
@@ -437,8 +433,6 @@ class BertPretraining(Objective):
                     if nsp is not None:
                         nsp_total += F.cross_entropy(nsp.float(), is_next, reduction="sum").item()
                         nsp_right += int((nsp.argmax(-1) == is_next).sum())
-        finally:
-            model.train(was_training)
         mlm_loss = mlm_total / mlm_count
         out = {"loss": mlm_loss + (nsp_total / n if self.nsp else 0.0), "mlm_loss": mlm_loss,
                "ppl": math.exp(min(mlm_loss, 700.0))}
@@ -499,10 +493,8 @@ class Classification(Objective):
         return ClassifierLoss(model)
 
     def evaluate(self, model, split, batch_size, max_batches=0, device="cpu", autocast=contextlib.nullcontext):
-        was_training = model.training
-        model.eval()
         total, correct, count = 0.0, 0, 0
-        try:
+        with evaluating(model):
             with torch.no_grad():
                 n = len(self.splits[split][0])
                 for b, start in enumerate(range(0, n, batch_size)):
@@ -514,8 +506,6 @@ class Classification(Objective):
                     total += F.cross_entropy(logits, labels, reduction="sum").item()
                     correct += int((logits.argmax(-1) == labels).sum())
                     count += len(labels)
-        finally:
-            model.train(was_training)
         return {"loss": total / count, "accuracy": correct / count}
 
 
@@ -608,10 +598,8 @@ class Seq2Seq(Objective):
         sources, targets = self.splits[split]
         n = len(sources) if not max_batches else min(len(sources), max_batches * batch_size)
         order = sorted(range(n), key=lambda i: (len(sources[i]) + len(targets[i]), i))
-        was_training = model.training
-        model.eval()
         total, count = 0.0, 0
-        try:
+        with evaluating(model):
             with torch.no_grad():
                 for start in range(0, n, batch_size):
                     src, src_mask, tgt_in, tgt_mask, target = (
@@ -621,8 +609,6 @@ class Seq2Seq(Objective):
                     total += F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), ignore_index=IGNORE,
                                              reduction="sum").item()
                     count += int(tgt_mask.sum())
-        finally:
-            model.train(was_training)
         loss = total / count
         return {"loss": loss, "ppl": math.exp(min(loss, 700.0))}
 
@@ -732,14 +718,10 @@ class Contrastive(Objective):
         """The first ``max_batches * batch_size`` pairs (all with 0)."""
         a, b = self.splits[split]
         n = len(a) if not max_batches else min(len(a), max_batches * batch_size)
-        was_training = model.training
-        model.eval()
-        try:
+        with evaluating(model):
             with torch.no_grad():
                 ea = self.embed(model, a[:n], max(batch_size, 64), device, autocast)
                 eb = self.embed(model, b[:n], max(batch_size, 64), device, autocast)
-        finally:
-            model.train(was_training)
         losses = [in_batch_loss(ea[s: s + batch_size], eb[s: s + batch_size], self.scale, self.symmetric).item()
                   for s in range(0, n - 1, batch_size) if min(n, s + batch_size) - s >= 2]
         return {"loss": sum(losses) / len(losses) if losses else 0.0, **retrieval_scores(ea, eb)}

@@ -254,13 +254,9 @@ def reference_logps(model: nn.Module, reference: nn.Module | str, ids: torch.Ten
 
     with torch.no_grad():
         if isinstance(reference, str):
-            was_training = model.training
-            model.eval()
-            try:
+            with evaluating(model):
                 with adapters_disabled(model):
                     return sequence_logps(model, ids, response_mask)
-            finally:
-                model.train(was_training)
         return sequence_logps(reference, ids, response_mask)
 
 
@@ -389,11 +385,9 @@ class DPO(Objective):
             n = min(n, max_batches * batch_size)
         if isinstance(self.reference, nn.Module):
             self.reference.to(device)
-        was_training = model.training
-        model.eval()
         losses, chosen_r, rejected_r = [], [], []
         drift, tokens, prefers, ref_prefers = 0.0, 0, 0, 0
-        try:
+        with evaluating(model):
             with torch.no_grad():
                 for start in range(0, n, batch_size):
                     idx = list(range(start, min(n, start + batch_size)))
@@ -411,8 +405,6 @@ class DPO(Objective):
                     prefers += int((pol[:B] > pol[B:]).sum())
                     ref_prefers += int((ref[:B] > ref[B:]).sum())
                     tokens += int(mask[:B, 1:].sum())
-        finally:
-            model.train(was_training)
         rc, rr = torch.cat(chosen_r), torch.cat(rejected_r)
         return {"loss": sum(losses) / n, "reward_margin": float((rc - rr).mean()),
                 "preference_accuracy": float((rc > rr).double().mean()), "reward_chosen": float(rc.mean()),

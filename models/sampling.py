@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from corpusforge.models.objectives import evaluating
+
 
 def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                   top_p: float | None = None) -> torch.Tensor:
@@ -39,15 +41,13 @@ def generate(model: nn.Module, prompt: list[int], max_new_tokens: int, *, greedy
     """Continue ``prompt`` (token ids) by up to ``max_new_tokens``; returns only the new ids."""
     if not prompt:
         raise ValueError("prompt: needs at least one token")
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     gen = torch.Generator(device=device)
     gen.manual_seed(seed if seed is not None else torch.seed())
     block = model.cfg.block_size
     stateful = recurrent
     out: list[int] = []
-    try:
+    with evaluating(model):
         if stateful:
             logits, state = model(torch.tensor([prompt], device=device))
         context = list(prompt)
@@ -66,8 +66,6 @@ def generate(model: nn.Module, prompt: list[int], max_new_tokens: int, *, greedy
             context.append(nxt)
             if stateful:
                 logits, state = model(torch.tensor([[nxt]], device=device), state)
-    finally:
-        model.train(was_training)
     return out
 
 

@@ -19,13 +19,12 @@ def predict_ids(model, sequences: Sequence[Sequence[int]], batch_size: int = 256
     import torch
 
     from corpusforge.models.batching import pad
+    from corpusforge.models.objectives import evaluating
 
     order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
     out: list[Any] = [None] * len(sequences)
     device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         with torch.no_grad():
             for start in range(0, len(order), batch_size):
                 chunk = order[start: start + batch_size]
@@ -33,8 +32,6 @@ def predict_ids(model, sequences: Sequence[Sequence[int]], batch_size: int = 256
                 probs = torch.softmax(model(ids.to(device), mask.to(device)).float(), dim=-1).cpu()
                 for i, row in zip(chunk, probs):
                     out[i] = row
-    finally:
-        model.train(was_training)
     return out
 
 

@@ -77,6 +77,21 @@ def _split_data(cfg: PostTrainingConfig, records, tokenizer, start_model, warnin
     return splits, held
 
 
+def _asked(cfg: PostTrainingConfig, held, tokenizer) -> dict[str, tuple]:
+    """Per held-out split, the arguments after (model, tokenizer) of ``answer_accuracy``: the first
+    ``eval_records`` prompts, their gold answers, the end id and the longest answer to allow (sft/dpo only)."""
+    from corpusforge.tasks.post_training.data import end_id
+
+    if cfg.objective == "lm" or not cfg.eval_records:
+        return {}
+    out = {}
+    for split in ("valid", "test"):
+        if split in held:
+            prompts, gold = held[split].prompts[: cfg.eval_records], held[split].responses[: cfg.eval_records]
+            out[split] = (prompts, gold, end_id(tokenizer), max(len(tokenizer.encode(g)) for g in gold) + 2)
+    return out
+
+
 def wrong_answers(cfg: PostTrainingConfig, rows: list[dict[str, Any]], tokenizer, model) -> list[str]:
     """A rejected answer per record: the start model's greedy answer when it is not the gold one, else the next
     record's response that differs from the gold (a wrong label, for labelled data)."""
@@ -139,7 +154,7 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
     from corpusforge.models.training import pick_device
     from corpusforge.models.zoo import save_model
     from corpusforge.tasks.encoded import model_tokenizer_dir
-    from corpusforge.tasks.post_training.data import end_id, read_corpus
+    from corpusforge.tasks.post_training.data import read_corpus
     from corpusforge.tasks.post_training.inference import answer_accuracy, load_plain, read_spec
 
     warnings: list[str] = []
@@ -155,12 +170,20 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
         raise ValueError("the corpus's train split has no records: nothing to train on")
     if records["valid"] is None:
         raise ValueError("the post_training step needs a validation split: set corpus.split.valid > 0 or give --valid")
-    start_model = copy.deepcopy(model).eval()
-    for p in start_model.parameters():
-        p.requires_grad = False
-    splits, held = _split_data(cfg, records, tokenizer, start_model, warnings)
+    # Until adapters or training change it, the model is the start model: it writes DPO's rejected answers and
+    # answers the held-out prompts here (greedy, dropout off), so no second copy is kept, except as the frozen
+    # reference of a full-weight DPO (LoRA's reference is this model with its adapters off)
+    model.eval()
+    splits, held = _split_data(cfg, records, tokenizer, model, warnings)
     if "train" not in splits or "valid" not in splits:
         raise ValueError("no train or validation examples were left after filling the templates")
+    asked = _asked(cfg, held, tokenizer)
+    start_answers = {split: answer_accuracy(model, tokenizer, *q) for split, q in asked.items()}
+    start_model = None
+    if cfg.objective == "dpo" and cfg.lora is None:
+        start_model = copy.deepcopy(model).eval()
+        for p in start_model.parameters():
+            p.requires_grad = False
     counts: dict[str, Any] = {}
     torch.manual_seed(cfg.train.seed)  # the adapters' A (B starts at 0): the same artifact on every rebuild
     if cfg.lora is not None:
@@ -193,20 +216,13 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
     if start_loss is not None:
         metrics["val_start_loss"] = start_loss
     answers: dict[str, Any] = {}
-    if cfg.objective != "lm" and cfg.eval_records:
-        end = end_id(tokenizer)
-        for split in ("valid", "test"):
-            if split not in held:
-                continue
-            made = held[split]
-            prompts, gold = made.prompts[: cfg.eval_records], made.responses[: cfg.eval_records]
-            longest = max(len(tokenizer.encode(g)) for g in gold) + 2
-            prefix = "val" if split == "valid" else split
-            acc, rows = answer_accuracy(model, tokenizer, prompts, gold, end, longest)
-            before, _ = answer_accuracy(start_model, tokenizer, prompts, gold, end, longest)
-            metrics[f"{prefix}_answer_accuracy"] = acc
-            metrics[f"{prefix}_start_answer_accuracy"] = before
-            answers[split] = {"records": len(prompts), "accuracy": acc, "start_accuracy": before, "examples": rows}
+    for split, question in asked.items():
+        prefix = "val" if split == "valid" else split
+        acc, rows = answer_accuracy(model, tokenizer, *question)
+        before, _ = start_answers[split]
+        metrics[f"{prefix}_answer_accuracy"] = acc
+        metrics[f"{prefix}_start_answer_accuracy"] = before
+        answers[split] = {"records": len(question[0]), "accuracy": acc, "start_accuracy": before, "examples": rows}
     # the answer-level figures first (reports show the first few): the per-token loss alone misleads, a response
     # being mostly tokens the format fixes (issue 52; corpusforge.models.post_training.SFT.evaluate)
     lead = ("val_answer_accuracy", "val_exact_match", "val_response_nll", "val_loss")

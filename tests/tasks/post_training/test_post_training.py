@@ -103,17 +103,25 @@ def test_sft_learns_to_answer_with_the_parent_in_its_lineage(parent, sft):
     assert post(parent, SFT).id == sft.id
 
 
-def test_lora_adapters_are_a_small_artifact_that_merges_into_the_same_model(parent, sft):
+def test_lora_adapters_are_a_small_artifact_that_merges_into_the_same_model(parent, sft, monkeypatch):
+    import copy
+
     from corpusforge.api import Artifact
     from corpusforge.tasks.post_training.inference import load_with_adapters
 
     section = {**SFT, "name": "reviews-lora", "lora": {"r": 4, "alpha": 8}, "eval_records": 20,
                "train": {**SFT["train"], "max_iters": 60, "lr": 1.0e-2}}
+    copied, deepcopy = [], copy.deepcopy
+    monkeypatch.setattr(copy, "deepcopy", lambda x, *a: (copied.append(type(x).__name__)
+                                                          if isinstance(x, torch.nn.Module) else None) or deepcopy(x, *a))
     adapter = post(parent, section)
+    monkeypatch.undo()
+    assert copied == []  # no second copy of the model: the start model is the model before its adapters (issue 45)
     files = {p.name for p in Path(adapter.path).iterdir()}
     assert "adapter.safetensors" in files and "model.safetensors" not in files
     m = read_manifest(Path(adapter.path))["metrics"]
     assert m["trainable_params"] < 0.2 * m["total_params"]
+    assert 0.0 <= m["val_start_answer_accuracy"] <= 1.0  # the start model's answers, read before the adapters
     spec = json.loads((Path(adapter.path) / "config.json").read_text())
     assert spec["base"]["id"] == parent["lm"].id and spec["lora"]["r"] == 4
     assert (Path(adapter.path) / "adapter.safetensors").stat().st_size < 0.2 * (
