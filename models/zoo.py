@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +97,16 @@ def load_weights(model: nn.Module, tensors: dict[str, Any]) -> dict[str, list[st
             "mismatched": mismatched}
 
 
-def save_model(model: nn.Module, directory: Path) -> None:
+def save_model(model: nn.Module, directory: Path, extra: Mapping[str, Any] | None = None) -> None:
+    """``model.safetensors`` and ``config.json`` (family and model config, then ``extra``: what the stage that
+    trained it records, its tokenizer, data and training config) in one write."""
     from safetensors.torch import save_file
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     save_file(unique_state_dict(model), str(directory / "model.safetensors"))
-    (directory / "config.json").write_text(json.dumps(model_config_dict(model), indent=2) + "\n", encoding="utf-8")
+    spec = {**model_config_dict(model), **(extra or {})}
+    (directory / "config.json").write_text(json.dumps(spec, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def load_model(directory: Path, device: str = "cpu") -> nn.Module:

@@ -1,6 +1,8 @@
 """What every training stage shares around the trainer (corpusforge.models.training): where its checkpoints wait,
 what it writes next to the weights, and how it reports while it trains.
 
+- :func:`training_step`: the head of every training stage's step (its references resolved, its identity with the
+  family's version, its scratch, run_step), and :func:`training_task`: its Prefect task (progress, log, MLflow);
 - :func:`training_scratch`: the step's scratch folder ``<store>/.scratch/<step>/<key>/``, keyed by the step's
   version, config and inputs (what its artifact id is made of), so a run killed half way resumes from its last
   checkpoint when the same step is started again; removed once the artifact is published;
@@ -252,3 +254,83 @@ def training_report(description: str, total: int, logger, forward: Report | None
 
         report.note = logger.info  # type: ignore[attr-defined] - what fit says that is no metric ("resuming ...")
         yield report
+
+
+# --- the head of a training step and its Prefect task ------------------------------------------------------------
+
+
+def save_trained(out: Path, model: Any, *, stage: str, name: str, train_cfg: Any, device: Any,
+                 metrics: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The tail of every training step: weights or metrics that are not finite are refused (:func:`refuse_non_finite`,
+    one line saying what to change), then ``model.safetensors`` and ``config.json`` are written once: the family and
+    model config, the stage's ``extra`` (its tokenizer, data, its own section, ``input``), the training config and
+    the device. Returns what config.json holds beyond the family and model."""
+    import dataclasses
+
+    from corpusforge.models.zoo import save_model
+
+    refuse_non_finite(f"{stage} {name}", metrics=metrics, weights=model.state_dict(),
+                      change=diverged_advice(stage, train_cfg))
+    spec = {**extra, "train": dataclasses.asdict(train_cfg), "device": str(device)}
+    save_model(model, out, spec)
+    return spec
+
+
+def training_step(upstream: Any, cfg: Any, store: ArtifactStore, *, step: str, version: int,
+                  build: Callable[[Path, Path, Path, Mapping[str, Any]], Mapping[str, Any] | None],
+                  libraries: Sequence[str], section: str | None = None, family: str | None = None,
+                  config: dict[str, Any] | None = None, refs: Mapping[str, Any] | None = None) -> Any:
+    """Train (or reuse) one model step: ``cfg``'s artifact references resolved (``section``: the config section
+    they are named in; None: the step has none), its identity (``config``, default ``identity(cfg)``; with
+    ``family``, that family's version when it trains other weights than it used to: a new id for it alone), the
+    scratch its checkpoints wait in (a killed run resumes), and ``run_step`` publishing what
+    ``build(out, upstream_dir, scratch, references)`` writes (``references``: dotted field -> the artifact)."""
+    from corpusforge.tasks.config import identity
+    from corpusforge.tasks.step import artifact_input, resolve_references, run_step
+
+    found = resolve_references(cfg, store, section=section, given=refs) if section else {}
+    config = identity(cfg) if config is None else config
+    if family is not None:
+        from corpusforge.models.family import family as family_spec
+
+        if family_spec(family).version > 1:
+            config["family_version"] = family_spec(family).version
+    inputs = [upstream.id] + [r.id for r in found.values()]
+    with training_scratch(store, step, version, config, inputs) as scratch:
+        return run_step(store, step=step, version=version, name=cfg.name, config=config,
+                        inputs=[artifact_input(upstream)],
+                        build=lambda out: build(out, Path(upstream.path), scratch, found),
+                        libraries=libraries, references=found if section else None)
+
+
+def training_task(name: str, parse: Callable[[dict], Any], build: Callable[..., Any],
+                  iterations: Callable[[Any], int] = lambda cfg: cfg.train.max_iters) -> Callable[..., Any]:
+    """The Prefect task of a training stage: ``parse`` its config dict, ``build(upstream, cfg, store,
+    on_metrics=..., refs=...)`` under a training report (a progress bar on a terminal, the task log, and the flow's
+    ``on_metrics``: its live MLflow run), each step's outcome logged; the StepResult dict, or a list of them when
+    ``build`` returns a list (the stage's main output last). ``refs`` reaches ``build`` when it takes them."""
+    import inspect
+
+    from corpusforge.tasks.orchestration import prefect_task
+
+    takes_refs = "refs" in inspect.signature(build).parameters
+
+    def task(upstream: dict, config: dict, store_root: str,
+             on_metrics: Callable[[int, dict[str, float]], None] | None = None,
+             refs: dict[str, dict[str, Any]] | None = None) -> dict | list[dict]:
+        from prefect import get_run_logger
+
+        from corpusforge.tasks.step import StepResult, log_step_outcome
+
+        cfg = parse(config)
+        more = {"refs": {k: StepResult.from_dict(v) for k, v in (refs or {}).items()}} if takes_refs else {}
+        with training_report(f"{name} {cfg.name}", iterations(cfg), get_run_logger(), on_metrics) as report:
+            out = build(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), on_metrics=report, **more)
+        for result in out if isinstance(out, list) else [out]:
+            log_step_outcome(result)
+        return [r.to_dict() for r in out] if isinstance(out, list) else out.to_dict()
+
+    task.__name__ = task.__qualname__ = f"{name}_task"
+    task.__module__ = build.__module__
+    task.__doc__ = f"Train (or reuse) the {name} step's model ({build.__module__}.{build.__name__}) as a Prefect task."
+    return prefect_task(name=name)(task)

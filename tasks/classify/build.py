@@ -23,12 +23,11 @@ from typing import Any
 from corpusforge.storage.store import ArtifactStore, read_manifest, resolve_recorded, store_relative
 from corpusforge.tasks.classify.config import OWN_FIELDS, STEP, ClassifyStageConfig, classify_config_from_dict
 from corpusforge.tasks.classify.scoring import class_index, plot_confusion, scores
-from corpusforge.tasks.config import ConfigError, identity
+from corpusforge.tasks.config import ConfigError
 from corpusforge.tasks.corpus.reading import record_training_text
 from corpusforge.tasks.encoded import checkpoint, checkpoint_tokenizer, read_encoded, reencode, shape_from
-from corpusforge.tasks.orchestration import prefect_task
-from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, resolve_references, run_step
-from corpusforge.tasks.training import diverged_advice, fit, refuse_non_finite, training_report, training_scratch
+from corpusforge.tasks.step import StepResult
+from corpusforge.tasks.training import fit, save_trained, training_step, training_task
 
 CLASSIFY_VERSION = 1
 
@@ -38,20 +37,10 @@ def build_classify(upstream: StepResult, cfg: ClassifyStageConfig, store: Artifa
                    refs: Mapping[str, StepResult] | None = None) -> StepResult:
     """Train (or reuse) the classifier. ``refs``: the ``init`` checkpoint and ``embeddings`` vectors when the
     pipeline resolved them (called without, ids are looked up in the store)."""
-    from corpusforge.models.family import family
-
-    refs = resolve_references(cfg, store, section="classify", given=refs)
-    config = identity(cfg)
-    version = family(cfg.family).version
-    if version > 1:
-        config["family_version"] = version
-    inputs = [upstream.id] + [r.id for r in refs.values()]
-    with training_scratch(store, STEP, CLASSIFY_VERSION, config, inputs) as scratch:
-        return run_step(store, step=STEP, version=CLASSIFY_VERSION, name=cfg.name, config=config,
-                        inputs=[artifact_input(upstream)],
-                        build=lambda out: _train(out, Path(upstream.path), cfg, scratch, on_metrics,
-                                                 {k: Path(r.path) for k, r in refs.items()}),
-                        libraries=("torch", "safetensors", "polars"), references=refs)
+    return training_step(upstream, cfg, store, step=STEP, version=CLASSIFY_VERSION, section="classify",
+                         family=cfg.family, refs=refs, libraries=("torch", "safetensors", "polars"),
+                         build=lambda out, src, scratch, found: _train(out, src, cfg, scratch, on_metrics,
+                                                                       {k: Path(r.path) for k, r in found.items()}))
 
 
 # --- where the weights start -----------------------------------------------------------------------------------
@@ -97,7 +86,7 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
     from corpusforge.models.family import family, load_ref
     from corpusforge.models.tokenization import load_tokenizer
     from corpusforge.models.training import pick_device
-    from corpusforge.models.zoo import build_model, load_weights, save_model
+    from corpusforge.models.zoo import build_model, load_weights
 
     meta, frames = read_encoded(encoded_dir, (cfg.text,), (cfg.label,), STEP)
     if frames["train"] is None:
@@ -193,19 +182,14 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
     metrics.update(params=float(sum(p.numel() for p in model.parameters())), train_seconds=seconds,
                    records_train=float(frames["train"].height), classes=float(len(classes)),
                    stopped_early=float(result.stopped_early))
-    refuse_non_finite(f"classify {cfg.name}", metrics=metrics, weights=model.state_dict(),
-                      change=diverged_advice("classify", cfg.train))
-    save_model(model, out)
     root = Path(out).resolve().parent.parent
-    spec_json = json.loads((out / "config.json").read_text(encoding="utf-8"))
-    spec_json["tokenizer"] = {"path": store_relative(tokenizer_dir, root), "id": tokenizer_id, "vocab_size": vocab_size}
-    spec_json["classify"] = {**({"labels": cfg.labels} if cfg.labels else {}), "classes": classes, "text": cfg.text, "label": cfg.label, "finetune": cfg.finetune,
-                             "scored_split": headline, **started_from}
-    spec_json["data"] = {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}
-    record_training_text(spec_json, encoded_dir)  # how new text is read: as this text was
-    spec_json["train"] = dataclasses.asdict(cfg.train)
-    spec_json["device"] = str(pick_device(cfg.train.device))
-    (out / "config.json").write_text(json.dumps(spec_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    extra = {"tokenizer": {"path": store_relative(tokenizer_dir, root), "id": tokenizer_id, "vocab_size": vocab_size},
+             "classify": {**({"labels": cfg.labels} if cfg.labels else {}), "classes": classes, "text": cfg.text,
+                          "label": cfg.label, "finetune": cfg.finetune, "scored_split": headline, **started_from},
+             "data": {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}}
+    record_training_text(extra, encoded_dir)  # how new text is read: as this text was
+    spec_json = save_trained(out, model, stage="classify", name=cfg.name, train_cfg=cfg.train,
+                             device=pick_device(cfg.train.device), metrics=metrics, extra=extra)
     (out / "evaluation.json").write_text(json.dumps({"classes": classes, "headline": headline, "splits": evaluation},
                                                     indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     plot_confusion(evaluation[headline]["confusion_matrix"], classes, out / "confusion_matrix.png",
@@ -230,17 +214,4 @@ def evaluate_split(model, sequences: list[list[int]], targets: list[int], classe
 # --- the Prefect task -----------------------------------------------------------------------------------------------
 
 
-@prefect_task(name="classify")
-def classify_task(upstream: dict, config: dict, store_root: str,
-                  on_metrics: Callable[[int, dict[str, float]], None] | None = None,
-                  refs: dict[str, dict[str, Any]] | None = None) -> dict:
-    """Train (or reuse) the classifier; ``on_metrics`` also gets the trainer's metrics (the flow logs them to MLflow
-    as they come)."""
-    from prefect import get_run_logger
-
-    cfg = classify_config_from_dict(config)
-    with training_report(f"classify {cfg.name}", cfg.train.max_iters, get_run_logger(), on_metrics) as report:
-        result = build_classify(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), on_metrics=report,
-                                refs={k: StepResult.from_dict(v) for k, v in (refs or {}).items()})
-    log_step_outcome(result)
-    return result.to_dict()
+classify_task = training_task("classify", classify_config_from_dict, build_classify)

@@ -14,7 +14,6 @@ collects into metrics.json and forwards to the caller (the Prefect task logs it)
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,16 +24,8 @@ from corpusforge.tasks.config import identity
 from corpusforge.tasks.corpus.reading import record_training_text
 from corpusforge.tasks.lm.config import LMConfig, SampleConfig, lm_config_from_dict
 from corpusforge.tasks.lm.inference import generate_text
-from corpusforge.tasks.orchestration import prefect_task
-from corpusforge.tasks.step import (
-    NotPublished,
-    StepResult,
-    artifact_input,
-    log_step_outcome,
-    resolve_references,
-    run_step,
-)
-from corpusforge.tasks.training import diverged_advice, fit, refuse_non_finite, training_report, training_scratch
+from corpusforge.tasks.step import NotPublished, StepResult, artifact_input, run_step
+from corpusforge.tasks.training import fit, save_trained, training_step, training_task
 
 LM_VERSION = 4  # 4: lm.model and lm.train are typed dataclasses: every field (defaults included) is in the id
 # 2: config.json records the tokenizer store-relative; metrics.json holds no timings
@@ -69,21 +60,11 @@ def build_lm(upstream: StepResult, cfg: LMConfig, store: ArtifactStore,
     """Train (or reuse) the lm, then its sample (an ``lm_sample`` artifact, when one is asked for and the model
     can generate). Returns [sample, lm] or [lm]: the stage's main output, the lm, comes last. ``refs`` holds the
     parent lm of ``init_from`` when the pipeline resolved it (called without, an id is looked up in the store)."""
-    from corpusforge.models.family import family
-
-    refs = resolve_references(cfg, store, section="lm", given=refs)
-    parent = Path(refs["init_from"].path) if "init_from" in refs else None
-    config = identity(cfg)  # lm.sample is not in it: the sample is the next step's
-    version = family(cfg.family).version
-    if version > 1:  # the family trains other weights than it did for the same config: a new id, for it alone
-        config["family_version"] = version
-    inputs = [upstream.id] + [r.id for r in refs.values()]
-    with training_scratch(store, "lm", LM_VERSION, config, inputs) as scratch:
-        result = run_step(
-            store, step="lm", version=LM_VERSION, name=cfg.name, config=config, inputs=[artifact_input(upstream)],
-            build=lambda out: _build(out, Path(upstream.path), cfg, scratch, on_metrics, parent),
-            libraries=("torch", "safetensors", "numpy"), references=refs,
-        )
+    result = training_step(  # identity(cfg) has no lm.sample: the sample is the next step's
+        upstream, cfg, store, step="lm", version=LM_VERSION, section="lm", family=cfg.family, refs=refs,
+        libraries=("torch", "safetensors", "numpy"),
+        build=lambda out, src, scratch, found: _build(out, src, cfg, scratch, on_metrics,
+                                                      Path(found["init_from"].path) if "init_from" in found else None))
     sample = build_lm_sample(result, cfg, store)
     return [sample, result] if sample is not None else [result]
 
@@ -135,7 +116,7 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
 
     from corpusforge.models.family import family, load_ref
     from corpusforge.models.training import pick_device
-    from corpusforge.models.zoo import build_model, save_model
+    from corpusforge.models.zoo import build_model
 
     meta, splits = read_shards(encoded_dir)
     tokenizer_dir = resolve_recorded(meta["tokenizer_path"], encoded_dir) if meta.get("tokenizer_path") else None
@@ -176,17 +157,11 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
     metrics.update(params=float(sum(p.numel() for p in model.parameters())), train_seconds=seconds,
                    stopped_early=float(result.stopped_early))
     model = model.cpu().eval()
-    refuse_non_finite(f"lm {cfg.name}", metrics=metrics, weights=model.state_dict(),
-                      change=diverged_advice("lm", tcfg))
-    save_model(model, out)
-    spec_json = json.loads((out / "config.json").read_text(encoding="utf-8"))
-    spec_json["tokenizer"] = {"path": store_relative(tokenizer_dir, Path(out).resolve().parent.parent)
-                              if tokenizer_dir else None, "id": meta.get("tokenizer_id"),
-                              "vocab_size": meta["vocab_size"], "eot_id": meta.get("eot_id")}
-    record_training_text(spec_json, encoded_dir)  # prompts are read as the training text was
-    spec_json["train"] = dataclasses.asdict(tcfg)
-    spec_json["device"] = str(device)
-    (out / "config.json").write_text(json.dumps(spec_json, indent=2) + "\n", encoding="utf-8")
+    extra = {"tokenizer": {"path": store_relative(tokenizer_dir, Path(out).resolve().parent.parent)
+                           if tokenizer_dir else None, "id": meta.get("tokenizer_id"),
+                           "vocab_size": meta["vocab_size"], "eot_id": meta.get("eot_id")}}
+    record_training_text(extra, encoded_dir)  # prompts are read as the training text was
+    save_trained(out, model, stage="lm", name=cfg.name, train_cfg=tcfg, device=device, metrics=metrics, extra=extra)
     record.write(out, metrics, title=f"{cfg.family} {cfg.name}")
     return {"metrics": metrics, "device": str(device), "warnings": warnings,
             **({"init_from": started_from} if started_from is not None else {})}
@@ -194,17 +169,4 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
 
 # --- the Prefect task -----------------------------------------------------------------------------
 
-@prefect_task(name="lm")
-def lm_task(upstream: dict, config: dict, store_root: str,
-            on_metrics: Callable[[int, dict[str, float]], None] | None = None,
-            refs: dict[str, dict[str, Any]] | None = None) -> dict:
-    """Train (or reuse) the lm; ``on_metrics`` also gets the trainer's metrics (the flow logs them to MLflow)."""
-    from prefect import get_run_logger
-
-    cfg = lm_config_from_dict(config)
-    with training_report(f"lm {cfg.name}", cfg.train_config().max_iters, get_run_logger(), on_metrics) as report:
-        results = build_lm(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), on_metrics=report,
-                           refs={k: StepResult.from_dict(v) for k, v in (refs or {}).items()})
-    for result in results:
-        log_step_outcome(result)
-    return [r.to_dict() for r in results]  # the lm last: the stage's main output
+lm_task = training_task("lm", lm_config_from_dict, build_lm, lambda cfg: cfg.train_config().max_iters)

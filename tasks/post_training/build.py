@@ -24,16 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.store import ArtifactStore, store_relative
-from corpusforge.tasks.config import ConfigError, identity
-from corpusforge.tasks.orchestration import prefect_task
+from corpusforge.tasks.config import ConfigError
 from corpusforge.tasks.post_training.config import (
     MERGE_STEP,
     STEP,
     PostTrainingConfig,
     post_training_config_from_dict,
 )
-from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, resolve_references, run_step
-from corpusforge.tasks.training import diverged_advice, fit, refuse_non_finite, training_report, training_scratch
+from corpusforge.tasks.step import StepResult, artifact_input, run_step
+from corpusforge.tasks.training import diverged_advice, fit, refuse_non_finite, training_step, training_task
 
 POST_VERSION, MERGE_VERSION = 1, 1
 
@@ -42,15 +41,10 @@ def build_post_training(upstream: StepResult, cfg: PostTrainingConfig, store: Ar
                         on_metrics: Callable[[int, dict[str, float]], None] | None = None,
                         refs: Mapping[str, StepResult] | None = None) -> StepResult:
     """Train (or reuse) the post-trained model on the corpus artifact ``upstream``."""
-    refs = resolve_references(cfg, store, section="post_training", given=refs)
-    config = identity(cfg)
-    inputs = [upstream.id] + [r.id for r in refs.values()]
-    with training_scratch(store, STEP, POST_VERSION, config, inputs) as scratch:
-        return run_step(store, step=STEP, version=POST_VERSION, name=cfg.name, config=config,
-                        inputs=[artifact_input(upstream)],
-                        build=lambda out: _train(out, Path(upstream.path), cfg, scratch, on_metrics,
-                                                 Path(refs["init"].path), refs["init"]),
-                        libraries=("torch", "safetensors", "peft", "polars"), references=refs)
+    return training_step(upstream, cfg, store, step=STEP, version=POST_VERSION, section="post_training", refs=refs,
+                         libraries=("torch", "safetensors", "peft", "polars"),
+                         build=lambda out, src, scratch, found: _train(out, src, cfg, scratch, on_metrics,
+                                                                       Path(found["init"].path), found["init"]))
 
 
 def _split_data(cfg: PostTrainingConfig, records, tokenizer, start_model, warnings: list[str]):
@@ -299,17 +293,4 @@ def _merge(out: Path, adapter_dir: Path, adapter: StepResult) -> dict[str, Any]:
 # --- the Prefect task -----------------------------------------------------------------------------------------------
 
 
-@prefect_task(name="post_training")
-def post_training_task(upstream: dict, config: dict, store_root: str,
-                       on_metrics: Callable[[int, dict[str, float]], None] | None = None,
-                       refs: dict[str, dict[str, Any]] | None = None) -> dict:
-    """Train (or reuse) the post-trained model; ``on_metrics`` also gets the trainer's metrics (MLflow, live)."""
-    from prefect import get_run_logger
-
-    cfg = post_training_config_from_dict(config)
-    with training_report(f"post_training {cfg.name}", cfg.train.max_iters, get_run_logger(), on_metrics) as report:
-        result = build_post_training(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root),
-                                     on_metrics=report,
-                                     refs={k: StepResult.from_dict(v) for k, v in (refs or {}).items()})
-    log_step_outcome(result)
-    return result.to_dict()
+post_training_task = training_task("post_training", post_training_config_from_dict, build_post_training)

@@ -9,25 +9,22 @@ finding each first sentence's partner among all the split's second sentences, by
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.store import ArtifactStore, resolve_recorded, store_relative
-from corpusforge.tasks.config import identity
 from corpusforge.tasks.corpus.reading import record_training_text
 from corpusforge.tasks.encoded import checkpoint, checkpoint_tokenizer, read_encoded, reencode, shape_from
-from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.sentence_embeddings.config import (
     OWN_FIELDS,
     STEP,
     SentenceEmbeddingsConfig,
     sentence_embeddings_config_from_dict,
 )
-from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, resolve_references, run_step
-from corpusforge.tasks.training import diverged_advice, fit, refuse_non_finite, training_report, training_scratch
+from corpusforge.tasks.step import StepResult
+from corpusforge.tasks.training import fit, save_trained, training_step, training_task
 
 VERSION = 1
 
@@ -36,19 +33,10 @@ def build_sentence_embeddings(upstream: StepResult, cfg: SentenceEmbeddingsConfi
                               on_metrics: Callable[[int, dict[str, float]], None] | None = None,
                               refs: Mapping[str, StepResult] | None = None) -> StepResult:
     """Train (or reuse) the sentence encoder (``refs``: the ``init`` checkpoint when the pipeline resolved it)."""
-    from corpusforge.models.family import family
-
-    refs = resolve_references(cfg, store, section=STEP, given=refs)
-    config = identity(cfg)
-    if family(cfg.family).version > 1:
-        config["family_version"] = family(cfg.family).version
-    inputs = [upstream.id] + [r.id for r in refs.values()]
-    with training_scratch(store, STEP, VERSION, config, inputs) as scratch:
-        return run_step(store, step=STEP, version=VERSION, name=cfg.name, config=config,
-                        inputs=[artifact_input(upstream)],
-                        build=lambda out: _train(out, Path(upstream.path), cfg, scratch, on_metrics,
-                                                 {k: Path(r.path) for k, r in refs.items()}),
-                        libraries=("torch", "safetensors", "polars"), references=refs)
+    return training_step(upstream, cfg, store, step=STEP, version=VERSION, section=STEP, family=cfg.family,
+                         refs=refs, libraries=("torch", "safetensors", "polars"),
+                         build=lambda out, src, scratch, found: _train(out, src, cfg, scratch, on_metrics,
+                                                                       {k: Path(r.path) for k, r in found.items()}))
 
 
 def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch: Path, on_metrics,
@@ -59,7 +47,7 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
     from corpusforge.models.family import family, load_ref
     from corpusforge.models.tokenization import load_tokenizer
     from corpusforge.models.training import pick_device
-    from corpusforge.models.zoo import build_model, load_weights, save_model
+    from corpusforge.models.zoo import build_model, load_weights
 
     first, second = cfg.fields
     meta, frames = read_encoded(encoded_dir, cfg.fields, (), STEP)
@@ -125,35 +113,19 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
                    mrr=evaluation[headline][f"{first}->{second}"]["mrr"], params=float(sum(
                        p.numel() for p in model.parameters())), train_seconds=seconds,
                    pairs_train=float(frames["train"].height), stopped_early=float(result.stopped_early))
-    refuse_non_finite(f"sentence_embeddings {cfg.name}", metrics=metrics, weights=model.state_dict(),
-                      change=diverged_advice("sentence_embeddings", cfg.train))
-    save_model(model, out)
     root = Path(out).resolve().parent.parent
-    spec_json = json.loads((out / "config.json").read_text(encoding="utf-8"))
-    spec_json["tokenizer"] = {"path": store_relative(tokenizer_dir, root), "id": tokenizer_id, "vocab_size": vocab_size}
-    spec_json["sentence_embeddings"] = {"fields": list(cfg.fields), "scored_split": headline,
-                                        **({"init": started_from} if started_from else {})}
-    spec_json["data"] = {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}
-    record_training_text(spec_json, encoded_dir)  # how new text is read: as this text was
-    spec_json["train"] = dataclasses.asdict(cfg.train)
-    spec_json["device"] = str(pick_device(cfg.train.device))
-    (out / "config.json").write_text(json.dumps(spec_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    extra = {"tokenizer": {"path": store_relative(tokenizer_dir, root), "id": tokenizer_id, "vocab_size": vocab_size},
+             "sentence_embeddings": {"fields": list(cfg.fields), "scored_split": headline,
+                                     **({"init": started_from} if started_from else {})},
+             "data": {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}}
+    record_training_text(extra, encoded_dir)  # how new text is read: as this text was
+    spec_json = save_trained(out, model, stage="sentence_embeddings", name=cfg.name, train_cfg=cfg.train,
+                             device=pick_device(cfg.train.device), metrics=metrics, extra=extra)
     (out / "evaluation.json").write_text(json.dumps({"headline": headline, "splits": evaluation}, indent=2) + "\n",
                                          encoding="utf-8")
     record.write(out, metrics, title=f"{cfg.family} {cfg.name}")
     return {"metrics": metrics, "device": spec_json["device"], "warnings": warnings}
 
 
-@prefect_task(name="sentence_embeddings")
-def sentence_embeddings_task(upstream: dict, config: dict, store_root: str,
-                             on_metrics: Callable[[int, dict[str, float]], None] | None = None,
-                             refs: dict[str, dict[str, Any]] | None = None) -> dict:
-    """Train (or reuse) the sentence encoder; ``on_metrics`` also gets the trainer's metrics (MLflow, live)."""
-    from prefect import get_run_logger
-
-    cfg = sentence_embeddings_config_from_dict(config)
-    with training_report(f"sentence_embeddings {cfg.name}", cfg.train.max_iters, get_run_logger(), on_metrics) as r:
-        result = build_sentence_embeddings(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root),
-                                           on_metrics=r, refs={k: StepResult.from_dict(v) for k, v in (refs or {}).items()})
-    log_step_outcome(result)
-    return result.to_dict()
+sentence_embeddings_task = training_task("sentence_embeddings", sentence_embeddings_config_from_dict,
+                                         build_sentence_embeddings)

@@ -28,10 +28,9 @@ from typing import Any
 from corpusforge.storage.store import ArtifactStore, input_dir, read_manifest, resolve_recorded, store_relative
 from corpusforge.tasks.config import identity
 from corpusforge.tasks.corpus.reading import record_training_text
-from corpusforge.tasks.orchestration import prefect_task
 from corpusforge.tasks.seq2seq.config import EVAL_STEP, MODEL_STEP, Seq2SeqStageConfig, seq2seq_config_from_dict
-from corpusforge.tasks.step import StepResult, artifact_input, log_step_outcome, run_step
-from corpusforge.tasks.training import diverged_advice, fit, refuse_non_finite, training_report, training_scratch
+from corpusforge.tasks.step import StepResult, artifact_input, run_step
+from corpusforge.tasks.training import fit, save_trained, training_step, training_task
 
 SEQ2SEQ_VERSION, EVAL_VERSION = 1, 1
 SPLITS = ("train", "valid", "test")
@@ -105,17 +104,9 @@ def examples(frames: Mapping[str, Any], columns: Mapping[str, str], learned: lis
 def build_seq2seq(upstream: StepResult, cfg: Seq2SeqStageConfig, store: ArtifactStore,
                   on_metrics: Callable[[int, dict[str, float]], None] | None = None) -> list[StepResult]:
     """Train (or reuse) the model, then evaluate (or reuse the evaluation). Returns [evaluation, model]."""
-    from corpusforge.models.family import family
-
-    config = identity(cfg, MODEL_STEP)
-    version = family(cfg.family).version
-    if version > 1:  # the family trains other weights than it did for the same config: a new id, for it alone
-        config["family_version"] = version
-    with training_scratch(store, MODEL_STEP, SEQ2SEQ_VERSION, config, [upstream.id]) as scratch:
-        model = run_step(store, step=MODEL_STEP, version=SEQ2SEQ_VERSION, name=cfg.name, config=config,
-                         inputs=[artifact_input(upstream)],
-                         build=lambda out: _train(out, Path(upstream.path), cfg, scratch, on_metrics),
-                         libraries=("torch", "safetensors", "polars"))
+    model = training_step(upstream, cfg, store, step=MODEL_STEP, version=SEQ2SEQ_VERSION, family=cfg.family,
+                          config=identity(cfg, MODEL_STEP), libraries=("torch", "safetensors", "polars"),
+                          build=lambda out, src, scratch, _: _train(out, src, cfg, scratch, on_metrics))
     evaluation = run_step(store, step=EVAL_STEP, version=EVAL_VERSION, name=cfg.name,
                           config=identity(cfg, EVAL_STEP), inputs=[artifact_input(model), artifact_input(upstream)],
                           build=lambda out: _evaluate(out, Path(model.path), Path(upstream.path), cfg),
@@ -129,7 +120,7 @@ def _train(out: Path, encoded_dir: Path, cfg: Seq2SeqStageConfig, scratch: Path,
     from corpusforge.models.family import family, load_ref
     from corpusforge.models.tokenization import load_tokenizer
     from corpusforge.models.training import pick_device
-    from corpusforge.models.zoo import build_model, save_model
+    from corpusforge.models.zoo import build_model
 
     meta, frames = read_pairs(encoded_dir, (cfg.source, cfg.target))
     if frames["train"] is None:
@@ -158,20 +149,15 @@ def _train(out: Path, encoded_dir: Path, cfg: Seq2SeqStageConfig, scratch: Path,
     metrics.update(params=float(sum(p.numel() for p in model.parameters())), train_seconds=seconds,
                    pairs_train=float(frames["train"].height), stopped_early=float(result.stopped_early))
     model = model.cpu().eval()
-    refuse_non_finite(f"seq2seq {cfg.name}", metrics=metrics, weights=model.state_dict(),
-                      change=diverged_advice("seq2seq", cfg.train))
-    save_model(model, out)
     root = Path(out).resolve().parent.parent
-    spec_json = json.loads((out / "config.json").read_text(encoding="utf-8"))
-    spec_json["tokenizer"] = {"path": store_relative(tokenizer_dir, root), "id": meta.get("tokenizer_id"),
-                              "vocab_size": meta["vocab_size"]}
-    spec_json["translation"] = {"directions": learned, "source": cfg.source, "target": cfg.target,
-                                "direction": cfg.direction}
-    spec_json["data"] = {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}
-    record_training_text(spec_json, encoded_dir)  # how new text is read: as this text was
-    spec_json["train"] = dataclasses.asdict(cfg.train)
-    spec_json["device"] = str(pick_device(cfg.train.device))
-    (out / "config.json").write_text(json.dumps(spec_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    extra = {"tokenizer": {"path": store_relative(tokenizer_dir, root), "id": meta.get("tokenizer_id"),
+                           "vocab_size": meta["vocab_size"]},
+             "translation": {"directions": learned, "source": cfg.source, "target": cfg.target,
+                             "direction": cfg.direction},
+             "data": {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}}
+    record_training_text(extra, encoded_dir)  # how new text is read: as this text was
+    spec_json = save_trained(out, model, stage="seq2seq", name=cfg.name, train_cfg=cfg.train,
+                             device=pick_device(cfg.train.device), metrics=metrics, extra=extra)
     record.write(out, metrics, title=f"{cfg.family} {cfg.name}")
     return {"metrics": metrics, "device": spec_json["device"], "warnings": warnings}
 
@@ -253,16 +239,4 @@ def headline(scores: dict[str, dict[str, dict[str, Any]]], keys: list[str],
 # --- the Prefect task -----------------------------------------------------------------------------------------------
 
 
-@prefect_task(name="seq2seq")
-def seq2seq_task(upstream: dict, config: dict, store_root: str,
-                 on_metrics: Callable[[int, dict[str, float]], None] | None = None) -> list[dict]:
-    """Train (or reuse) the encoder-decoder and its evaluation; ``on_metrics`` also gets the trainer's metrics (the
-    flow logs them to MLflow as they come)."""
-    from prefect import get_run_logger
-
-    cfg = seq2seq_config_from_dict(config)
-    with training_report(f"seq2seq {cfg.name}", cfg.train.max_iters, get_run_logger(), on_metrics) as report:
-        results = build_seq2seq(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), on_metrics=report)
-    for result in results:
-        log_step_outcome(result)
-    return [r.to_dict() for r in results]
+seq2seq_task = training_task("seq2seq", seq2seq_config_from_dict, build_seq2seq)
