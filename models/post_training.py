@@ -226,9 +226,12 @@ def dpo_loss(policy_chosen_logps: torch.Tensor, policy_rejected_logps: torch.Ten
 
 
 def token_logps(model: nn.Module, ids: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """(B, T - 1): log p(ids[:, t + 1] | ids[:, :t + 1]) where ``response_mask[:, t + 1]``, 0 elsewhere."""
+    """(B, T - 1): log p(ids[:, t + 1] | ids[:, :t + 1]) where ``response_mask[:, t + 1]``, 0 elsewhere. Gathered:
+    the chosen token's logit minus the log-sum-exp over the vocabulary, so no (B, T, V) log-softmax is kept for the
+    backward pass (trl's selective_log_softmax)."""
     logits, _ = model(ids[:, :-1])
-    logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    logits = logits.float()
+    logp = logits.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
     return logp * response_mask[:, 1:].to(logp.dtype)
 
 

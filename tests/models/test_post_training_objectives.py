@@ -167,6 +167,23 @@ def test_sequence_logps_sums_the_response_tokens_only():
     assert sequence_logps(model, ids, mask).item() == pytest.approx((logp[4, 5] + logp[5, 6]).item(), rel=1e-6)
 
 
+def test_token_logps_are_gathered_with_the_log_softmax_values_and_gradients():
+    """Issue 45, item 8: the chosen logit minus the log-sum-exp (no (B, T, V) log-softmax kept) gives the values and
+    the gradients of log_softmax + gather."""
+    from corpusforge.models.post_training import token_logps
+
+    torch.manual_seed(0)
+    model = Bigram()
+    ids = torch.randint(0, 50, (3, 7))
+    mask = torch.rand(3, 7) < 0.6
+    gathered = token_logps(model, ids, mask)
+    (g1,) = torch.autograd.grad(gathered.sum(), model.table.weight)
+    logits, _ = model(ids[:, :-1])
+    full = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1) * mask[:, 1:]
+    (g2,) = torch.autograd.grad(full.sum(), model.table.weight)
+    assert torch.allclose(gathered, full, atol=1e-6) and torch.allclose(g1, g2, atol=1e-6)
+
+
 def toy_preferences(n: int, seed: int) -> list[tuple[list[int], list[int], list[int]]]:
     """Chosen: always the pattern 1 2 3 4; rejected: four random tokens."""
     g = torch.Generator().manual_seed(seed)
