@@ -141,7 +141,7 @@ def _has_cuda() -> bool:
 # first; an approximate list is enough (it only orders the hand-out), a module missing from it goes after these.
 LONGEST = (
     "tests.flows.test_team_mode", "tests.flows.test_local_server", "tests.flows.test_api",
-    "tests.flows.test_local_server_attack", "tests.flows.test_demo_verify", "tests.flows.test_quickstart",
+    "tests.flows.test_local_server_attack", "tests.flows.test_demo_verify",
     "tests.tasks.post_training.test_post_training", "tests.flows.test_ui_ports", "tests.flows.test_runners",
     "tests.flows.test_db_template", "tests.flows.cli.test_finetune", "tests.flows.cli.test_lm",
     "tests.flows.cli.test_classify", "tests.flows.cli.test_main", "tests.flows.test_packaging",
