@@ -243,11 +243,19 @@ def code_fingerprint() -> str:
 
 
 def read_state(store_root: Path) -> dict | None:
+    """The local server's state for this store, or None. A state file that names another store is not this
+    store's: a copy (``cp -a STORE COPY``) carries the original's file, whose pid, socket and Prefect API are the
+    original's server; status, stop and commands on the copy must never reach it (issue 50)."""
     try:
         data = json.loads(state_path(store_root).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    named = data.get("store")
+    if isinstance(named, str) and os.path.realpath(named) != os.path.realpath(store_root):
+        return None
+    return data
 
 
 def pid_alive(pid: int) -> bool:

@@ -126,6 +126,29 @@ def test_status_reports_the_server(served):
     assert httpx.get(report["prefect_url"] + "/api/health", timeout=5).status_code == 200
 
 
+
+def test_a_copied_store_never_reaches_the_originals_server(served, tmp_path):
+    """Issue 50, item 2: `cp -a STORE COPY` copies the server's state file too. Status on the copy reported the
+    original's pid, a run on the copy went to the original's Prefect API, and `server stop --store COPY` stopped
+    the original. A state file that names another store is not the copy's."""
+    import shutil
+
+    from corpusforge.door import read_state
+
+    _, store, env = served
+    original = state(store)
+    copy = tmp_path / "copy"
+    shutil.copytree(store, copy, symlinks=True)
+    assert state(copy)["pid"] == original["pid"]  # the original's file, copied
+    assert read_state(copy) is None and read_state(store)["pid"] == original["pid"]
+    status = json.loads(run(["server", "status", "--store", str(copy), "--json"], env).stdout)
+    assert status["running"] is False and status.get("pid") in (None, 0), status
+    stopped = run(["server", "stop", "--store", str(copy)], env)
+    assert stopped.returncode == 0, stopped.stderr[-2000:]
+    assert alive(original["pid"]) and alive(original["prefect_pid"])  # the original's server is untouched
+    report = json.loads(run(["server", "status", "--store", str(store), "--json"], env).stdout)
+    assert report["running"] and report["pid"] == original["pid"]
+
 def test_another_environment_runs_in_its_own_process(served):
     root, store, env = served
     usage = root / "usage-other.jsonl"
