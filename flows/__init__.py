@@ -12,6 +12,19 @@ imported on first use, so ``import corpusforge`` stays cheap (the CLI imports th
 
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
+
+# What the command sets first for itself (corpusforge.door.CLI_DEFAULTS), for the Python API too: OpenMP threads that
+# sleep rather than spin while they wait. With the default (spinning) a BiLSTM step from Python took 1.1-1.3 s on a
+# busy 2-core machine against 0.25 s from the command (issue 50). OpenMP reads it once, when torch loads its OpenMP
+# library: so it is set here, on `import corpusforge`, and never over a value the user set. When torch was imported
+# first it comes too late for this process; training says so once (corpusforge.models.training.spin_warning).
+OPENMP_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+TORCH_BEFORE_US = "torch" in _sys.modules and "OMP_WAIT_POLICY" not in _os.environ
+for _key, _value in OPENMP_DEFAULTS.items():
+    _os.environ.setdefault(_key, _value)
+
 API = ("run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "classify", "artifacts", "Artifact",
        "RunResult", "load_config", "run_config")
 __all__ = list(API)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -123,6 +124,25 @@ def micro_weights(terms: Sequence[int | None], world: int = 1, device: torch.dev
     return [int(t) * len(terms) * ranks / total for t in terms]
 
 
+_SPIN_WARNED = False
+
+
+def spin_warning() -> str | None:
+    """Once per process, on stderr: torch was imported before corpusforge with OMP_WAIT_POLICY unset, so its OpenMP
+    threads spin while they wait (``import corpusforge`` sets PASSIVE, but OpenMP reads it only when torch loads).
+    Returns what was said (None when nothing was: one thread, the setting in place, or said already)."""
+    global _SPIN_WARNED
+    package = sys.modules.get("corpusforge")
+    if _SPIN_WARNED or not getattr(package, "TORCH_BEFORE_US", False) or torch.get_num_threads() < 2:
+        return None
+    _SPIN_WARNED = True
+    said = ("corpusforge: torch was imported before corpusforge, with OMP_WAIT_POLICY unset: its OpenMP threads spin "
+            "while they wait, which can make CPU training several times slower on a busy machine. Import corpusforge "
+            "first, or set OMP_WAIT_POLICY=PASSIVE before Python starts (the corpusforge command does).")
+    print(said, file=sys.stderr)
+    return said
+
+
 def train(
     model: nn.Module,
     objective: Objective,
@@ -165,6 +185,8 @@ def train(
         dtype = "float32"
         if cfg.cpu_threads:
             torch.set_num_threads(cfg.cpu_threads)
+        if master:
+            spin_warning()
     amp_dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype)
     autocast = (lambda: torch.autocast("cuda", dtype=amp_dtype)) if amp_dtype else contextlib.nullcontext
     scaler = torch.amp.GradScaler("cuda", enabled=(dtype == "float16"))
