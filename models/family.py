@@ -53,6 +53,10 @@ class FamilySpec:
     # bumped by hand when the same config and data would now train other weights (the step's id then changes for
     # this family only; 1 leaves the ids it always had)
     version: int = 1
+    # the families whose checkpoints a stage's ``init`` may name for this family (its own included): a bert
+    # classifier starts from a bert's encoder. Empty: not declared, any checkpoint is tried (its weights are loaded
+    # by name, and what is missing or mismatched is reported). Checked before a run (tasks.step.resolve_references)
+    starts_from: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         unknown = set(self.capabilities) - CAPABILITIES

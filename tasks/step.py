@@ -103,8 +103,38 @@ def resolve_references(cfg: Any, store: ArtifactStore, *, section: str,
             found = _published(store, value, where)
         if found.step not in steps:
             raise ConfigError(f"{where}: {found.id[:12]} is a {found.step} artifact ({found.name}), not a {what}")
+        if dotted == "init":
+            _check_start_family(cfg, found, where)
         out[dotted] = found
     return out
+
+
+def _check_start_family(cfg: Any, found: StepResult, where: str) -> None:
+    """A checkpoint of a family the stage's family cannot start from (FamilySpec.starts_from) is a ConfigError
+    before anything runs: "3f0a12345678 is a gpt lm; a bert_classifier starts from a bert, ..." (issue 50), not a
+    message about a missing special token after the corpus and tokenizer steps."""
+    import json
+
+    from corpusforge.models.family import family
+    from corpusforge.tasks.config import ConfigError
+
+    name = getattr(cfg, "family", None)
+    if not isinstance(name, str):
+        return
+    try:
+        spec = family(name)
+    except ValueError:
+        return  # an unknown family is the config's own error
+    if not spec.starts_from:
+        return
+    try:
+        parent = json.loads((Path(found.path) / "config.json").read_text(encoding="utf-8")).get("family")
+    except (OSError, ValueError, AttributeError):
+        return  # no model config to read (an adapter names its base): the step loads and checks it
+    if parent and parent not in spec.starts_from:
+        allowed = ", ".join(f"a {f}" for f in sorted(spec.starts_from))
+        raise ConfigError(f"{where}: {found.id[:12]} is a {parent} {found.step} ({found.name}); a {name} starts "
+                          f"from {allowed}")
 
 
 def _published(store: ArtifactStore, ref: str, where: str) -> StepResult:

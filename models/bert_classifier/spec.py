@@ -11,4 +11,5 @@ SPEC = FamilySpec(
         "pre-trained bert checkpoint (classify.init) or trains from scratch",
     trains_on="labelled", capabilities=frozenset({"classify", "embed"}),
     derived={"cls_id": ("cls",), "sep_id": ("sep",), "pad_id": ("pad",)},
+    starts_from=frozenset({"bert", "bert_classifier", "sbert"}),
 )

@@ -10,4 +10,5 @@ SPEC = FamilySpec(
         "sentence pairs with in-batch negatives; starts from a pre-trained bert checkpoint or from scratch",
     trains_on="pairs", capabilities=frozenset({"embed"}),
     derived={"cls_id": ("cls",), "sep_id": ("sep",), "pad_id": ("pad",)},
+    starts_from=frozenset({"bert", "sbert"}),
 )

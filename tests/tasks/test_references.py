@@ -118,3 +118,43 @@ def test_references_are_found_in_nested_settings_in_field_order(tmp_path):
     # ids_only: only the references by id are resolved (the check a pipeline makes before it starts)
     assert list(resolve_references(from_dict(JoinConfig, {"inner": {"start": model.id}, "vocab": "run"}, "join"),
                                    store, section="join", ids_only=True)) == ["inner.start"]
+
+
+def test_init_of_a_family_the_stage_cannot_start_from_is_refused_before_a_run(tmp_path):
+    """Issue 50, item 6: `classify train --preset sst2-bert-finetune --init <a GPT>` ran the corpus and tokenizer
+    steps for 16 s and then asked for tokenizer.roles.cls. A family declares the checkpoints it starts from
+    (FamilySpec.starts_from); an init of another family is one line at the check before the run."""
+    import json
+
+    from corpusforge.tasks.classify.config import classify_config_from_dict
+    from corpusforge.tasks.sentence_embeddings.config import sentence_embeddings_config_from_dict
+
+    store = ArtifactStore(tmp_path / "store")
+
+    def checkpoint(step: str, family: str) -> StepResult:
+        def build(out: Path):
+            (out / "config.json").write_text(json.dumps({"family": family, "model": {}}))
+            return {}
+
+        return run_step(store, step=step, version=1, name=f"tiny-{family}", config={"family": family}, inputs=[],
+                        build=build)
+
+    gpt, bert, rnn = checkpoint("lm", "gpt"), checkpoint("lm", "bert"), checkpoint("classify", "rnn_classifier")
+    bert_classifier = {"name": "c", "family": "bert_classifier"}
+    for parent in (gpt, rnn):
+        with pytest.raises(ConfigError) as err:
+            resolve_references(classify_config_from_dict({**bert_classifier, "init": parent.id[:8]}), store,
+                               section="classify", ids_only=True)
+        said = str(err.value)
+        family = json.loads((Path(parent.path) / "config.json").read_text())["family"]
+        assert said.startswith(f"classify.init: {parent.id[:12]} is a {family} {parent.step}") and "\n" not in said
+        assert "a bert_classifier starts from a bert, a bert_classifier, a sbert" in said
+    ok = resolve_references(classify_config_from_dict({**bert_classifier, "init": bert.id[:8]}), store,
+                            section="classify", ids_only=True)
+    assert ok["init"].id == bert.id
+    # a family that declares nothing is not checked here (the rnn classifier loads what fits and reports the rest)
+    assert resolve_references(classify_config_from_dict({"name": "r", "family": "rnn_classifier", "init": gpt.id}),
+                              store, section="classify", ids_only=True)["init"].id == gpt.id
+    with pytest.raises(ConfigError, match="is a gpt lm .*a sbert starts from a bert, a sbert"):
+        resolve_references(sentence_embeddings_config_from_dict({"name": "s", "family": "sbert", "init": gpt.id}),
+                           store, section="sentence_embeddings", ids_only=True)
