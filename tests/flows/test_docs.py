@@ -186,3 +186,33 @@ def test_make_demo_installs_the_package_alone(tmp_path):
     assert test.returncode == 0, test.stderr
     extras = re.search(r'install -q -e "\.\[([^\]]+)\]"', test.stdout)
     assert extras and set(extras.group(1).split(",")) >= {"dev", "dask", "ray", "docs"}, test.stdout
+
+
+@pytest.mark.server  # a headless Chromium
+def test_search_works_on_the_site_opened_from_disk(site, chromium, tmp_path):  # noqa: F811
+    """Issue 50, item 5: `make docs` says to open site/index.html, where search found nothing (the theme fetched its
+    index, which browsers refuse for file:// URLs). Opened from disk, offline, typing a word lists the pages that
+    have it, and nothing is requested outside the site (the Web Worker shim is the site's own file)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--headless=new"])
+        try:
+            context = browser.new_context(offline=True)
+            asked = []  # every request that would leave the machine: aborted, and the test fails on it
+            context.route(lambda url: not url.startswith(("file:", "data:", "blob:")),
+                          lambda route: (asked.append(route.request.url), route.abort()))
+            page = context.new_page()
+            page.goto((site / "guide" / "corpus.html").as_uri())
+            page.click("input.md-search__input")  # the theme starts its search worker when the box is used
+            page.keyboard.type("quarantine", delay=20)
+            page.wait_for_selector(".md-search-result__item", timeout=30000)
+            found = page.locator(".md-search-result__item").count()
+            meta = page.locator(".md-search-result__meta").inner_text()
+        finally:
+            browser.close()
+    assert found > 0 and "matching" in meta.lower(), meta
+    assert asked == []
+
+
+from tests.tasks.test_data_docs_offline import chromium  # noqa: E402,F401 - the headless-browser fixture
