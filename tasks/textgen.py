@@ -13,7 +13,8 @@ Output: one continuation (without the prompt) per prompt. Params (all optional):
 A model fine-tuned on a prompt template (SFT, DPO: ``post_training.template`` in its config.json) puts each input
 into that template first when the template reads one field (``"Review: {sentence}\nSentiment:"``: send the review,
 get " positive") and answers up to its end token, as it was trained to; ``template=False`` sends the input as the
-whole prompt. A template of several fields takes the whole prompt (``template=False``).
+whole prompt (the answer still ends at the end token, as ``corpusforge lm generate`` ends it). A template of
+several fields takes the whole prompt (``template=False``).
 A leaf at import time: torch is imported when a model is used.
 """
 
@@ -102,13 +103,14 @@ class TextGenerator:
         p = {**DEFAULT_PARAMS, **(params or {})}
         eot = (self.spec.get("tokenizer") or {}).get("eot_id")
         texts = _texts(model_input)
-        template = (self.spec.get("post_training") or {}).get("template") if p["template"] else None
+        trained_on = (self.spec.get("post_training") or {}).get("template")  # answers end at its end token
+        template = trained_on if p["template"] else None
         prompts = [fill_prompt(template, t) for t in texts] if template else texts
         answers = [generate_text(self.model, self.tokenizer, prompt, int(p["max_new_tokens"]),
                                  greedy=bool(p["greedy"]), temperature=float(p["temperature"]),
                                  top_k=int(p["top_k"]) or None,
                                  top_p=float(p["top_p"]) if float(p["top_p"]) < 1.0 else None, seed=int(p["seed"]),
-                                 eot_id=eot, stop_at_eot=bool(template))
+                                 eot_id=eot, stop_at_eot=bool(trained_on))
                    for prompt in prompts]
         return [a.strip() for a in answers] if template else answers
 

@@ -113,19 +113,19 @@ def _find_lm(artifact_id: str, store: Optional[Path], steps: tuple[str, ...] = (
 
 
 def _load_post_trained(found, store: Optional[Path]):
-    """(model, tokenizer) of a post_training or lora_merge artifact, checked against its digests (an adapter
-    artifact comes merged into its base, whose digests are checked too)."""
+    """(model, tokenizer, config.json) of a post_training or lora_merge artifact, checked against its digests (an
+    adapter artifact comes merged into its base, whose digests are checked too)."""
     from corpusforge.storage.store import ArtifactStore, TamperedArtifact
     from corpusforge.tasks.post_training.inference import load_post_trained
 
     try:
         ArtifactStore(_store(store)).check_intact(found.path, found.manifest)
-        model, tok, _ = load_post_trained(found.path)
+        model, tok, spec = load_post_trained(found.path)
     except TamperedArtifact as exc:
         _fail(str(exc), 1)
     except (OSError, ValueError) as exc:
         _fail(f"{found.path}: cannot load the model: {exc}", 1)
-    return model, tok
+    return model, tok, spec
 
 
 @app.command("generate")
@@ -134,7 +134,7 @@ def generate(
                                                                   "unique prefix).")],
     prompt: Annotated[str, typer.Option("--prompt", help="Text to continue (the default, a newline, starts from "
                                                          "nothing).")] = GENERATE_DEFAULTS["prompt"],
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=1, help="Tokens to generate.")] = GENERATE_DEFAULTS["max_new_tokens"],
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", "-n", min=1, help="At most this many new tokens (a model fine-tuned on a prompt template, SFT or DPO, stops at its answer's end token).")] = GENERATE_DEFAULTS["max_new_tokens"],
     greedy: Annotated[bool, typer.Option("--greedy", help="Always take the most likely token.")] = False,
     temperature: Annotated[float, typer.Option("--temperature", callback=_above_zero, help="Softmax temperature (> 0).")] = GENERATE_DEFAULTS["temperature"],
     top_k: Annotated[Optional[int], typer.Option("--top-k", min=1, help="Sample among the k most likely tokens.")] = None,
@@ -153,8 +153,12 @@ def generate(
         if found.manifest.get("step") == "lm":
             text = generate_from(found.path, prompt, max_new_tokens, **sampling)
         else:  # post-trained: adapters merged into their base first
-            model, tok = _load_post_trained(found, store)
-            text = generate_text(model, tok, prompt, max_new_tokens, eot_id=tok.eot_id, **sampling)
+            model, tok, spec = _load_post_trained(found, store)
+            # a model fine-tuned on a prompt template (SFT, DPO) answers up to its end token, as it was trained to
+            # and as its registered model does (tasks/textgen.py); one trained further on plain text runs on
+            answers = bool((spec.get("post_training") or {}).get("template"))
+            text = generate_text(model, tok, prompt, max_new_tokens, eot_id=tok.eot_id, stop_at_eot=answers,
+                                 **sampling)
     except ValueError as exc:
         _fail(str(exc), 2)
     if as_json:

@@ -103,6 +103,33 @@ def test_sft_learns_to_answer_with_the_parent_in_its_lineage(parent, sft):
     assert post(parent, SFT).id == sft.id
 
 
+
+def test_lm_generate_on_the_sft_model_stops_at_its_answer_as_the_registered_model_does(parent, sft, tmp_path):
+    """Issue 50, item 7: `lm generate` on an SFT model ran past the answer (" positive\nPETRANUS: ...") while the
+    served pyfunc stopped at the end token. The command now stops there too for a model trained on a template."""
+    from corpusforge.tasks.encoded import model_tokenizer_dir
+    from corpusforge.tasks.textgen import TextGenerator
+    from tests.commands import corpusforge
+
+    answers = json.loads((Path(sft.path) / "answers.json").read_text())["valid"]["examples"]
+    right = [row for row in answers if row["answer"].strip() == row["gold"].strip()][:3]
+    assert right, answers[:3]
+    generator = None
+    for row in right:
+        said = corpusforge("lm", "generate", sft.id[:12], "--prompt", row["prompt"], "--greedy", "-n", "30",
+                           "--json", "--store", parent["store"].root, code=0).json()
+        assert said["text"].strip() == row["gold"].strip(), said  # the answer and nothing after it
+        if generator is None:  # the registered model's loader on the same files (its data: lm/ and tokenizer/)
+            (tmp_path / "lm").symlink_to(Path(sft.path))
+            (tmp_path / "tokenizer").symlink_to(model_tokenizer_dir(Path(sft.path)))
+            generator = TextGenerator(tmp_path)
+        [served] = generator.predict([row["prompt"]], {"greedy": True, "max_new_tokens": 30, "template": False})
+        assert served == said["text"], (served, said)  # the whole prompt sent: the same answer, the same end
+        review = row["prompt"][len("Review: "):-len("\nSentiment:")]
+        [filled] = generator.predict([review], {"greedy": True, "max_new_tokens": 30})  # the template filled
+        assert filled == said["text"].strip(), (filled, said)
+
+
 def test_lora_adapters_are_a_small_artifact_that_merges_into_the_same_model(parent, sft, monkeypatch):
     import copy
 
