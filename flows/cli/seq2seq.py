@@ -116,13 +116,30 @@ def _load(path: Path):
         _fail(f"{path}: cannot load the model: {exc}", 1)
 
 
-def _decode_defaults() -> dict:
-    """seq2seq.decode's defaults (beam, length penalty, most target tokens): what the evaluation step uses unless a
-    run's config says otherwise."""
+def _decode_defaults(model_path: Path | None = None, store: Optional[Path] = None) -> dict:
+    """How the model is decoded unless flags say otherwise (beam, length penalty, most target tokens): as its newest
+    evaluation in the store decoded it (its run's ``seq2seq.decode``, in the evaluation's scores.json: a model
+    trained with ``decode.beam=1`` translates greedily), else seq2seq.decode's defaults."""
+    import json
+
     from corpusforge.tasks.seq2seq.config import DecodeConfig
 
     cfg = DecodeConfig()
-    return {"beam": cfg.beam, "length_penalty": cfg.length_penalty, "max_len": cfg.max_len}
+    settings = {"beam": cfg.beam, "length_penalty": cfg.length_penalty, "max_len": cfg.max_len}
+    if model_path is not None:
+        from corpusforge.storage.catalog import Catalog
+        from corpusforge.storage.store import ArtifactStore, read_manifest
+
+        model_id = (read_manifest(Path(model_path)) or {}).get("id")
+        evaluations = Catalog(ArtifactStore(_store(store))).find(step="seq2seq_eval", input_id=model_id,
+                                                                 latest=True) if model_id else []
+        for found in evaluations:
+            try:
+                decode = json.loads((Path(found.path) / "scores.json").read_text(encoding="utf-8"))["decode"]
+                settings.update({k: decode[k] for k in settings if k in decode})
+            except (OSError, ValueError, KeyError, TypeError):
+                pass  # an evaluation without its decode settings: the defaults
+    return settings
 
 
 @app.command("translate")
@@ -133,29 +150,29 @@ def translate(
     direction: Annotated[Optional[str], typer.Option("--direction", help="A model trained both ways: forward, "
                                                      "backward or FROM-TO (field names, e.g. src-tgt).")] = None,
     heatmap: Annotated[Optional[Path], typer.Option("--heatmap", metavar="PNG",
-                                                    help="Also draw the alignment heatmap (greedy) into PNG.")] = None,
+                                                    help="Also draw the alignment heatmap of the printed translation into PNG.")] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Translate TEXT with a trained encoder-decoder."""
     path = _find_model(artifact_id, store)
     translator = _load(path)
-    settings = _decode_defaults()
+    settings = _decode_defaults(path, store)
     if beam is not None:
         settings["beam"] = beam
+    drawn = None
     try:
         d = translator.direction(direction)
-        result = translator.translate([text], direction=d.key, **settings)[0]
+        if heatmap is None:
+            result = translator.translate([text], direction=d.key, **settings)[0]
+        else:  # one decode: the heatmap shows the sentence printed (beam search included)
+            from corpusforge.tasks.seq2seq.report import alignment_heatmap
+
+            drawn, result = alignment_heatmap(path, text, heatmap, direction=d.key, translator=translator,
+                                              **settings)
+            drawn = str(drawn)
     except ValueError as exc:
         _fail(str(exc), 2)
-    drawn = None
-    if heatmap is not None:
-        from corpusforge.tasks.seq2seq.report import alignment_heatmap
-
-        try:
-            drawn = str(alignment_heatmap(path, text, heatmap, direction=d.key))
-        except ValueError as exc:
-            _fail(str(exc), 2)
     if as_json:
         print_json({"id": artifact_id, "source": text, "translation": result, "direction": d.key,
                     "beam": settings["beam"], **({"heatmap": drawn} if drawn else {})}, ensure_ascii=False)

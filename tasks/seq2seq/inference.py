@@ -115,20 +115,22 @@ class Translator:
         ids = self.translate_ids(self.encode(texts, d), beam, length_penalty, max_len, batch_size)
         return [self.tokenizer.decode(x) for x in ids]
 
-    def alignment(self, text: str, beam: int = 1, direction: str | None = None, max_len: int = DEFAULT_MAX_LEN):
-        """(source tokens, output tokens, attention (heads, T_out, T_src)) of one translated sentence: what the
-        alignment heatmap draws. The source tokens include the prefix's (cut to the model's max_len, as the model
-        read them); the output tokens end with the eos when the translation ended with one."""
+    def alignment(self, text: str, beam: int = 1, direction: str | None = None, max_len: int = DEFAULT_MAX_LEN,
+                  length_penalty: float = DEFAULT_LENGTH_PENALTY):
+        """(source tokens, output tokens, attention (heads, T_out, T_src), the translation) of one sentence, decoded
+        once (``beam`` 1: greedy): what the alignment heatmap draws, and the text ``translate`` gives for the same
+        settings. The source tokens include the prefix's (cut to the model's max_len, as the model read them); the
+        output tokens end with the eos when the translation ended with one."""
         d = self.direction(direction)
         source = self.encode([text], d)[0][: self.model_max_len]
-        ids, maps = self.translate_ids([source], beam, DEFAULT_LENGTH_PENALTY, max_len, 1, return_attention=True)
+        ids, maps = self.translate_ids([source], beam, length_penalty, max_len, 1, return_attention=True)
         if maps[0] is None:
             raise ValueError(f"a {self.spec.get('family')} model gives no attention map")
         attention = maps[0].permute(1, 0, 2)  # (heads, steps, T_src)
         output = [self.tokenizer.id_to_token(i) for i in ids[0]]
         if attention.shape[1] == len(output) + 1:  # the step that emitted the eos
             output.append(self.tokenizer.id_to_token(self.eos_id))
-        return [self.tokenizer.id_to_token(i) for i in source], output, attention
+        return [self.tokenizer.id_to_token(i) for i in source], output, attention, self.tokenizer.decode(ids[0])
 
 
 def load_translator(model_dir: str | Path, tokenizer_dir: str | Path | None = None, device: str = "cpu") -> Translator:

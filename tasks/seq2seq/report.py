@@ -7,19 +7,26 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 
-def alignment_heatmap(model_dir: Path, text: str, png: Path, direction: str | None = None, beam: int = 1) -> Path:
-    """Translate ``text`` with the model in ``model_dir`` and draw its alignment heatmap into ``png``."""
+def alignment_heatmap(model_dir: Path, text: str, png: Path, direction: str | None = None, beam: int = 1,
+                      translator=None, **decode: Any) -> Path | tuple[Path, str]:
+    """Translate ``text`` with the model in ``model_dir`` (beam 1: greedy) and draw its alignment heatmap into
+    ``png``. Given a loaded ``translator``: ``(png, the translation drawn)``, decoded once with ``beam`` and
+    ``decode`` (length_penalty, max_len), so a caller prints the sentence the picture shows."""
     from corpusforge.models.decoding import plot_alignment
     from corpusforge.tasks.seq2seq.inference import load_translator
 
-    translator = load_translator(model_dir)
+    given = translator is not None
+    translator = translator or load_translator(model_dir)
     d = translator.direction(direction)
-    source, output, attention = translator.alignment(text, beam=beam, direction=d.key)
+    source, output, attention, translation = translator.alignment(text, beam=beam, direction=d.key, **decode)
     png.parent.mkdir(parents=True, exist_ok=True)
-    return Path(plot_alignment(attention, source, output, png, title=f"{translator.spec.get('family')} {d.key}: "
-                                                                      f"{text[:60]}"))
+    how = "greedy" if beam == 1 else f"beam {beam}"
+    drawn = Path(plot_alignment(attention, source, output, png, title=f"{translator.spec.get('family')} {d.key} "
+                                                                      f"({how}): {text[:60]}"))
+    return (drawn, translation) if given else drawn
 
 
 def report_plots(eval_dir: Path, scratch: Path) -> list[tuple[str, Path]]:

@@ -66,6 +66,12 @@ def test_train_translate_evaluate_and_the_registered_model(prefect_harness, tmp_
                          "--json", subprocess=True).stdout)
     assert one["translation"] == "5 4 3 2 1" and one["beam"] == 1 and png.stat().st_size > 1000
     assert cli("translate", out["id"], "7 8 9").stdout.strip() == "9 8 7"  # plain text by default
+    # the heatmap draws the decode that is printed (the model's own decode settings, beam search included)
+    drawn = json.loads(cli("translate", out["id"][:10], "3 1 4 1 5", "--heatmap", str(tmp_path / "b.png"),
+                           "--json").stdout)
+    plain = json.loads(cli("translate", out["id"][:10], "3 1 4 1 5", "--json").stdout)
+    assert (drawn["translation"], drawn["beam"]) == (plain["translation"], plain["beam"])
+    assert (tmp_path / "b.png").stat().st_size > 1000
 
     hyps = tmp_path / "hyps.txt"
     scored = json.loads(cli("evaluate", out["id"][:10], *map(str, test), "--beam", "2", "-o", str(hyps),

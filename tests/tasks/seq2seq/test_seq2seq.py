@@ -83,8 +83,13 @@ def test_the_artifact_loads_as_a_translator(reversed_digits):
     assert translator.translate([]) == [] and translator.direction("forward").key == "src-tgt"
     with pytest.raises(ValueError, match="translates src-tgt"):
         translator.translate("1 2", direction="backward")
-    source, output, attention = translator.alignment("5 6 7")
+    source, output, attention, text = translator.alignment("5 6 7")
     assert source == ["5", "6", "7"] and output[-1] == "</s>" and tuple(attention.shape) == (1, len(output), 3)
+    assert [text] == translator.translate("5 6 7", beam=1)
+    # issue 50, item 10: the heatmap draws the decode that is printed, beam search included
+    for sentence in sources[:5]:
+        *_, attention, text = translator.alignment(sentence, beam=4)
+        assert [text] == translator.translate(sentence, beam=4) and attention.shape[1] >= len(text.split())
 
 
 @pytest.mark.learns
@@ -99,6 +104,11 @@ def test_a_rerun_reuses_and_a_decode_edit_rescores_without_retraining(reversed_d
     assert model.reused and model.id == r["model"].id
     assert not evaluation.reused and evaluation.id != r["evaluation"].id
     assert read_manifest(Path(evaluation.path))["metrics"]["beam"] == 1.0
+    # issue 50, item 10: `seq2seq translate` decodes as the model's newest evaluation did (here greedy), not beam 5
+    from corpusforge.cli.seq2seq import _decode_defaults
+
+    assert _decode_defaults(Path(model.path), r["store"].root)["beam"] == 1
+    assert _decode_defaults()["beam"] == 5  # no model named: seq2seq.decode's defaults
     batch = seq2seq_config_from_dict({**r["section"], "decode": {"beam": 4, "batch_size": 7}})
     assert build_seq2seq(r["upstream"], batch, r["store"])[0].id == r["evaluation"].id  # speed only: same id
     retrained = seq2seq_config_from_dict({**r["section"], "train": {**TRAIN, "max_iters": 20}})
