@@ -44,7 +44,7 @@ print(json.dumps({{"id": a.id, "train_seconds": a.metrics["train_seconds"]}}))
 def overrides(steps: int) -> list[str]:
     return [f"train.max_iters={steps}", f"train.eval_interval={steps}", f"train.log_interval={steps}",
             "train.eval_iters=2", "embeddings.epochs=1", "embeddings.dim=50", "model.n_hidden=128",
-            "tracking.enabled=false"]
+            "tracking.enabled=false", "corpus.split.valid=0.1"]
 
 
 def main() -> int:
