@@ -83,7 +83,10 @@ class Objective:
     the whole run: step * grad_accum + micro), drawing any randomness from ``gen`` (the trainer saves it in its
     checkpoints, so a resumed run draws the same batches). ``loss_module(model)`` returns a module whose
     ``forward(*batch.tensors, state)`` is ``(mean loss, new state)``. ``evaluate(model, split, ...)`` returns the
-    split's metrics without prefix (``loss`` first, in nats: the trainer keeps the weights of the lowest)."""
+    split's metrics without prefix (``loss`` first, in nats: the trainer keeps the weights of the lowest).
+    ``loss_unit`` says what the loss is a mean over (the loss curve's axis)."""
+
+    loss_unit = "nats/token"
 
     def setup(self, model: nn.Module, batch_size: int, rank: int = 0, world: int = 1) -> None:
         """Called once before training, with the micro-batch size and the DDP rank/world size."""
@@ -340,6 +343,8 @@ class BertPretraining(Objective):
     masked LM's alone. The loss is their sum; evaluation draws the same examples every time (a generator seeded 0)
     and reports ``loss`` (the sum), ``mlm_loss``, ``ppl`` (exp of the masked-LM loss) and ``nsp_accuracy``."""
 
+    loss_unit = "nats (masked-token mean + next-sentence mean)"
+
     def __init__(self, splits: Mapping[str, Any], block: int, vocab_size: int, mask_id: int, cls_id: int,
                  sep_id: int, pad_id: int, eot_id: int, mask_prob: float = 0.15, nsp: bool = True,
                  eval_examples: int = 4096):
@@ -459,6 +464,8 @@ class Classification(Objective):
     """Labelled sequences: each split is ``(sequences, labels)`` (lists of token ids, class indices). Batches are
     length-bucketed and padded with ``pad_id`` (corpusforge.models.batching), reshuffled every epoch; the loss is
     the cross-entropy of the class; evaluation reports the loss and the accuracy over the whole split."""
+
+    loss_unit = "nats/example"
 
     def __init__(self, splits: Mapping[str, tuple[Any, Any]], pad_id: int, max_len: int | None = None,
                  seed: int = 0):
@@ -657,6 +664,8 @@ class Contrastive(Objective):
     every epoch; the loss is :class:`ContrastiveLoss` (the batch's other sentences are the negatives, so a larger
     batch is a harder task). Evaluation: the loss over the split's pairs in consecutive batches of ``batch_size``,
     and retrieval over the whole split (:func:`retrieval_scores`: each first sentence finds its second among all)."""
+
+    loss_unit = "nats/pair"
 
     def __init__(self, splits: Mapping[str, tuple[Any, Any]], pad_id: int, scale: float = 20.0,
                  symmetric: bool = True, seed: int = 0):

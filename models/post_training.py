@@ -313,6 +313,8 @@ class DPO(Objective):
     pairs whose chosen response the policy (the reference) finds more likely than the rejected one: the start
     model's own preference, where ``preference_accuracy`` is 0 by definition (every implicit reward is 0)."""
 
+    loss_unit = "nats/preference pair"
+
     def __init__(self, splits: Mapping[str, Sequence[tuple[Any, Any, Any]]], pad_id: int, beta: float = 0.1,
                  reference: nn.Module | str = "adapters_off", max_len: int | None = None, seed: int = 0,
                  nll_weight: float = 0.0):

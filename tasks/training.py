@@ -115,9 +115,10 @@ def _non_finite(value: Any) -> tuple[int, int]:
 class MetricsLog:
     """The trainer's metric callback: keeps every report (``history``) and forwards it to ``forward``."""
 
-    def __init__(self, forward: Report | None = None):
+    def __init__(self, forward: Report | None = None, unit: str = "nats/token"):
         self.history: list[dict[str, Any]] = []
         self.forward = forward
+        self.unit = unit  # what the loss is a mean over (the objective's loss_unit): the curve's axis
 
     def __call__(self, step: int, metrics: dict[str, float]) -> None:
         self.history.append({"step": step, **metrics})
@@ -130,7 +131,7 @@ class MetricsLog:
         points = [{k: v for k, v in point.items() if k not in TIMING_KEYS} for point in self.history]
         (out / "metrics.json").write_text(json.dumps({"final": kept, "history": points}, indent=2) + "\n",
                                           encoding="utf-8")
-        plot_loss_curve(self.history, out / "loss_curve.png", title=title)
+        plot_loss_curve(self.history, out / "loss_curve.png", title=title, unit=self.unit)
 
 
 def fit(model: Any, objective: Any, train_cfg: Any, scratch: Path,
@@ -143,7 +144,7 @@ def fit(model: Any, objective: Any, train_cfg: Any, scratch: Path,
 
     from corpusforge.models.training import train
 
-    record = MetricsLog(on_metrics)
+    record = MetricsLog(on_metrics, unit=getattr(objective, "loss_unit", "nats/token"))
     ckpt = Path(scratch) / "checkpoint.safetensors"
     resume = ckpt if ckpt.is_file() else None
     if resume is not None:  # a checkpoint changed since it was written is not resumed (issue 44, item 8)
@@ -179,7 +180,7 @@ def note(on_metrics: Report | None, message: str) -> None:
         logging.getLogger("corpusforge").info(message)
 
 
-def plot_loss_curve(history: list[dict[str, Any]], path: Path, title: str = "") -> None:
+def plot_loss_curve(history: list[dict[str, Any]], path: Path, title: str = "", unit: str = "nats/token") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -193,7 +194,7 @@ def plot_loss_curve(history: list[dict[str, Any]], path: Path, title: str = "") 
     if val_pts:
         ax.plot(*zip(*val_pts), "o-", label="val loss", lw=1.5)
     ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.set_ylabel(f"cross-entropy ({unit})")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()

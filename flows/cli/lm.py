@@ -128,6 +128,16 @@ def _load_post_trained(found, store: Optional[Path]):
     return model, tok, spec
 
 
+def _files_by_umask(folder: Path) -> None:
+    """Every file of an export with the mode the user's umask gives new files: safetensors writes its weights
+    0600, which left model.safetensors unreadable to the group and others beside 0644 config files (issue 50)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(0o666 & ~mask)
+
+
 @app.command("generate")
 def generate(
     artifact_id: Annotated[str, typer.Argument(metavar="ID", help="lm, post_training or lora_merge artifact id (or a "
@@ -296,6 +306,7 @@ def export(
     partial = target.parent / f".{target.name}.partial-{os.getpid()}"
     try:  # written beside the target and renamed into place: a killed export leaves no half folder under its name
         summary = load_ref(ref)(found.path, partial, tokenizer_dir=tokenizer_dir)
+        _files_by_umask(partial)
         if target.is_dir():
             target.rmdir()  # the empty folder the user named
         os.rename(partial, target)

@@ -19,7 +19,7 @@ STAGE = Stage(
     },
     registers=Registers(step="post_training", wants="corpusforge.tasks.post_training.register:generates",
                         register="corpusforge.tasks.post_training.register:register_post_trained",
-                        what="a text-generating pyfunc (adapters merged)"),
+                        what="a text-generating pyfunc (plain weights; any LoRA adapters merged in)"),
     needs_split=("valid",),
     needs_split_hint="give lm finetune --valid FILE, or set corpus.split.valid=0.1",
 )

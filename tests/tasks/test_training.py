@@ -98,3 +98,23 @@ def test_refuse_non_finite_names_what_and_what_to_change_in_one_line():
     assert isinstance(caught.value, ValueError)
     assert str(caught.value) == ("lm a: training diverged (train_loss is nan; best_val_loss is inf; 3 of 13 weight "
                                  "values are NaN or infinite), so nothing was published; lower lm.train.lr (now 10)")
+
+
+def test_the_loss_curve_names_what_the_loss_is_a_mean_over(tmp_path, monkeypatch):
+    """Issue 50, item 12: the classifier's loss curve said "nats/token" for a loss averaged over examples. Each
+    objective says what its loss is a mean over (``loss_unit``), and fit's MetricsLog draws that on the axis."""
+    from matplotlib.axes import Axes
+
+    from corpusforge.models.objectives import CausalLM, Classification, Contrastive
+    from corpusforge.models.post_training import DPO, SFT
+
+    assert (CausalLM.loss_unit, SFT.loss_unit) == ("nats/token", "nats/token")
+    assert (Classification.loss_unit, Contrastive.loss_unit, DPO.loss_unit) == \
+        ("nats/example", "nats/pair", "nats/preference pair")
+    labels = []
+    monkeypatch.setattr(Axes, "set_ylabel", lambda self, label, *a, **k: labels.append(label))
+    log = MetricsLog(unit=Classification.loss_unit)
+    log(10, {"train_loss": 0.7, "lr": 1e-3})
+    log(10, {"val_loss": 0.6})
+    log.write(tmp_path, {"val_loss": 0.6})
+    assert labels == ["cross-entropy (nats/example)"] and (tmp_path / "loss_curve.png").stat().st_size > 1000

@@ -79,6 +79,8 @@ def test_finetune_lora_merge_generate_export_dpo(prefect_harness, tmp_path, monk
 
     out = tmp_path / "hf"
     run("lm", "export", merged["id"][:12], str(out), "--format", "hf")
+    modes = {f.name: f.stat().st_mode & 0o777 for f in out.iterdir()}
+    assert len(set(modes.values())) == 1 and modes["model.safetensors"] & 0o044, modes  # 0600 weights before
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
