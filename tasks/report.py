@@ -263,7 +263,9 @@ def run_report(summary: dict[str, Any], links: dict[str, str] | None = None,
         uri = _data_uri(path)
         md += [f"### {caption}: {heading}", "", f"![{caption}]({uri})" if uri else f"`{path}`", ""]
     markdown = "\n".join(md).rstrip() + "\n"
-    return {"markdown": markdown, "note": "\n".join(note).rstrip() + "\n", "html": markdown_to_html(markdown, title)}
+    # the page's <title> is plain text: the heading's Markdown code marks would show as backticks in a browser tab
+    return {"markdown": markdown, "note": "\n".join(note).rstrip() + "\n",
+            "html": markdown_to_html(markdown, title.replace("`", ""))}
 
 
 def markdown_to_html(markdown: str, title: str) -> str:
