@@ -11,6 +11,30 @@ from typing import Annotated
 
 import typer
 
+
+def _reflowed(paragraphs: list[str], markup_mode=None) -> str:
+    """The help text's paragraphs after the first, each a flowing paragraph: typer keeps the docstring's own line
+    breaks there, so a sentence broke mid-way wherever the source wrapped it ("The templates are taken" / "verbatim,
+    ..." in `lm finetune --help`, issue 50). A paragraph laid out on purpose keeps its lines: one that starts with
+    click's ``\\b``, or whose lines after the first are indented or list items."""
+    flowing = []
+    for paragraph in paragraphs:
+        lines = paragraph.split("\n")
+        laid_out = paragraph.startswith("\b") or any(
+            line.startswith((" ", "\t")) or line.lstrip().startswith(("- ", "* ", "• ")) for line in lines[1:])
+        flowing.append(paragraph if laid_out else " ".join(line.strip() for line in lines))
+    return "\n\n".join(flowing)
+
+
+def _reflow_help() -> None:
+    from typer import rich_utils
+
+    if hasattr(rich_utils, "_fix_linebreaks"):  # typer's join of the paragraphs after the first
+        rich_utils._fix_linebreaks = _reflowed
+
+
+_reflow_help()
+
 app = typer.Typer(
     name="corpusforge",
     help="Turn raw text corpora into trained NLP artifacts, with content-addressed, reusable steps.",

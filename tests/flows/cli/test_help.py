@@ -214,3 +214,20 @@ def test_usage_names_the_command_in_the_warm_server_too():
     bad = subprocess.run([sys.executable, "-c", code, "artifacts", "find", "--no-such-flag"], capture_output=True,
                          text=True, env=env, timeout=60)
     assert bad.returncode == 2 and "corpusforge artifacts find --help" in bad.stderr and "python -m" not in bad.stderr
+
+
+@pytest.mark.parametrize("path", LEAVES, ids=lambda p: " ".join(p))
+def test_the_description_flows_as_paragraphs(path):
+    """Issue 50, item 12: the paragraphs after the first kept the docstring's line breaks, so at any width a
+    sentence broke where the source wrapped ("The templates are taken" / "verbatim, ..." in `lm finetune --help`).
+    At 200 columns (wider than any source line) a description line ends a paragraph, or a line laid out on
+    purpose (indented, a list item), or the text wrapped there because the line is full."""
+    text = _help(path, 200)
+    head = text.split("╭")[0]  # the usage line and the description, before the panels
+    lines = head.splitlines()
+    for line, after in zip(lines, lines[1:]):
+        body, next_body = line.strip(), after.strip()
+        if not body or not next_body or body.startswith("Usage:"):
+            continue
+        laid_out = after.startswith("  ", 1) or next_body.startswith(("-", "*", "•", "$", "corpusforge "))
+        assert laid_out or len(line.rstrip()) > 150, (path, line, after)
