@@ -218,10 +218,12 @@ def plot_alignment(weights: Any, src_tokens: Sequence[str], tgt_tokens: Sequence
     if (T, S) != (len(tgt_tokens), len(src_tokens)):
         raise ValueError(f"weights are {T} x {S} but there are {len(tgt_tokens)} target and {len(src_tokens)} "
                          "source tokens")
-    cols = min(heads, 4)
+    # two panels a row at most, and cells big enough to read the tokens: four heads in one row shrank each panel to
+    # a quarter of the report's width, where the labels could not be read (issue 50)
+    cols = min(heads, 2)
     rows = math.ceil(heads / cols)
-    width, height = max(2.5, 0.3 * S + 1.0), max(2.0, 0.3 * T + 1.0)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, dpi=90)
+    width, height = max(3.0, 0.4 * S + 1.2), max(2.5, 0.4 * T + 1.2)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, dpi=100)
     for h in range(rows * cols):
         ax = axes[h // cols][h % cols]
         if h >= heads:
@@ -230,8 +232,8 @@ def plot_alignment(weights: Any, src_tokens: Sequence[str], tgt_tokens: Sequence
         ax.imshow(w[h], cmap="gray_r", vmin=0.0, vmax=1.0, aspect="auto")
         if heads > 1:
             ax.set_title(f"head {h}", fontsize=9)
-        ax.set_xticks(range(S), list(src_tokens), rotation=90, fontsize=7)
-        ax.set_yticks(range(T), list(tgt_tokens), fontsize=7)
+        ax.set_xticks(range(S), list(src_tokens), rotation=90, fontsize=9)
+        ax.set_yticks(range(T), list(tgt_tokens), fontsize=9)
         ax.set_xlabel("source")
         ax.set_ylabel("target")
     fig.suptitle(title or "alignment: row = target token, column = source token it attended to", fontsize=9)

@@ -144,3 +144,15 @@ def test_config_checks():
     with pytest.raises(ValueError, match="pad_id"):
         TransformerConfig(**{**IDS, "pad_id": -1})
     assert TransformerConfig().norm == "post" and TransformerConfig().label_smoothing == 0.1  # the paper's
+
+
+def test_a_four_head_heatmap_lays_out_panels_big_enough_to_read(tmp_path):
+    """Issue 50, item 12: four heads in one row shrank each panel to a quarter of the report's width. Two panels a
+    row (a 2 x 2 grid for four heads) and ~0.4 in per token at 100 dpi."""
+    from PIL import Image
+
+    weights = torch.softmax(torch.randn(4, 6, 9), -1)
+    path = decoding.plot_alignment(weights, [f"s{i}" for i in range(9)], [f"t{i}" for i in range(6)],
+                                   tmp_path / "heads.png")
+    width, height = Image.open(path).size
+    assert width / 2 >= 400 and height / 2 >= 300, (width, height)
