@@ -20,10 +20,10 @@ import sys as _sys
 # busy 2-core machine against 0.25 s from the command (issue 50). OpenMP reads it once, when torch loads its OpenMP
 # library: so it is set here, on `import corpusforge`, and never over a value the user set. When torch was imported
 # first it comes too late for this process; training says so once (corpusforge.models.training.spin_warning).
-OPENMP_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+from corpusforge.door import CLI_DEFAULTS as _CLI_DEFAULTS  # noqa: E402 - the standard library only
+
 TORCH_BEFORE_US = "torch" in _sys.modules and "OMP_WAIT_POLICY" not in _os.environ
-for _key, _value in OPENMP_DEFAULTS.items():
-    _os.environ.setdefault(_key, _value)
+_os.environ.setdefault("OMP_WAIT_POLICY", _CLI_DEFAULTS["OMP_WAIT_POLICY"])
 
 API = ("run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "classify", "artifacts", "Artifact",
        "RunResult", "load_config", "run_config")
