@@ -47,7 +47,8 @@ from bare import apply_set, map_checkout  # noqa: E402
 map_checkout()
 
 from corpusforge.models.configs import TrainConfig  # noqa: E402
-from corpusforge.models.family import families, load_ref  # noqa: E402
+from corpusforge.models.family import families  # noqa: E402
+from corpusforge.models.objectives import build, settings_from  # noqa: E402
 from corpusforge.models.tokenization import make_tokenizer  # noqa: E402
 from corpusforge.models.training import train  # noqa: E402
 from corpusforge.models.zoo import build_model, load_weights  # noqa: E402
@@ -250,7 +251,7 @@ def run_bilstm(args) -> dict:
                     found += 1
         prepare = getattr(model, "prepare", lambda ids: list(ids))
         splits = {"train": ([prepare(x) for x in train_ids], train_y), "valid": ([prepare(x) for x in dev_ids], dev_y)}
-        objective = load_ref(families()["rnn_classifier"].objective)(mcfg, splits)
+        objective = build(settings_from(families()["rnn_classifier"], {}), mcfg, splits)
         run = fit(model, objective, tcfg, f"bilstm-{name}")
         run.update(scores(predict(model, splits["valid"][0], mcfg.pad_id), dev_y),
                    embeddings_found=found, vectors=vec_name, sets=sets,
@@ -291,7 +292,7 @@ def classify_run(label: str, preset_rel: str, tok, pre_model: dict, init_state: 
         loaded = {"loaded": len(report["loaded"]), "missing": report["missing"], "mismatched": report["mismatched"]}
     splits = {"train": ([model.prepare(x) for x in tok.encode_batch(train_x)], train_y),
               "valid": ([model.prepare(x) for x in tok.encode_batch(dev_x)], dev_y)}
-    objective = load_ref(families()["bert_classifier"].objective)(mcfg, splits)
+    objective = build(settings_from(families()["bert_classifier"], {}), mcfg, splits)
     run = fit(model, objective, tcfg, label)
     run.update(scores(predict(model, splits["valid"][0], mcfg.pad_id), dev_y), init=loaded,
                params=sum(p.numel() for p in model.parameters()))
@@ -321,7 +322,7 @@ def run_bert(args) -> dict:
     tcfg = TrainConfig(**section["train"])
     torch.manual_seed(tcfg.seed)
     model = build_model("bert", mcfg)
-    objective = load_ref(families()["bert"].objective)(mcfg, splits)
+    objective = build(settings_from(families()["bert"], section.get("objective") or {}), mcfg, splits)
     pre = fit(model, objective, tcfg, "bert-mlm", args.max_seconds)
     device = next(model.parameters()).device
     pre.update({k: round(float(v), 4) for k, v in objective.evaluate(model, "valid", tcfg.batch_size, 0, device).items()})
@@ -349,7 +350,7 @@ def run_bert(args) -> dict:
     # objective of the sbert family; dropout gives the two views. From the pre-trained encoder.
     sb = load_preset("sentence-embeddings-multi30k.yaml")["sentence_embeddings"]
     apply_set(sb, ["train.max_iters=1000", "train.eval_interval=250", "train.lr=3.0e-5", "train.min_lr=3.0e-6",
-                   "train.batch_size=128", "model.scale=20.0", *args.simcse_set])
+                   "train.batch_size=128", "objective.scale=20.0", *args.simcse_set])
     smoke_train(sb["train"])
     scfg = model_config("sbert", {**sb["model"], **shape_of(section["model"])}, tok)
     stcfg = TrainConfig(**sb["train"])
@@ -358,7 +359,8 @@ def run_bert(args) -> dict:
     load_weights(enc, state)
     n_valid = min(2000, len(tr) // 10)
     pairs = {"train": (tr[n_valid:], tr[n_valid:]), "valid": (tr[:n_valid], tr[:n_valid])}
-    simcse = fit(enc, load_ref(families()["sbert"].objective)(scfg, pairs), stcfg, "simcse")
+    simcse_objective = build(settings_from(families()["sbert"], sb.get("objective") or {}), scfg, pairs)
+    simcse = fit(enc, simcse_objective, stcfg, "simcse")
     simcse["probe"] = linear_probe(vectors(enc, tr, scfg.pad_id), sst_train[1], vectors(enc, dv, scfg.pad_id),
                                    sst_dev[1])
     out["simcse"] = simcse
@@ -388,8 +390,8 @@ def run_sbert(args) -> dict:
            for s, (en, de) in data.items()}
     tokenize_s = time.perf_counter() - t0
     tcfg = TrainConfig(**section["train"])
-    run = fit(model, load_ref(families()["sbert"].objective)(mcfg, {"train": ids["train"], "valid": ids["valid"]}),
-              tcfg, "sbert")
+    settings = settings_from(families()["sbert"], section.get("objective") or {})
+    run = fit(model, build(settings, mcfg, {"train": ids["train"], "valid": ids["valid"]}), tcfg, "sbert")
     device = next(model.parameters()).device
     ea = torch.from_numpy(vectors(model, ids["test"][0], mcfg.pad_id)).to(device)
     eb = torch.from_numpy(vectors(model, ids["test"][1], mcfg.pad_id)).to(device)
@@ -423,7 +425,8 @@ def run_profile(args) -> dict:
     device = torch.device("cuda" if torch.cuda.is_available() and tcfg.device != "cpu" else "cpu")
     torch.manual_seed(tcfg.seed)
     model = build_model("bert", mcfg).to(device)
-    objective = load_ref(families()["bert"].objective)(mcfg, {"train": stream, "valid": stream[:100000]})
+    objective = build(settings_from(families()["bert"], section.get("objective") or {}), mcfg,
+                      {"train": stream, "valid": stream[:100000]})
     objective.setup(model, tcfg.batch_size)
     loss_module = objective.loss_module(model)
     if args.compile:

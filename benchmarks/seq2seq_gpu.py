@@ -37,7 +37,8 @@ map_checkout(extra=(("corpusforge.tasks", "tasks"), ("corpusforge.tasks.seq2seq"
 
 from corpusforge.models.configs import TrainConfig  # noqa: E402
 from corpusforge.models.decoding import beam_search, greedy  # noqa: E402
-from corpusforge.models.family import families, load_ref  # noqa: E402
+from corpusforge.models.family import families  # noqa: E402
+from corpusforge.models.objectives import build, settings_from  # noqa: E402
 from corpusforge.models.tokenization import make_tokenizer  # noqa: E402
 from corpusforge.models.training import train  # noqa: E402
 from corpusforge.models.zoo import build_model  # noqa: E402
@@ -158,7 +159,8 @@ def main() -> None:
     tcfg = TrainConfig(**section.get("train", {}))
     torch.manual_seed(tcfg.seed)
     model = build_model(name, mcfg)
-    objective = load_ref(spec.objective)(mcfg, {"train": ids["train"], "valid": ids["valid"]})
+    settings = settings_from(spec, section.get("objective") or {})
+    objective = build(settings, mcfg, {"train": ids["train"], "valid": ids["valid"]})
     history = []
 
     class OutOfTime(Exception):
@@ -184,7 +186,7 @@ def main() -> None:
                           "tokens_per_s": next((h["tokens_per_s"] for h in reversed(history) if "tokens_per_s" in h), 0.0)}
     train_s = time.perf_counter() - t0
     device = next(model.parameters()).device
-    test_obj = load_ref(spec.objective)(mcfg, {"train": ids["train"], "test": ids["test"]})
+    test_obj = build(settings, mcfg, {"train": ids["train"], "test": ids["test"]})
     test = test_obj.evaluate(model, "test", tcfg.batch_size, 0, device)
     valid = objective.evaluate(model, "valid", tcfg.batch_size, 0, device)
     train_tokens = sum(len(t) + 1 for t in ids["train"][1])  # real target tokens per epoch (eos included)

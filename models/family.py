@@ -5,7 +5,8 @@ Everything outside the folder (the zoo, config validation, the trainer's objecti
 inspection, sampling and the CLI) asks the spec for what it needs, a capability or a trait, never for a family's
 name (torchtitan's model folders and their spec). The registry is found, not written down: every subpackage of
 ``corpusforge.models`` with a ``spec.py`` is a family, so adding one is adding its folder. Reading the specs imports
-no torch (``module`` and ``objective`` are "module:attribute" strings, loaded when a model is built).
+no torch (``module`` is a "module:attribute" string, loaded when a model is built; ``objective`` names a kind of
+corpusforge.models.objectives, whose settings a stage's ``objective:`` section holds).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ class FamilySpec:
     name: str
     config: type
     module: str  # "module:Class" of the nn.Module, built as Class(config)
-    objective: str  # "module:factory" of its default training objective (corpusforge.models.objectives)
+    # the kind of objective it trains with by default (corpusforge.models.objectives.KINDS: causal_lm, seq2seq, ...),
+    # or "module:function" of a factory of its own, called as function(model_cfg, splits)
+    objective: str
     doc: str
     trains_on: str = "tokens"
     capabilities: frozenset[str] = frozenset()
@@ -57,6 +60,11 @@ class FamilySpec:
     # classifier starts from a bert's encoder. Empty: not declared, any checkpoint is tried (its weights are loaded
     # by name, and what is missing or mismatched is reported). Checked before a run (tasks.step.resolve_references)
     starts_from: frozenset[str] = frozenset()
+    # the default objective's settings where this family's differ from the kind's (the Transformer's label_smoothing
+    # 0.1): what a stage trains it with when its config has no ``objective:`` section
+    objective_defaults: Mapping[str, Any] = field(default_factory=dict)
+    # the other kinds a stage's ``objective.kind`` may pick for this family (they must read its trains_on data)
+    objectives: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         unknown = set(self.capabilities) - CAPABILITIES
@@ -64,6 +72,19 @@ class FamilySpec:
             raise ValueError(f"family {self.name}: unknown capabilities {sorted(unknown)}; known: {sorted(CAPABILITIES)}")
         if self.trains_on not in ("tokens", "pairs", "labelled"):
             raise ValueError(f"family {self.name}: trains_on must be tokens, pairs or labelled")
+        from corpusforge.models.objectives import KINDS, settings_fields  # torch-free
+
+        for kind in {self.objective, *self.objectives} - ({self.objective} if ":" in self.objective else set()):
+            if kind not in KINDS:
+                raise ValueError(f"family {self.name}: objective {kind!r} is no kind of corpusforge.models.objectives "
+                                 f"({', '.join(KINDS)}) and no \"module:function\"")
+            if KINDS[kind].reads != self.trains_on:
+                raise ValueError(f"family {self.name}: objective {kind} reads {KINDS[kind].reads}, the family trains "
+                                 f"on {self.trains_on}")
+        unknown = set(self.objective_defaults) - set(settings_fields(self.objective))
+        if unknown:
+            raise ValueError(f"family {self.name}: objective_defaults {sorted(unknown)} are no settings of "
+                             f"{self.objective}")
 
     def can(self, capability: str) -> bool:
         if capability not in CAPABILITIES:

@@ -20,7 +20,7 @@ MLflow and a progress bar. What it does:
 - tokens/s always (the input tokens the objective counts), MFU on CUDA (FLOPs per token from the objective,
   peak from the device name).
 
-Starting from another artifact's weights (``init_from``: a fresh optimizer, a backbone under a new head) is
+Starting from another artifact's weights (a stage's ``init``: a fresh optimizer, a backbone under a new head) is
 :func:`corpusforge.models.zoo.load_weights`, before ``train``; resuming is ``resume_from``.
 """
 

@@ -2,7 +2,7 @@
 
 A saved model is ``config.json`` ({"family": ..., "model": {...}}) plus ``model.safetensors``; loading never
 unpickles anything. Weights move in two ways: exactly (``load_state``: a saved model, a checkpoint's exact
-resume) and as a start (``load_weights``: ``init_from``, a backbone under a new head, what did not fit reported).
+resume) and as a start (``load_weights``: a stage's ``init``, a backbone under a new head, what did not fit reported).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ def build_model(name: str, model_cfg: Any) -> nn.Module:
     """The family's module built from its config (a dataclass, or a dict of its fields)."""
     spec = family(name)
     if not isinstance(model_cfg, spec.config):
-        model_cfg = spec.config(**dict(model_cfg))
+        from corpusforge.models.objectives import legacy_keys
+
+        model_cfg = spec.config(**legacy_keys(spec, dict(model_cfg)))
     return spec.module_class()(model_cfg)
 
 
@@ -36,11 +38,12 @@ def family_of(model: nn.Module) -> FamilySpec:
     return min(owned, key=lambda pair: pair[0])[1]
 
 
-def objective_for(model: nn.Module, splits: dict[str, Any]) -> Any:
-    """The family's default objective (its spec's factory) for this model on these token splits."""
-    from corpusforge.models.family import load_ref
+def objective_for(model: nn.Module, splits: dict[str, Any], settings: Any = None) -> Any:
+    """The objective ``settings`` name (default: the family's default kind and settings) for this model on these
+    splits (corpusforge.models.objectives.build)."""
+    from corpusforge.models.objectives import build, default_settings
 
-    return load_ref(family_of(model).objective)(model.cfg, splits)
+    return build(settings or default_settings(family_of(model)), model.cfg, splits)
 
 
 def model_config_dict(model: nn.Module) -> dict[str, Any]:
@@ -78,7 +81,7 @@ def load_state(model: nn.Module, tensors: dict[str, Any]) -> None:
 
 
 def load_weights(model: nn.Module, tensors: dict[str, Any]) -> dict[str, list[str]]:
-    """Start ``model`` from another model's weights (``init_from``): every tensor whose name and shape fit is
+    """Start ``model`` from another model's weights (a stage's ``init``): every tensor whose name and shape fit is
     loaded; the rest is reported, never silently dropped. Returns ``loaded`` (names), ``missing`` (the model's
     tensors the weights lack: a new head keeps its fresh init), ``unexpected`` (tensors the model has no place
     for: the parent's old head) and ``mismatched`` (same name, another shape: kept fresh, named with both
@@ -88,7 +91,7 @@ def load_weights(model: nn.Module, tensors: dict[str, Any]) -> dict[str, list[st
     mismatched = sorted(f"{k} {tuple(tensors[k].shape)} -> {tuple(own[k].shape)}" for k in tensors
                         if k in own and k not in fitting)
     if not fitting:
-        raise ValueError(f"init_from: none of the {len(tensors)} tensors fits this model (names or shapes differ)")
+        raise ValueError(f"init: none of the {len(tensors)} tensors fits this model (names or shapes differ)")
     model.load_state_dict(fitting, strict=False)
     tied = _tied_names(model)
     return {"loaded": sorted(fitting),

@@ -119,13 +119,17 @@ def from_dict(cls: type[T], data: Mapping[str, Any] | None, path: str = "") -> T
     data = dict(data or {})
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(data) - set(fields))
     prefix = f"{path}." if path else ""
+    data = _renamed_keys(cls, data, prefix)
+    unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(
             f"{prefix}{unknown[0]}: unknown key; allowed keys under {path or 'the top level'} are: "
             + ", ".join(sorted(n for n, f in fields.items() if "derived" not in f.metadata))
         )
+    for name, f in fields.items():  # a training stage's objective section (and its keys still under model)
+        if "objective" in f.metadata:
+            data = _objective_section(data, name, fields, prefix)
     kwargs = {}
     for name, value in data.items():
         meta = fields[name].metadata
@@ -182,6 +186,9 @@ def to_dict(obj: Any) -> Any:
 #   "steps": (step, ...)                    a config that feeds several steps: the ones this field changes
 #   "artifact": (step, ...)                 an artifact reference (artifact_ref below): in the id as "input" when
 #                                           set, since the artifact's full id is among the step's inputs
+#   "identity_name": "old"                  the name a renamed field keeps in the id (lm.init was lm.init_from)
+# A config class may map old key names to new ones in RENAMED_KEYS ({"init_from": "init"}): the old key is read,
+# with a warning naming the new one.
 
 NOT_IN_ID: dict[str, Any] = {"identity": False}
 
@@ -196,7 +203,7 @@ def identity(cfg: Any, step: str | None = None) -> dict[str, Any]:
         rule = f.metadata.get("identity", True)
         if "artifact" in f.metadata and rule is True:  # the resolved artifact's id is an input, not what was typed
             if getattr(cfg, f.name):
-                out[f.name] = "input"
+                out[f.metadata.get("identity_name", f.name)] = "input"
             continue
         if "derived" in f.metadata:  # set from an input (a model's vocab_size from the tokenizer, whose id is one)
             continue
@@ -405,3 +412,118 @@ def derived_model_config(family_name: str, model: Any, vocab_size: int, special_
         return dataclasses.replace(model, **derived)
     except ValueError as exc:
         raise ConfigError(f"model.{exc}") from None
+
+
+# --- a training stage's family, model and objective sections (one helper for every stage) ------------------------
+
+OBJECTIVE_DOC = ("What the model is trained to do (corpusforge.models.objectives): a section keyed by kind, as model "
+                 "is keyed by family, e.g. {kind: seq2seq, label_smoothing: 0.1}; null: the family's default kind "
+                 "with its defaults. A kind's settings: masked_lm and bert_pretraining mask_prob; seq2seq "
+                 "label_smoothing; contrastive scale and symmetric; the others none.")
+
+
+def objective_field(**metadata: Any) -> Any:
+    """The ``objective`` field of a training stage's config (its id sees it through the model field's
+    :func:`model_identity`: the settings under the names they had as model fields, the kind when not the family's)."""
+    return dataclasses.field(default=None, metadata={"doc": OBJECTIVE_DOC, "objective": ("family", "model"),
+                                                     **NOT_IN_ID, **metadata})
+
+
+def settle_family(cfg: Any, choices: Mapping[str, type]) -> None:
+    """What every training stage's ``__post_init__`` checks of its ``family``/``model`` (and ``objective``)
+    sections: the family is one the stage trains, ``model`` is that family's config (its defaults when null),
+    ``objective`` is a kind the family trains with (the family's default when null)."""
+    if cfg.family not in choices:
+        raise ValueError(f"family: one of {', '.join(choices)}, got {cfg.family!r}")
+    wanted = choices[cfg.family]
+    if cfg.model is None:
+        object.__setattr__(cfg, "model", wanted())
+    elif type(cfg.model) is not wanted:
+        raise ValueError(f"model: family {cfg.family!r} takes a {wanted.__name__}, got a {type(cfg.model).__name__}")
+    if any(f.name == "objective" for f in dataclasses.fields(cfg)):
+        from corpusforge.models.family import family
+        from corpusforge.models.objectives import settle
+
+        try:
+            object.__setattr__(cfg, "objective", settle(family(cfg.family), cfg.objective))
+        except ValueError as exc:
+            msg = str(exc)
+            raise ValueError(msg if msg.startswith("objective") else f"objective.{msg}") from None
+
+
+def model_identity(cfg: Any, model: Any) -> dict[str, Any]:
+    """The ``identity_value`` of a training stage's ``model`` field: the model's fields, and its objective's
+    settings under the names they had as model fields (so moving them changed no artifact id), with the kind when
+    it is not the family's default (corpusforge.models.objectives.identity_of)."""
+    out = identity(model)
+    settings = getattr(cfg, "objective", None)
+    if settings is not None:
+        from corpusforge.models.family import family
+        from corpusforge.models.objectives import identity_of
+
+        out.update(identity_of(family(cfg.family), settings))
+    return out
+
+
+def _objective_section(data: dict[str, Any], name: str, fields: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """``data`` with the stage's objective section read: an objective setting written under ``model`` (where it was
+    before objectives were configuration) moved into the section, with a warning; the section made settings of the
+    family's kinds (its ``kind`` defaulting to the family's)."""
+    import warnings
+
+    from corpusforge.models.family import families
+    from corpusforge.models.objectives import allowed, settings_class, settings_fields
+
+    tag_field, model_field = fields[name].metadata["objective"]
+    spec = families().get(data.get(tag_field, fields[tag_field].default))
+    section = data.get(name)
+    if spec is None or dataclasses.is_dataclass(section):
+        return data  # an unknown family (the checks after say so) or settings already made
+    if isinstance(section, str):  # the kind alone: objective: causal_lm
+        section = {"kind": section}
+    if section is not None and not isinstance(section, Mapping):
+        raise ConfigError(f"{prefix}{name}: expected a mapping such as {{kind: {spec.objective}}} or a kind's name, "
+                          f"got {type(section).__name__} {section!r}")
+    section = dict(section or {})
+    model = data.get(model_field)
+    if isinstance(model, Mapping):
+        try:
+            movable = set(settings_fields(section.get("kind", spec.objective)))
+        except ValueError:
+            movable = set()  # an unknown kind: said below
+        moved = {k: v for k, v in model.items() if k in movable}
+        for key, value in moved.items():
+            if key in section and section[key] != value:
+                raise ConfigError(f"{prefix}{model_field}.{key}: also set as {prefix}{name}.{key} with another value; "
+                                  f"keep {prefix}{name}.{key}")
+            warnings.warn(f"{prefix}{model_field}.{key} is an objective setting now: write {prefix}{name}.{key} "
+                          "(the old key is read, for now)", FutureWarning, stacklevel=4)
+            section.setdefault(key, value)
+        if moved:
+            data = {**data, model_field: {k: v for k, v in model.items() if k not in moved}}
+    if not section and data.get(name) is None:
+        return data
+    kind = section.get("kind", spec.objective)
+    if kind not in allowed(spec):
+        raise ConfigError(f"{prefix}{name}.kind: family {spec.name} trains with {' or '.join(allowed(spec))}, "
+                          f"not {kind!r}")
+    cls = settings_class(kind)
+    defaults = dict(spec.objective_defaults) if kind == spec.objective else {}
+    return {**data, name: from_dict(cls, {**defaults, **section, "kind": kind}, f"{prefix}{name}")}
+
+
+def _renamed_keys(cls: type, data: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """``data`` with the keys ``cls.RENAMED_KEYS`` maps from an old name read under the new one, with a warning (both
+    given with different values: a ConfigError)."""
+    import warnings
+
+    for old, new in getattr(cls, "RENAMED_KEYS", {}).items():
+        if old not in data:
+            continue
+        value = data.pop(old)
+        if new in data and data[new] != value:
+            raise ConfigError(f"{prefix}{old}: the old name of {prefix}{new}, which is also set with another value; "
+                              f"keep {prefix}{new}")
+        warnings.warn(f"{prefix}{old} is {prefix}{new} now (the old key is read, for now)", FutureWarning, stacklevel=3)
+        data.setdefault(new, value)
+    return data

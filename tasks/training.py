@@ -261,18 +261,20 @@ def training_report(description: str, total: int, logger, forward: Report | None
 
 
 def save_trained(out: Path, model: Any, *, stage: str, name: str, train_cfg: Any, device: Any,
-                 metrics: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+                 metrics: Mapping[str, Any], extra: Mapping[str, Any], objective: Any = None) -> dict[str, Any]:
     """The tail of every training step: weights or metrics that are not finite are refused (:func:`refuse_non_finite`,
     one line saying what to change), then ``model.safetensors`` and ``config.json`` are written once: the family and
-    model config, the stage's ``extra`` (its tokenizer, data, its own section, ``input``), the training config and
-    the device. Returns what config.json holds beyond the family and model."""
+    model config, the stage's ``extra`` (its tokenizer, data, its own section, ``input``), the objective's settings
+    (corpusforge.models.objectives: what ``lm evaluate`` scores an encoder with), the training config and the
+    device. Returns what config.json holds beyond the family and model."""
     import dataclasses
 
     from corpusforge.models.zoo import save_model
 
     refuse_non_finite(f"{stage} {name}", metrics=metrics, weights=model.state_dict(),
                       change=diverged_advice(stage, train_cfg))
-    spec = {**extra, "train": dataclasses.asdict(train_cfg), "device": str(device)}
+    spec = {**extra, **({"objective": dataclasses.asdict(objective)} if objective is not None else {}),
+            "train": dataclasses.asdict(train_cfg), "device": str(device)}
     save_model(model, out, spec)
     return spec
 

@@ -253,12 +253,34 @@ def config_sections() -> list[tuple[str, type, str]]:
                 for name in choices:
                     walk(key, choices[name], f"{prefix + '.' if prefix else ''}{tag}: {name}")
                 continue
+            if "objective" in f.metadata:  # one table per settings class of the kinds the stage's families take
+                for settings, kinds in _objective_kinds(cls, f).items():
+                    walk(key, settings, f"{key}.kind: {' or '.join(kinds)}")
+                continue
             for nested in _nested(hints[f.name]):
                 list_item = get_origin(hints[f.name]) in (tuple, list, Sequence)
                 walk(key + ("[]" if list_item else ""), nested)
 
     walk("", PipelineConfig)
     return sections
+
+
+def _objective_kinds(cls: type, f: dataclasses.Field, every: bool = False) -> Any:
+    """settings class -> the objective kinds (of the families the stage trains) that take it, for kinds with
+    settings besides ``kind`` (corpusforge.models.objectives); ``every``: the list of all those kinds."""
+    from corpusforge.models.family import families
+    from corpusforge.models.objectives import allowed, settings_class, settings_fields
+
+    model_field = f.metadata["objective"][1]
+    choices = next(g for g in dataclasses.fields(cls) if g.name == model_field).metadata["variants"][1]
+    kinds = list(dict.fromkeys(kind for name in choices for kind in allowed(families()[name])))
+    if every:
+        return kinds
+    out: dict[type, list[str]] = {}
+    for kind in kinds:
+        if settings_fields(kind):
+            out.setdefault(settings_class(kind), []).append(kind)
+    return out
 
 
 def _tag_choices(cls: type) -> dict[str, list[str]]:
@@ -322,6 +344,9 @@ def config_reference() -> str:
                 allowed = _cell(" or ".join(f"a {step} artifact" for step in f.metadata["artifact"]))
             elif f.metadata.get("variants") is not None:
                 what = f"a mapping: the config of the {f.metadata['variants'][0]} (tables below)"
+            elif "objective" in f.metadata:
+                what = "a mapping keyed by kind (its settings: tables below), or a kind's name"
+                allowed = ", ".join(_code(k) for k in _objective_kinds(cls, f, every=True))
             elif f.metadata.get("path"):
                 what += " (a path, relative to the config file)"
             elif _nested(tp):

@@ -5,7 +5,7 @@ from corpusforge.models.family import FamilySpec
 
 SPEC = FamilySpec(
     name="bert", config=BertConfig, module="corpusforge.models.bert.model:Bert",
-    objective="corpusforge.models.objectives:bert_pretraining",
+    objective="bert_pretraining",
     doc="BERT pre-training: [CLS] A [SEP] B [SEP] with segment embeddings, masked LM plus next-sentence prediction "
         "(its val_loss is their sum; val_ppl scores the masked tokens; it cannot generate)",
     capabilities=frozenset({"attention_maps", "fill_mask", "embed"}),

@@ -6,7 +6,7 @@ from corpusforge.models.family import FamilySpec
 SPEC = FamilySpec(
     name="bert_classifier", config=BertClassifierConfig,
     module="corpusforge.models.bert_classifier.model:BertClassifier",
-    objective="corpusforge.models.objectives:classification",
+    objective="classification",
     doc="BERT's encoder with a linear classifier on the pooled [CLS] state (or mean/max pooling); fine-tunes a "
         "pre-trained bert checkpoint (classify.init) or trains from scratch",
     trains_on="labelled", capabilities=frozenset({"classify", "embed"}),

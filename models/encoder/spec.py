@@ -5,7 +5,7 @@ from corpusforge.models.family import FamilySpec
 
 SPEC = FamilySpec(
     name="encoder", config=EncoderConfig, module="corpusforge.models.encoder.model:TransformerEncoder",
-    objective="corpusforge.models.objectives:masked_lm",
+    objective="masked_lm",
     doc="bidirectional Transformer trained on masked tokens (its val_loss/val_ppl score the masked tokens; it "
         "cannot generate)",
     capabilities=frozenset({"attention_maps", "fill_mask", "embed"}),

@@ -5,7 +5,7 @@ from corpusforge.models.gpt.config import GPTConfig
 
 SPEC = FamilySpec(
     name="gpt", config=GPTConfig, module="corpusforge.models.gpt.model:GPT",
-    objective="corpusforge.models.objectives:causal_lm",
+    objective="causal_lm",
     doc="decoder Transformer trained on the next token",
     capabilities=frozenset({"generate", "attention_maps"}),
     exporters={"hf": "corpusforge.models.gpt.hf:export_hf"},  # transformers GPT2LMHeadModel (models/gpt/hf.py)

@@ -5,7 +5,7 @@ from corpusforge.models.nplm.config import NPLMConfig
 
 SPEC = FamilySpec(
     name="nplm", config=NPLMConfig, module="corpusforge.models.nplm.model:NPLM",
-    objective="corpusforge.models.objectives:causal_lm",
+    objective="causal_lm",
     doc="Bengio et al. 2003: a fixed window of embeddings, a tanh layer, a softmax",
     capabilities=frozenset({"generate"}),
     # the context before a sequence's first token: the tokenizer's padding token, else its end-of-text token

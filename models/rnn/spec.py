@@ -5,7 +5,8 @@ from corpusforge.models.rnn.config import RNNConfig
 
 SPEC = FamilySpec(
     name="rnn", config=RNNConfig, module="corpusforge.models.rnn.model:RNNLM",
-    objective="corpusforge.models.objectives:truncated_bptt",
+    objective="truncated_bptt",
     doc="Elman RNN, LSTM or GRU (see model.cell) trained on contiguous streams, truncated BPTT",
     capabilities=frozenset({"generate"}), recurrent=True,
+    objectives=frozenset({"causal_lm"}),  # random windows, each read from a fresh state (no state carried)
 )

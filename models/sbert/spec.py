@@ -5,7 +5,7 @@ from corpusforge.models.sbert.config import SBertConfig
 
 SPEC = FamilySpec(
     name="sbert", config=SBertConfig, module="corpusforge.models.sbert.model:SentenceEncoder",
-    objective="corpusforge.models.objectives:contrastive",
+    objective="contrastive",
     doc="Sentence-BERT: BERT's encoder pooled into one vector per sentence (mean, max or [CLS]), trained siamese on "
         "sentence pairs with in-batch negatives; starts from a pre-trained bert checkpoint or from scratch",
     trains_on="pairs", capabilities=frozenset({"embed"}),

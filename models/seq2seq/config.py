@@ -34,7 +34,6 @@ class Seq2SeqConfig:
     teacher_forcing: float = field(default=1.0, metadata={
         "doc": "Training: the chance that a decoder step reads the true previous token rather than its own greedy "
                "guess (1.0: always the true one; drawn once per step for the batch)."})
-    label_smoothing: float = field(default=0.0, metadata={"doc": "Training loss: share of the target's probability spread over the vocabulary (0: none)."})
     max_len: int = field(default=128, metadata={"doc": "Longest sequence trained on (longer ones are cut) and decoded."})
 
     @property
@@ -59,8 +58,6 @@ class Seq2SeqConfig:
             raise ValueError(f"dropout: must be in [0, 1), got {self.dropout}")
         if not 0.0 <= self.teacher_forcing <= 1.0:
             raise ValueError(f"teacher_forcing: must be in [0, 1], got {self.teacher_forcing}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing: must be in [0, 1), got {self.label_smoothing}")
         check_special_ids(self)
 
 

@@ -40,7 +40,6 @@ class TransformerConfig:
     share_embeddings: bool = field(default=True, metadata={
         "doc": "One embedding matrix for source and target tokens (one joint vocabulary, as the paper's BPE)."})
     tie_output: bool = field(default=True, metadata={"doc": "The output projection is the target embedding, transposed."})
-    label_smoothing: float = field(default=0.1, metadata={"doc": "Training loss: share of the target's probability spread over the vocabulary (the paper: 0.1)."})
     max_len: int = field(default=256, metadata={"doc": "Positions: the longest source or target (longer ones are "
                                                        "cut in training) and the longest decode."})
 
@@ -55,6 +54,4 @@ class TransformerConfig:
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name}: must be in [0, 1), got {getattr(self, name)}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing: must be in [0, 1), got {self.label_smoothing}")
         check_special_ids(self)

@@ -5,10 +5,11 @@ from corpusforge.models.transformer.config import TransformerConfig
 
 SPEC = FamilySpec(
     name="transformer", config=TransformerConfig, module="corpusforge.models.transformer.model:Transformer",
-    objective="corpusforge.models.objectives:seq2seq",
+    objective="seq2seq",
     doc="the encoder-decoder Transformer of 'Attention is all you need' (post-LN or pre-LN, sinusoidal or learned "
         "positions, shared embeddings, tied output), trained on source-target pairs",
     trains_on="pairs",
     capabilities=frozenset({"translate", "attention_maps"}),
     derived={"pad_id": ("pad",), "bos_id": ("bos",), "eos_id": ("eos",)},
+    objective_defaults={"label_smoothing": 0.1},  # the paper's
 )

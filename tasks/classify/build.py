@@ -83,7 +83,7 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
     import torch
     from safetensors.torch import load_file
 
-    from corpusforge.models.family import family, load_ref
+    from corpusforge.models.objectives import build as build_objective
     from corpusforge.models.tokenization import load_tokenizer
     from corpusforge.models.training import pick_device
     from corpusforge.models.zoo import build_model, load_weights
@@ -118,7 +118,6 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
         classes = sorted(set(labels_train), key=lambda v: (isinstance(v, str), v))
     if len(classes) < 2:
         raise ValueError(f"the train split has one class only ({classes[0]!r}): a classifier needs two or more")
-    spec = family(cfg.family)
     mcfg = cfg.model_config(vocab_size, special)
     mcfg = dataclasses.replace(mcfg, n_classes=len(classes))
     if parent_spec is not None:
@@ -168,7 +167,7 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
             warnings.append("the test split has unlabelled records: it is not scored")
             continue
         splits[split] = ([prepare(ids) for ids in frame[cfg.text].to_list()], class_index(classes, values, split))
-    objective = load_ref(spec.objective)(mcfg, splits)
+    objective = build_objective(cfg.objective, mcfg, splits)
     result, record, metrics, seconds = fit(model, objective, cfg.train, scratch, on_metrics)
     for p in model.parameters():
         p.requires_grad = True
@@ -188,7 +187,7 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
                           "label": cfg.label, "finetune": cfg.finetune, "scored_split": headline, **started_from},
              "data": {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}}
     record_training_text(extra, encoded_dir)  # how new text is read: as this text was
-    spec_json = save_trained(out, model, stage="classify", name=cfg.name, train_cfg=cfg.train,
+    spec_json = save_trained(out, model, stage="classify", name=cfg.name, objective=cfg.objective, train_cfg=cfg.train,
                              device=pick_device(cfg.train.device), metrics=metrics, extra=extra)
     (out / "evaluation.json").write_text(json.dumps({"classes": classes, "headline": headline, "splits": evaluation},
                                                     indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

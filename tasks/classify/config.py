@@ -12,7 +12,10 @@ from typing import Any, Literal
 
 from corpusforge.models.configs import TrainConfig
 from corpusforge.models.family import FamilyConfigs, families
-from corpusforge.tasks.config import ConfigError, artifact_ref, check_artifact_name, derived_model_config, from_dict
+from corpusforge.tasks.config import (
+    ConfigError, artifact_ref, check_artifact_name, derived_model_config, from_dict, model_identity, objective_field,
+    settle_family,
+)
 
 STEP = "classify"
 # the stage trains the families that learn from labelled records (corpusforge.models.family: trains_on "labelled")
@@ -40,7 +43,8 @@ class ClassifyStageConfig:
     model: object | None = field(default=None, metadata={"doc":
         "The family's config (the dataclass in corpusforge.models.<family>.config, picked by family; null: its "
         "defaults); vocab_size, the special-token ids and n_classes are set from the tokenizer and the labels; with "
-        "init, the checkpoint's shape wins.", "variants": ("family", LABELLED_FAMILIES)})
+        "init, the checkpoint's shape wins.", "variants": ("family", LABELLED_FAMILIES), "identity_value": model_identity})
+    objective: object | None = objective_field()
     train: TrainConfig = field(default_factory=TrainConfig, metadata={"doc":
         "How to train (corpusforge.models.configs.TrainConfig): the same keys as lm.train."})
     text: str = field(default="text", metadata={"doc": "The corpus field with the text to classify."})
@@ -72,13 +76,7 @@ class ClassifyStageConfig:
                                                        for k, v in self.labels.items()):
             raise ValueError("labels: a map of raw label -> class, e.g. {pos: positive, Positive: positive}")
         object.__setattr__(self, "labels", {str(k).strip(): str(v).strip() for k, v in self.labels.items()})
-        if self.family not in LABELLED_FAMILIES:
-            raise ValueError(f"family: one of {', '.join(LABELLED_FAMILIES)}, got {self.family!r}")
-        wanted = LABELLED_FAMILIES[self.family]
-        if self.model is None:
-            object.__setattr__(self, "model", wanted())
-        elif type(self.model) is not wanted:
-            raise ValueError(f"model: family {self.family!r} takes a {wanted.__name__}, got a {type(self.model).__name__}")
+        settle_family(self, LABELLED_FAMILIES)
         if not self.text or not self.label or self.text == self.label:
             raise ValueError(f"text/label: two different fields, got {self.text!r} and {self.label!r}")
         if self.finetune == "head" and not self.init:

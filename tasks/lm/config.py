@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from corpusforge.models.configs import TrainConfig
 from corpusforge.models.family import FamilyConfigs, families
-from corpusforge.tasks.config import NOT_IN_ID, ConfigError, derived_model_config, artifact_ref, check_artifact_name, from_dict
+from corpusforge.tasks.config import (
+    NOT_IN_ID, artifact_ref, check_artifact_name, derived_model_config, from_dict, model_identity, objective_field,
+    settle_family,
+)
 from corpusforge.tasks.textgen import GENERATE_DEFAULTS  # the generation defaults, shared with post-trained models
 
 # The token a family's role is given when a run adds it to the tokenizer (BERT's names)
@@ -58,28 +61,26 @@ class LMConfig:
     model: object | None = field(default=None, metadata={
         "doc": "The family's config (the dataclass in corpusforge.models.<family>.config, picked by family; null: "
                "its defaults); vocab_size and the special-token ids come from the tokenizer.",
-        "variants": ("family", LM_FAMILIES)})
+        "variants": ("family", LM_FAMILIES), "identity_value": model_identity})
+    objective: object | None = objective_field()
     train: TrainConfig = field(default_factory=TrainConfig, metadata={
         "doc": "How to train (corpusforge.models.configs.TrainConfig)."})
     sample: SampleConfig = field(default_factory=SampleConfig, metadata={
         "doc": "The sample generated after training (its own lm_sample artifact: editing it retrains nothing).",
         **NOT_IN_ID})
     evaluate_test: bool = field(default=True, metadata={"doc": "Also report loss/perplexity on the test split."})
-    init_from: str | None = field(default=None, metadata=artifact_ref(("lm",), doc=(
+    init: str | None = field(default=None, metadata=artifact_ref(("lm",), identity_name="init_from", doc=(
         "Start from this lm's weights (the id or a unique prefix of an lm artifact in the store) with a fresh "
         "optimizer: every tensor whose name and shape fit is loaded, the rest keeps its fresh init and is "
         "reported (missing, unexpected, mismatched shapes) in the manifest. The parent's id joins this lm's "
-        "inputs (its id and lineage). null: a fresh init.")))
+        "inputs (its id and lineage). null: a fresh init. (Was init_from, the name still read with a warning: "
+        "init is every training stage's name for it.)")))
+
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"init_from": "init"}
 
     def __post_init__(self) -> None:
         check_artifact_name(self.name)
-        if self.family not in LM_FAMILIES:
-            raise ValueError(f"family: one of {', '.join(LM_FAMILIES)}, got {self.family!r}")
-        wanted = LM_FAMILIES[self.family]
-        if self.model is None:
-            object.__setattr__(self, "model", wanted())
-        elif type(self.model) is not wanted:
-            raise ValueError(f"model: family {self.family!r} takes a {wanted.__name__}, got a {type(self.model).__name__}")
+        settle_family(self, LM_FAMILIES)
 
     def model_config(self, vocab_size: int, special_ids: dict[str, int] | None = None) -> object:
         """The model's config with what the tokenizer sets: its vocabulary size, and the ids the family derives

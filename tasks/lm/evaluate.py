@@ -84,13 +84,16 @@ def encode_documents(tok, documents: list[str], add_special_tokens: bool = False
 def score_stream(model, spec: Mapping[str, Any], ids, batch_size: int | None = None,
                  device: str = "cpu") -> dict[str, Any]:
     """{"tokens", "nll", "perplexity"} of a token stream under ``model``, with its family's objective."""
-    from corpusforge.models.family import family, load_ref
-    from corpusforge.models.objectives import TokenStream, TruncatedBPTT
+    from corpusforge.models.family import family
+    from corpusforge.models.objectives import KINDS, TokenStream, TruncatedBPTT, build, default_settings, recorded
 
     traits = family(str(spec.get("family")))
     if len(ids) < 3:
         raise ValueError(f"the text encodes to {len(ids)} token(s); at least 3 are needed to score it")
-    objective = load_ref(traits.objective)(model.cfg, {"train": ids})
+    settings = recorded(traits, spec)  # what it was trained with (a post-trained model: its family's stream loss)
+    if settings.kind in KINDS and KINDS[settings.kind].reads != "tokens":
+        settings = default_settings(traits)
+    objective = build(settings, model.cfg, {"train": ids})
     if not isinstance(objective, TokenStream):
         raise ValueError(f"a {traits.name} model is not scored on a token stream ({type(objective).__name__}); "
                          "lm evaluate scores causal LMs (gpt, nplm, rnn) and masked LMs (encoder)")

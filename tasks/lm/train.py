@@ -59,12 +59,12 @@ def build_lm(upstream: StepResult, cfg: LMConfig, store: ArtifactStore,
              refs: Mapping[str, StepResult] | None = None) -> list[StepResult]:
     """Train (or reuse) the lm, then its sample (an ``lm_sample`` artifact, when one is asked for and the model
     can generate). Returns [sample, lm] or [lm]: the stage's main output, the lm, comes last. ``refs`` holds the
-    parent lm of ``init_from`` when the pipeline resolved it (called without, an id is looked up in the store)."""
+    parent lm of ``init`` when the pipeline resolved it (called without, an id is looked up in the store)."""
     result = training_step(  # identity(cfg) has no lm.sample: the sample is the next step's
         upstream, cfg, store, step="lm", version=LM_VERSION, section="lm", family=cfg.family, refs=refs,
         libraries=("torch", "safetensors", "numpy"),
         build=lambda out, src, scratch, found: _build(out, src, cfg, scratch, on_metrics,
-                                                      Path(found["init_from"].path) if "init_from" in found else None))
+                                                      Path(found["init"].path) if "init" in found else None))
     sample = build_lm_sample(result, cfg, store)
     return [sample, result] if sample is not None else [result]
 
@@ -114,7 +114,7 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
            parent: Path | None = None) -> dict[str, Any]:
     import torch
 
-    from corpusforge.models.family import family, load_ref
+    from corpusforge.models.objectives import build as build_objective
     from corpusforge.models.training import pick_device
     from corpusforge.models.zoo import build_model
 
@@ -125,7 +125,6 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
     if splits["valid"] is None and splits["test"] is None:
         raise ValueError("the lm step needs a valid (or test) split: give lm train --valid FILE, or set "
                          "corpus.split.valid > 0")
-    spec = family(cfg.family)
     tcfg = cfg.train_config()
     vocab_size, warnings = int(meta["vocab_size"]), []
     top = max(int(a.max()) for a in splits.values() if a is not None)
@@ -137,7 +136,7 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
     torch.manual_seed(tcfg.seed)  # the weights' init
     model = build_model(cfg.family, mcfg)
     started_from = None
-    if parent is not None:  # init_from: the parent's weights, a fresh optimizer; what did not fit is reported
+    if parent is not None:  # init: the parent's weights, a fresh optimizer; what did not fit is reported
         from safetensors.torch import load_file
 
         from corpusforge.models.zoo import load_weights
@@ -146,9 +145,9 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
         started_from = {k: v for k, v in report.items() if k != "loaded"} | {"loaded": len(report["loaded"])}
         for what in ("missing", "unexpected", "mismatched"):
             if report[what]:
-                warnings.append(f"init_from {parent.name}: {what} {', '.join(report[what][:8])}"
+                warnings.append(f"init {parent.name}: {what} {', '.join(report[what][:8])}"
                                 + (f" (+{len(report[what]) - 8} more)" if len(report[what]) > 8 else ""))
-    objective = load_ref(spec.objective)(mcfg, splits)
+    objective = build_objective(cfg.objective, mcfg, splits)
     result, record, metrics, seconds = fit(model, objective, tcfg, scratch, on_metrics)
     device = pick_device(tcfg.device)
     if cfg.evaluate_test and splits["test"] is not None and splits["valid"] is not None:
@@ -161,10 +160,11 @@ def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metric
                            if tokenizer_dir else None, "id": meta.get("tokenizer_id"),
                            "vocab_size": meta["vocab_size"], "eot_id": meta.get("eot_id")}}
     record_training_text(extra, encoded_dir)  # prompts are read as the training text was
-    save_trained(out, model, stage="lm", name=cfg.name, train_cfg=tcfg, device=device, metrics=metrics, extra=extra)
+    save_trained(out, model, stage="lm", name=cfg.name, objective=cfg.objective, train_cfg=tcfg, device=device,
+                 metrics=metrics, extra=extra)
     record.write(out, metrics, title=f"{cfg.family} {cfg.name}")
     return {"metrics": metrics, "device": str(device), "warnings": warnings,
-            **({"init_from": started_from} if started_from is not None else {})}
+            **({"init": started_from} if started_from is not None else {})}
 
 
 # --- the Prefect task -----------------------------------------------------------------------------

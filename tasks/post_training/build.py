@@ -120,23 +120,22 @@ def wrong_answers(cfg: PostTrainingConfig, rows: list[dict[str, Any]], tokenizer
 
 
 def _objective(cfg: PostTrainingConfig, model, splits, tokenizer, spec, start_model):
-    from corpusforge.models.family import load_ref
+    """The objective the method names, through the objectives' registry (corpusforge.models.objectives.build):
+    the family's own for full and lora; sft and dpo on records, padded with the tokenizer's pad (else its end) id;
+    dpo against the start model (LoRA: the policy with its adapters off), dropout off in the policy so its
+    log-probabilities are computed as the reference's are (TRL's default too)."""
+    from corpusforge.models.objectives import build, disable_dropout
     from corpusforge.tasks.post_training.data import end_id
 
-    if cfg.objective == "lm":
-        return load_ref(spec.objective)(model.cfg, splits)
-    from corpusforge.models.post_training import DPO, SFT
-
+    settings = cfg.settings(spec)
+    if settings.kind not in ("sft", "dpo"):
+        return build(settings, model.cfg, splits)
     pad = tokenizer.role_ids.get("pad")
-    pad = int(pad) if pad is not None else end_id(tokenizer)
-    if cfg.objective == "sft":
-        return SFT(splits, pad, model.cfg.block_size, pack=cfg.pack)
-    reference = "adapters_off" if cfg.lora is not None else start_model
-    from corpusforge.models.post_training import disable_dropout
-
-    disable_dropout(model)  # the policy's log-probs as the reference's are computed (TRL's default too)
-    block = getattr(model.cfg, "block_size", None)  # the model reads one fewer than prompt + response
-    return DPO(splits, pad, cfg.beta, reference, max_len=block + 1 if block else None, nll_weight=cfg.nll_weight)
+    context = {"pad_id": int(pad) if pad is not None else end_id(tokenizer)}
+    if settings.kind == "dpo":
+        disable_dropout(model)
+        context["reference"] = "adapters_off" if cfg.lora is not None else start_model
+    return build(settings, model.cfg, splits, **context)
 
 
 def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, on_metrics, parent: Path,
@@ -218,7 +217,7 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
         metrics[f"{prefix}_start_answer_accuracy"] = before
         answers[split] = {"records": len(question[0]), "accuracy": acc, "start_accuracy": before, "examples": rows}
     # the answer-level figures first (reports show the first few): the per-token loss alone misleads, a response
-    # being mostly tokens the format fixes (issue 52; corpusforge.models.post_training.SFT.evaluate)
+    # being mostly tokens the format fixes (issue 52; corpusforge.models.objectives.sft.SFT.evaluate)
     lead = ("val_answer_accuracy", "val_exact_match", "val_response_nll", "val_loss")
     metrics = {**{k: metrics[k] for k in lead if k in metrics}, **metrics}
     weights = model.state_dict()
@@ -246,6 +245,7 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
         **({"template": {"prompt": cfg.prompt, "response": cfg.response, "values": cfg.values}}
            if cfg.objective != "lm" else {"text": cfg.text}),
         **({"lora": counts} if counts else {})}
+    spec_json["objective"] = dataclasses.asdict(cfg.settings(spec))
     spec_json["train"] = dataclasses.asdict(cfg.train)
     spec_json["device"] = str(device)
     (out / "config.json").write_text(json.dumps(spec_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

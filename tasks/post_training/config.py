@@ -77,10 +77,7 @@ class PostTrainingConfig:
             raise ValueError("init: the model to start from is required (an lm section or an artifact id)")
         if self.lora is None and self.method == "lora":
             object.__setattr__(self, "lora", LoraSettings())
-        if self.beta <= 0:
-            raise ValueError(f"beta: must be > 0, got {self.beta}")
-        if self.nll_weight < 0:
-            raise ValueError(f"nll_weight: must be >= 0, got {self.nll_weight}")
+        self.settings(None)  # beta and nll_weight checked as the dpo objective's settings
         if self.eval_records < 0:
             raise ValueError(f"eval_records: must be >= 0, got {self.eval_records}")
         for name in ("prompt", "response") + (("rejected",) if self.rejected else ()):
@@ -92,6 +89,18 @@ class PostTrainingConfig:
     def objective(self) -> str:
         """What is optimised: lm (next token on text), sft or dpo."""
         return {"full": "lm", "lora": "lm"}.get(self.method, self.method)
+
+    def settings(self, spec) -> Any:
+        """The objective's settings (corpusforge.models.objectives): sft with ``pack``, dpo with ``beta`` and
+        ``nll_weight``; for full and lora, the start model's family's default (``spec``, its FamilySpec; None
+        before the start model is known)."""
+        from corpusforge.models.objectives import DPOSettings, SFTSettings, default_settings
+
+        if self.objective == "sft":
+            return SFTSettings(kind="sft", pack=self.pack)
+        if self.objective == "dpo":
+            return DPOSettings(kind="dpo", beta=self.beta, nll_weight=self.nll_weight)
+        return default_settings(spec) if spec is not None else None
 
     def fields(self) -> list[str]:
         """The record fields this method reads."""

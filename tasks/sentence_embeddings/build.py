@@ -44,7 +44,7 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
     import torch
     from safetensors.torch import load_file
 
-    from corpusforge.models.family import family, load_ref
+    from corpusforge.models.objectives import build as build_objective
     from corpusforge.models.tokenization import load_tokenizer
     from corpusforge.models.training import pick_device
     from corpusforge.models.zoo import build_model, load_weights
@@ -71,7 +71,6 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
             (tokenizer_dir, tokenizer_id), vocab_size, special = found, tok.vocab_size, dict(tok.role_ids)
             warnings.append(f"init {parent.name}: texts encoded with the checkpoint's tokenizer "
                             f"{str(tokenizer_id)[:12]} (not the run's)")
-    spec = family(cfg.family)
     mcfg = cfg.model_config(vocab_size, special)
     if parent_spec is not None:
         mcfg, changed = shape_from(mcfg, parent_spec["model"], OWN_FIELDS)
@@ -92,7 +91,7 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
         if frame is None or (split == "test" and not cfg.evaluate_test):
             continue
         splits[split] = ([prepare(x) for x in frame[first].to_list()], [prepare(x) for x in frame[second].to_list()])
-    objective = load_ref(spec.objective)(mcfg, splits)
+    objective = build_objective(cfg.objective, mcfg, splits)
     result, record, metrics, seconds = fit(model, objective, cfg.train, scratch, on_metrics)
     model = model.cpu().eval()
     evaluation: dict[str, Any] = {}
@@ -100,8 +99,8 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
         if split in splits:
             forward = objective.evaluate(model, split, cfg.train.batch_size)
             a, b = splits[split]
-            backward = type(objective)({"train": (b, a)}, objective.pad_id, objective.scale,
-                                       objective.symmetric).evaluate(model, "train", cfg.train.batch_size)
+            backward = build_objective(cfg.objective, mcfg, {"train": (b, a)}).evaluate(model, "train",
+                                                                                       cfg.train.batch_size)
             evaluation[split] = {"pairs": len(a), f"{first}->{second}": forward, f"{second}->{first}": backward}
     headline = "test" if "test" in evaluation else "valid"
     for split, scored in evaluation.items():
@@ -119,8 +118,8 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
                                      **({"init": started_from} if started_from else {})},
              "data": {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}}
     record_training_text(extra, encoded_dir)  # how new text is read: as this text was
-    spec_json = save_trained(out, model, stage="sentence_embeddings", name=cfg.name, train_cfg=cfg.train,
-                             device=pick_device(cfg.train.device), metrics=metrics, extra=extra)
+    spec_json = save_trained(out, model, stage="sentence_embeddings", name=cfg.name, objective=cfg.objective,
+                             train_cfg=cfg.train, device=pick_device(cfg.train.device), metrics=metrics, extra=extra)
     (out / "evaluation.json").write_text(json.dumps({"headline": headline, "splits": evaluation}, indent=2) + "\n",
                                          encoding="utf-8")
     record.write(out, metrics, title=f"{cfg.family} {cfg.name}")

@@ -11,13 +11,16 @@ from typing import Any
 
 from corpusforge.models.configs import TrainConfig
 from corpusforge.models.family import FamilyConfigs, families
-from corpusforge.tasks.config import ConfigError, artifact_ref, check_artifact_name, derived_model_config, from_dict
+from corpusforge.tasks.config import (
+    ConfigError, artifact_ref, check_artifact_name, derived_model_config, from_dict, model_identity, objective_field,
+    settle_family,
+)
 
 STEP = "sentence_embeddings"
 # the families that learn from pairs of sentences and embed them (corpusforge.models.family)
 SENTENCE_FAMILIES = FamilyConfigs("pairs", "embed")
 ROLE_TOKENS = {"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
-OWN_FIELDS = ("dropout", "pooling", "scale", "symmetric")  # what a checkpoint (init) does not fix
+OWN_FIELDS = ("dropout", "pooling")  # what a checkpoint (init) does not fix
 
 
 def _role_token(role: str) -> str:
@@ -34,7 +37,8 @@ class SentenceEmbeddingsConfig:
     model: object | None = field(default=None, metadata={"doc":
         "The family's config (the dataclass in corpusforge.models.<family>.config; null: its defaults); vocab_size "
         "and the special-token ids come from the tokenizer; with init, the checkpoint's shape wins.",
-        "variants": ("family", SENTENCE_FAMILIES)})
+        "variants": ("family", SENTENCE_FAMILIES), "identity_value": model_identity})
+    objective: object | None = objective_field()
     train: TrainConfig = field(default_factory=TrainConfig, metadata={"doc":
         "How to train (corpusforge.models.configs.TrainConfig): the same keys as lm.train; batch_size is also the "
         "number of candidates each sentence must find its partner among."})
@@ -50,13 +54,7 @@ class SentenceEmbeddingsConfig:
 
     def __post_init__(self) -> None:
         check_artifact_name(self.name)
-        if self.family not in SENTENCE_FAMILIES:
-            raise ValueError(f"family: one of {', '.join(SENTENCE_FAMILIES)}, got {self.family!r}")
-        wanted = SENTENCE_FAMILIES[self.family]
-        if self.model is None:
-            object.__setattr__(self, "model", wanted())
-        elif type(self.model) is not wanted:
-            raise ValueError(f"model: family {self.family!r} takes a {wanted.__name__}, got a {type(self.model).__name__}")
+        settle_family(self, SENTENCE_FAMILIES)
         fields = tuple(self.fields)
         object.__setattr__(self, "fields", fields)
         if len(fields) != 2 or not all(fields) or fields[0] == fields[1]:

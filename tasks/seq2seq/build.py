@@ -117,7 +117,7 @@ def build_seq2seq(upstream: StepResult, cfg: Seq2SeqStageConfig, store: Artifact
 def _train(out: Path, encoded_dir: Path, cfg: Seq2SeqStageConfig, scratch: Path, on_metrics) -> dict[str, Any]:
     import torch
 
-    from corpusforge.models.family import family, load_ref
+    from corpusforge.models.objectives import build as build_objective
     from corpusforge.models.tokenization import load_tokenizer
     from corpusforge.models.training import pick_device
     from corpusforge.models.zoo import build_model
@@ -137,11 +137,10 @@ def _train(out: Path, encoded_dir: Path, cfg: Seq2SeqStageConfig, scratch: Path,
         warnings.append(f"encoded pairs contain token id {top} >= meta.json vocab_size {vocab_size}; "
                         f"the model uses vocab_size {top + 1}")
         vocab_size = top + 1
-    spec = family(cfg.family)
     mcfg = cfg.model_config(vocab_size, special_ids(meta))
     torch.manual_seed(cfg.train.seed)  # the weights' init
     model = build_model(cfg.family, mcfg)
-    objective = load_ref(spec.objective)(mcfg, splits)
+    objective = build_objective(cfg.objective, mcfg, splits)
     result, record, metrics, seconds = fit(model, objective, cfg.train, scratch, on_metrics)
     if cfg.evaluate_test and "test" in splits and "valid" in splits:
         test = objective.evaluate(model, "test", cfg.train.batch_size, 0, next(model.parameters()).device)
@@ -156,7 +155,7 @@ def _train(out: Path, encoded_dir: Path, cfg: Seq2SeqStageConfig, scratch: Path,
                              "direction": cfg.direction},
              "data": {"encoded": store_relative(encoded_dir, root), "corpus_id": meta.get("corpus_id")}}
     record_training_text(extra, encoded_dir)  # how new text is read: as this text was
-    spec_json = save_trained(out, model, stage="seq2seq", name=cfg.name, train_cfg=cfg.train,
+    spec_json = save_trained(out, model, stage="seq2seq", name=cfg.name, objective=cfg.objective, train_cfg=cfg.train,
                              device=pick_device(cfg.train.device), metrics=metrics, extra=extra)
     record.write(out, metrics, title=f"{cfg.family} {cfg.name}")
     return {"metrics": metrics, "device": spec_json["device"], "warnings": warnings}

@@ -11,7 +11,10 @@ from typing import Any, Literal
 
 from corpusforge.models.configs import TrainConfig
 from corpusforge.models.family import FamilyConfigs, families
-from corpusforge.tasks.config import NOT_IN_ID, ConfigError, derived_model_config, check_artifact_name, from_dict
+from corpusforge.tasks.config import (
+    NOT_IN_ID, ConfigError, check_artifact_name, derived_model_config, from_dict, model_identity, objective_field,
+    settle_family,
+)
 
 MODEL_STEP, EVAL_STEP = "seq2seq", "seq2seq_eval"
 # the stage trains the families that learn from source/target pairs (corpusforge.models.family: trains_on "pairs")
@@ -61,7 +64,8 @@ class Seq2SeqStageConfig:
     model: object | None = field(default=None, metadata={"steps": MODEL, "doc":
         "The family's config (the dataclass in corpusforge.models.<family>.config, picked by family; null: its "
         "defaults); vocab_size and the pad/bos/eos ids come from the tokenizer.",
-        "variants": ("family", PAIR_FAMILIES)})
+        "variants": ("family", PAIR_FAMILIES), "identity_value": model_identity})
+    objective: object | None = objective_field(steps=MODEL)
     train: TrainConfig = field(default_factory=TrainConfig, metadata={"steps": MODEL, "doc":
         "How to train (corpusforge.models.configs.TrainConfig): the same keys as lm.train."})
     source: str = field(default="src", metadata={"steps": MODEL, "doc":
@@ -84,13 +88,7 @@ class Seq2SeqStageConfig:
 
     def __post_init__(self) -> None:
         check_artifact_name(self.name)
-        if self.family not in PAIR_FAMILIES:
-            raise ValueError(f"family: one of {', '.join(PAIR_FAMILIES)}, got {self.family!r}")
-        wanted = PAIR_FAMILIES[self.family]
-        if self.model is None:
-            object.__setattr__(self, "model", wanted())
-        elif type(self.model) is not wanted:
-            raise ValueError(f"model: family {self.family!r} takes a {wanted.__name__}, got a {type(self.model).__name__}")
+        settle_family(self, PAIR_FAMILIES)
         if not self.source or not self.target or self.source == self.target:
             raise ValueError(f"source/target: two different fields, got {self.source!r} and {self.target!r}")
         unknown = set(self.languages) - {self.source, self.target}

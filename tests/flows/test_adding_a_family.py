@@ -68,7 +68,7 @@ from corpusforge.models.bag.config import BagConfig
 from corpusforge.models.family import FamilySpec
 
 SPEC = FamilySpec(name="bag", config=BagConfig, module="corpusforge.models.bag.model:BagOfEmbeddings",
-                  objective="corpusforge.models.objectives:classification", doc="mean of token vectors, then linear",
+                  objective="classification", doc="mean of token vectors, then linear",
                   trains_on="labelled", capabilities=frozenset({"classify"}), derived={"pad_id": ("pad", "eot")})
 '''
 
@@ -133,7 +133,8 @@ def _build(out, encoded_dir, cfg, scratch, on_metrics):
     import polars as pl
     import torch
 
-    from corpusforge.models.family import family, load_ref
+    from corpusforge.models.family import family
+    from corpusforge.models.objectives import build, default_settings
     from corpusforge.models.training import train
     from corpusforge.models.zoo import build_model, save_model
 
@@ -150,7 +151,7 @@ def _build(out, encoded_dir, cfg, scratch, on_metrics):
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.family, mcfg)
     log = MetricsLog(on_metrics)
-    result = train(model, load_ref(spec.objective)(mcfg, splits), cfg.train, on_metrics=log,
+    result = train(model, build(default_settings(spec), mcfg, splits), cfg.train, on_metrics=log,
                    checkpoint_path=scratch / "checkpoint.safetensors")
     save_model(model.cpu().eval(), out)
     (out / "labels.json").write_text(json.dumps({"classes": classes, "tokenizer": meta["tokenizer_path"]}))

@@ -1,6 +1,7 @@
 """Issue 45, item 7: every "module:function" string a stage or a model family declares (a Stage's task, core and
 adjust_upstream; each StepOutputs' highlights, report_plots, loader and exports; Registers' wants and register; a
-FamilySpec's module, objective and exporters) names something that exists and can be called. A typo in one would
+FamilySpec's module and exporters; each objective kind's factory) names something that exists and can be called,
+and every objective a family names is a declared kind (or a reference of its own). A typo in one would
 otherwise surface only when that path first runs: at the end of a long training, or in a user's export."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import re
 
 REF = re.compile(r"^corpusforge(\.\w+)+:\w+$")
 FIELDS = {"task", "core", "adjust_upstream", "highlights", "report_plots", "loader", "exports", "wants", "register",
-          "module", "objective", "exporters"}
+          "module", "objective", "exporters", "factory"}
 
 
 def refs(obj, where: str):
@@ -39,16 +40,28 @@ def declared():
 
     for stage in STAGES:
         yield from refs(stage, f"stage {stage.section}")
+    from corpusforge.models.objectives import KINDS
+
     for name, spec in families().items():
         yield from refs(spec, f"family {name}")
+    for name, kind in KINDS.items():
+        yield from refs(kind, f"objective kind {name}")
 
 
 def test_every_declared_reference_resolves_to_something_callable():
     from corpusforge.tasks.stage import load
 
+    from corpusforge.models.objectives import KINDS
+
     found = [(where, value) for where, name, value in declared() if name in FIELDS and value]
     assert len(found) >= 40, found  # every stage and family declares some: the walk reached them
+    kinds = [(where, value) for where, value in found if where.endswith(".objective") and ":" not in value]
+    assert len(kinds) >= 10, kinds  # each family names its objective's kind
+    for where, value in kinds:
+        assert value in KINDS, f"{where}: {value!r} is no objective kind ({', '.join(KINDS)})"
     for where, value in found:
+        if (where, value) in kinds:
+            continue
         assert REF.match(value), f"{where}: {value!r} is not a 'module:attribute' reference"
         assert callable(load(value)), f"{where}: {value} is not callable"
 

@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from corpusforge.models.configs import TrainConfig
-from corpusforge.models.objectives import Seq2Seq, seq2seq
+from corpusforge.models.objectives import Seq2Seq
+from corpusforge.models.objectives.seq2seq import seq2seq
 from corpusforge.models.seq2seq.config import Seq2SeqConfig
 from corpusforge.models.seq2seq.model import RNNSeq2Seq
 from corpusforge.models.training import train
@@ -48,7 +49,7 @@ def rnn_config(**overrides) -> Seq2SeqConfig:
 
 def transformer_config(**overrides) -> TransformerConfig:
     return TransformerConfig(**{**IDS, "d_model": 64, "n_head": 2, "n_enc_layer": 2, "n_dec_layer": 2, "d_ff": 128,
-                                "dropout": 0.0, "label_smoothing": 0.0, "max_len": 16, **overrides})
+                                "dropout": 0.0, "max_len": 16, **overrides})
 
 
 def train_config(**overrides) -> TrainConfig:

@@ -11,7 +11,8 @@ import torch
 from corpusforge.models.bert.config import BertConfig
 from corpusforge.models.bert_classifier.config import BertClassifierConfig
 from corpusforge.models.configs import TrainConfig
-from corpusforge.models.objectives import IGNORE, bert_pretraining, classification
+from corpusforge.models.objectives import IGNORE, bert_pretraining
+from corpusforge.models.objectives.classification import classification
 from corpusforge.models.training import train
 from corpusforge.models.zoo import build_model, load_weights
 

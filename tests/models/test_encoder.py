@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -14,6 +15,7 @@ from corpusforge.models.encoder.config import EncoderConfig
 from corpusforge.models.encoder.model import TransformerEncoder
 from corpusforge.models.gpt.config import GPTConfig
 from corpusforge.models.gpt.model import GPT
+from corpusforge.models.objectives import MaskedSettings, recorded
 from corpusforge.models.training import train
 from corpusforge.models.zoo import family_of, load_model, model_config_dict, objective_for, save_model
 
@@ -74,15 +76,17 @@ def test_trains_on_masked_tokens_resumes_exactly_and_round_trips(tmp_path):
     def make():
         torch.manual_seed(0)
         return TransformerEncoder(EncoderConfig(vocab_size=8, block_size=8, n_layer=1, n_head=2, n_embd=16,
-                                                mask_prob=0.3, mask_id=7))
+                                                mask_id=7))
+
+    settings = MaskedSettings(kind="masked_lm", mask_prob=0.3)
 
     def fit(model, **kwargs):
-        return train(model, objective_for(model, {"train": data, "valid": val}), cfg, **kwargs)
+        return train(model, objective_for(model, {"train": data, "valid": val}, settings), cfg, **kwargs)
 
     model = make()
     result = fit(model)
     assert result.metrics["val_loss"] < 0.5 * math.log(7)  # a periodic sequence is easy to fill in
-    again = objective_for(model, {"train": data, "valid": val}).evaluate(model, "valid", 16, 4)["loss"]
+    again = objective_for(model, {"train": data, "valid": val}, settings).evaluate(model, "valid", 16, 4)["loss"]
     assert result.metrics["val_loss"] == pytest.approx(again)  # deterministic masks
 
     ckpt = tmp_path / "ckpt.safetensors"
@@ -95,13 +99,21 @@ def test_trains_on_masked_tokens_resumes_exactly_and_round_trips(tmp_path):
     save_model(model, tmp_path / "lm")
     assert model_config_dict(model)["family"] == "encoder"
     loaded = load_model(tmp_path / "lm")
-    assert isinstance(loaded, TransformerEncoder) and loaded.cfg.mask_prob == 0.3 and loaded.cfg.mask_id == 7
+    assert isinstance(loaded, TransformerEncoder) and loaded.cfg.mask_id == 7
+    # a model saved before objectives were configuration had mask_prob in its model config: it still loads, and
+    # what it was trained with is read from there
+    saved = json.loads((tmp_path / "lm" / "config.json").read_text())
+    saved["model"]["mask_prob"] = 0.3
+    (tmp_path / "lm" / "config.json").write_text(json.dumps(saved))
+    assert load_model(tmp_path / "lm").cfg == loaded.cfg
+    assert recorded(family_of(loaded), saved) == settings
+    assert recorded(family_of(loaded), {**saved, "objective": {"kind": "masked_lm", "mask_prob": 0.2}}).mask_prob == 0.2
     assert not family_of(loaded).can("generate") and family_of(loaded).can("fill_mask")
 
 
 def test_config_validation():
     with pytest.raises(ValueError, match="mask_prob"):
-        EncoderConfig(mask_prob=0.0)
+        MaskedSettings(mask_prob=0.0)
     with pytest.raises(ValueError, match="n_head"):
         EncoderConfig(n_embd=10, n_head=3)
     with pytest.raises(ValueError, match="mask_id"):

@@ -89,7 +89,7 @@ def test_classification_averages_over_the_steps_examples():
 
 
 def test_seq2seq_averages_over_the_steps_target_tokens():
-    from corpusforge.models.objectives import seq2seq
+    from corpusforge.models.objectives.seq2seq import seq2seq
     from corpusforge.models.transformer.model import Transformer
     from tests.models.seq2seq_fixtures import transformer_config
 
@@ -112,7 +112,7 @@ def make_gpt():
 
 
 def sft():
-    from corpusforge.models.post_training import SFT
+    from corpusforge.models.objectives import SFT
 
     return SFT({"train": PAIRS, "valid": PAIRS}, pad_id=0, block_size=16, pack=False)
 

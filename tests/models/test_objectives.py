@@ -70,8 +70,8 @@ def test_each_family_gets_its_objective_and_the_batches_are_what_the_trainer_exp
     assert torch.equal(second.tensors[0][:, 0], first.tensors[1][:, -1])  # row b continues row b
 
 
-def test_init_from_starts_exactly_where_the_parent_ended_and_reports_a_new_head():
-    """init_from: a child built from the parent's weights has the parent's loss on the same batch at step 0; a
+def test_init_starts_exactly_where_the_parent_ended_and_reports_a_new_head():
+    """init: a child built from the parent's weights has the parent's loss on the same batch at step 0; a
     model with another head gets every backbone weight, and the head's keys are reported (fresh init)."""
     data = {"train": (np.arange(2000) % 7).astype(np.uint16), "valid": (np.arange(300) % 7).astype(np.uint16)}
     torch.manual_seed(0)

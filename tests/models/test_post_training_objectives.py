@@ -1,4 +1,4 @@
-"""Post-training objectives (corpusforge.models.post_training): SFT and DPO."""
+"""Post-training objectives (corpusforge.models.objectives.sft and .preference): SFT and DPO."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from corpusforge.models.configs import TrainConfig
 from corpusforge.models.gpt.config import GPTConfig
 from corpusforge.models.gpt.model import GPT
 from corpusforge.models.lora import add_lora
-from corpusforge.models.objectives import IGNORE
-from corpusforge.models.post_training import DPO, SFT, dpo_loss, sequence_logps, sft_targets
+from corpusforge.models.objectives import DPO, IGNORE, SFT, dpo_loss, sequence_logps, sft_targets
 from corpusforge.models.training import train
 
 CFG = GPTConfig(vocab_size=50, block_size=32, n_layer=2, n_head=2, n_embd=32)
@@ -170,7 +169,7 @@ def test_sequence_logps_sums_the_response_tokens_only():
 def test_token_logps_are_gathered_with_the_log_softmax_values_and_gradients():
     """Issue 45, item 8: the chosen logit minus the log-sum-exp (no (B, T, V) log-softmax kept) gives the values and
     the gradients of log_softmax + gather."""
-    from corpusforge.models.post_training import token_logps
+    from corpusforge.models.objectives import token_logps
 
     torch.manual_seed(0)
     model = Bigram()
@@ -260,7 +259,7 @@ def test_dpo_refuses_what_cannot_work():
 
 
 def test_the_nll_term_adds_the_chosen_cross_entropy_per_token():
-    from corpusforge.models.post_training import token_logps
+    from corpusforge.models.objectives import token_logps
 
     model, data = tiny(), toy_preferences(6, seed=2)
     reference = copy.deepcopy(model)
@@ -278,7 +277,7 @@ def test_the_nll_term_adds_the_chosen_cross_entropy_per_token():
 
 
 def test_disable_dropout_makes_training_mode_deterministic():
-    from corpusforge.models.post_training import disable_dropout
+    from corpusforge.models.objectives import disable_dropout
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=50, block_size=32, n_layer=2, n_head=2, n_embd=32, dropout=0.3)).train()

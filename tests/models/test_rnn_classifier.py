@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from corpusforge.models.configs import TrainConfig
-from corpusforge.models.objectives import classification
+from corpusforge.models.objectives.classification import classification
 from corpusforge.models.rnn_classifier.config import RNNClassifierConfig
 from corpusforge.models.training import train
 from corpusforge.models.zoo import build_model

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from corpusforge.models.configs import TrainConfig
-from corpusforge.models.objectives import contrastive, in_batch_loss, retrieval_scores
+from corpusforge.models.objectives import in_batch_loss, retrieval_scores
+from corpusforge.models.objectives.contrastive import contrastive
 from corpusforge.models.sbert.config import SBertConfig
 from corpusforge.models.training import train
 from corpusforge.models.zoo import build_model, load_weights

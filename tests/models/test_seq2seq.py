@@ -8,7 +8,8 @@ import torch
 
 from corpusforge.models import decoding
 from corpusforge.models.family import families
-from corpusforge.models.objectives import IGNORE, Seq2Seq, Seq2SeqLoss, seq2seq
+from corpusforge.models.objectives import IGNORE, Seq2Seq, Seq2SeqLoss, Seq2SeqSettings
+from corpusforge.models.objectives.seq2seq import seq2seq
 from corpusforge.models.seq2seq.config import Seq2SeqConfig
 from corpusforge.models.seq2seq.model import RNNSeq2Seq
 from corpusforge.models.training import train
@@ -193,7 +194,7 @@ def test_pairs_become_teacher_forced_batches_with_padding_ignored():
 def test_the_loss_is_label_smoothed_cross_entropy_over_real_target_tokens():
     torch.manual_seed(0)
     model = Transformer(transformer_config(n_enc_layer=1, n_dec_layer=1)).eval()
-    objective = seq2seq(model.cfg, splits(), label_smoothing=0.1)
+    objective = seq2seq(model.cfg, splits(), Seq2SeqSettings(label_smoothing=0.1))
     objective.setup(model, batch_size=8)
     src, src_mask, tgt_in, tgt_mask, target = objective.batch(3, torch.Generator()).tensors
     loss, _ = objective.loss_module(model)(src, src_mask, tgt_in, tgt_mask, target)
@@ -202,7 +203,7 @@ def test_the_loss_is_label_smoothed_cross_entropy_over_real_target_tokens():
     expected = (0.9 * nll - 0.1 * logp.mean(-1)).mean()  # smoothing spreads 0.1 uniformly over the vocabulary
     torch.testing.assert_close(loss, expected)
     assert isinstance(objective.loss_module(model), Seq2SeqLoss) and objective.label_smoothing == 0.1
-    assert seq2seq(model.cfg, splits()).label_smoothing == 0.0  # the config's value
+    assert seq2seq(model.cfg, splits()).label_smoothing == 0.0  # the kind's default
     scores = objective.evaluate(model, "valid", batch_size=32)
     assert set(scores) == {"loss", "ppl"} and scores["ppl"] == pytest.approx(torch.tensor(scores["loss"]).exp().item())
 
@@ -235,7 +236,7 @@ def test_both_encoder_decoder_families_are_registered_and_round_trip(tmp_path):
     for name, cls in (("seq2seq", RNNSeq2Seq), ("transformer", Transformer)):
         spec = specs[name]
         assert spec.trains_on == "pairs" and spec.can("translate") and spec.can("attention_maps")
-        assert spec.objective == "corpusforge.models.objectives:seq2seq"
+        assert spec.objective == "seq2seq"
         assert set(spec.derived) == {"pad_id", "bos_id", "eos_id"} and spec.module_class() is cls
         assert "derived" in spec.config.__dataclass_fields__["vocab_size"].metadata
     src, src_mask, tgt_in, tgt_mask = padded_batch(torch.Generator().manual_seed(6))

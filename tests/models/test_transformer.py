@@ -143,7 +143,13 @@ def test_config_checks():
         TransformerConfig(**IDS, d_model=10, n_head=3)
     with pytest.raises(ValueError, match="pad_id"):
         TransformerConfig(**{**IDS, "pad_id": -1})
-    assert TransformerConfig().norm == "post" and TransformerConfig().label_smoothing == 0.1  # the paper's
+    from corpusforge.models.family import family
+    from corpusforge.models.objectives import default_settings
+
+    assert TransformerConfig().norm == "post"
+    # the paper's label smoothing is the family's default objective setting (the seq2seq kind's own default is 0)
+    assert default_settings(family("transformer")).label_smoothing == 0.1
+    assert default_settings(family("seq2seq")).label_smoothing == 0.0
 
 
 def test_a_four_head_heatmap_lays_out_panels_big_enough_to_read(tmp_path):

@@ -103,7 +103,7 @@ def test_a_model_that_is_not_registered_says_why(tmp_path):
     from tests.tasks.lm.test_lm import GPT_SECTION
 
     upstream = write_char_shards(tmp_path, roles={"mask": "[MASK]"})
-    section = {**GPT_SECTION, "family": "encoder", "model": {**GPT_SECTION["model"], "mask_prob": 0.3},
+    section = {**GPT_SECTION, "family": "encoder", "objective": {"mask_prob": 0.3},
                "train": {**GPT_SECTION["train"], "max_iters": 4, "eval_interval": 4}}
     results = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))
     assert [r.step for r in results] == ["lm"]  # an encoder writes no sample

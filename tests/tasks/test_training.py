@@ -105,8 +105,7 @@ def test_the_loss_curve_names_what_the_loss_is_a_mean_over(tmp_path, monkeypatch
     objective says what its loss is a mean over (``loss_unit``), and fit's MetricsLog draws that on the axis."""
     from matplotlib.axes import Axes
 
-    from corpusforge.models.objectives import CausalLM, Classification, Contrastive
-    from corpusforge.models.post_training import DPO, SFT
+    from corpusforge.models.objectives import DPO, SFT, CausalLM, Classification, Contrastive
 
     assert (CausalLM.loss_unit, SFT.loss_unit) == ("nats/token", "nats/token")
     assert (Classification.loss_unit, Contrastive.loss_unit, DPO.loss_unit) == \

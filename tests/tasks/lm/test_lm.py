@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -75,25 +76,28 @@ def test_other_families_train(tmp_path, family, model):
     assert m["val_loss"] < unigram - 0.3, (m["val_loss"], unigram)
 
 
-def test_init_from_starts_from_the_parents_weights_and_names_it_as_an_input(tmp_path):
-    """lm.init_from: the parent joins the child's inputs (its id and lineage); with a learning rate of ~0 the
-    child ends where the parent was (the same val loss); the load report says everything fitted; a parent of
+def test_init_starts_from_the_parents_weights_and_names_it_as_an_input(tmp_path):
+    """lm.init (formerly init_from, still read with a warning): the parent joins the child's inputs (its id and
+    lineage); with a learning rate of ~0 the child ends where the parent was (the same val loss); the load report says everything fitted; a parent of
     another family fits nowhere and is refused."""
     upstream = write_char_shards(tmp_path)
     store = ArtifactStore(tmp_path / "store")
     parent = build_lm(upstream, lm_config_from_dict({**GPT_SECTION, "sample": {"max_new_tokens": 0}}), store)[-1]
-    child_cfg = {**GPT_SECTION, "name": "child", "init_from": parent.id[:10], "sample": {"max_new_tokens": 0},
+    child_cfg = {**GPT_SECTION, "name": "child", "init": parent.id[:10], "sample": {"max_new_tokens": 0},
                  "train": {**GPT_SECTION["train"], "max_iters": 1, "eval_interval": 1, "lr": 1e-12, "min_lr": 0.0,
                            "warmup_iters": 0}}
     child = build_lm(upstream, lm_config_from_dict(child_cfg), store)[-1]
     manifest = json.loads((Path(child.path) / "manifest.json").read_text())
     assert [i["id"] for i in manifest["inputs"]] == [upstream.id, parent.id]
-    assert manifest["init_from"]["missing"] == [] and manifest["init_from"]["mismatched"] == []
+    assert manifest["init"]["missing"] == [] and manifest["init"]["mismatched"] == []
     parent_m = json.loads((Path(parent.path) / "manifest.json").read_text())["metrics"]
     assert manifest["metrics"]["val_loss"] == pytest.approx(parent_m["val_loss"], rel=1e-5)
-    by_full_id = build_lm(upstream, lm_config_from_dict({**child_cfg, "init_from": parent.id}), store)[-1]
+    # the old key names the same parent (the id is the same: identity keeps the name init_from)
+    with pytest.warns(FutureWarning, match="lm.init_from is lm.init now"):
+        old_name = lm_config_from_dict({**{k: v for k, v in child_cfg.items() if k != "init"}, "init_from": parent.id})
+    by_full_id = build_lm(upstream, old_name, store)[-1]
     assert by_full_id.reused and by_full_id.id == child.id  # a prefix and the full id are one input
-    fresh = build_lm(upstream, lm_config_from_dict({**child_cfg, "init_from": None}), store)[-1]
+    fresh = build_lm(upstream, lm_config_from_dict({**child_cfg, "init": None}), store)[-1]
     assert fresh.id != child.id
     rnn = {**child_cfg, "family": "rnn", "model": {"cell": "gru", "n_embd": 8, "n_hidden": 8, "n_layer": 1}}
     with pytest.raises(ValueError, match="none of the"):
@@ -222,9 +226,11 @@ def test_encoder_family_trains_skips_the_sample_and_inspects_a_mask(tmp_path):
 
     upstream = write_char_shards(tmp_path, roles={"mask": "[MASK]"})
     mask_id = json.loads((Path(upstream.path) / "meta.json").read_text())["special_ids"]["mask"]
-    section = {**GPT_SECTION, "family": "encoder", "model": {**GPT_SECTION["model"], "mask_prob": 0.3}}
+    section = {**GPT_SECTION, "family": "encoder", "objective": {"mask_prob": 0.3}}
     result = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "store"))[-1]
     out = Path(result.path)
+    # the objective it trained with is recorded beside the model (lm evaluate scores with it)
+    assert json.loads((out / "config.json").read_text())["objective"] == {"kind": "masked_lm", "mask_prob": 0.3}
     m = json.loads((out / "manifest.json").read_text())["metrics"]
     vocab = json.loads((Path(upstream.path) / "meta.json").read_text())["vocab_size"]
     assert m["val_loss"] < math.log(vocab) and m["test_ppl"] == pytest.approx(math.exp(m["test_loss"]))
@@ -280,9 +286,10 @@ def test_identity_follows_the_field_metadata():
     cfg = lm_config_from_dict(GPT_SECTION)
     ident = identity(cfg)
     assert "sample" not in ident and ident["family"] == "gpt" and ident["train"]["lr"] == 1e-2
-    assert set(ident) == {f for f in LMConfig.__dataclass_fields__} - {"sample", "init_from"}  # unset: no input
-    with_parent = identity(lm_config_from_dict({**GPT_SECTION, "init_from": "abcd1234"}))
-    assert with_parent["init_from"] == "input"  # the parent's full id is among the inputs, not what was typed
+    # unset init: no input; the objective enters through model (its settings where they were model fields)
+    assert set(ident) == {f.name for f in dataclasses.fields(LMConfig)} - {"sample", "init", "objective"}
+    with_parent = identity(lm_config_from_dict({**GPT_SECTION, "init": "abcd1234"}))
+    assert with_parent["init_from"] == "input"  # under its old name: renaming the key changed no id  # the parent's full id is among the inputs, not what was typed
 
 
 def test_a_family_version_changes_the_id_of_that_family_only(tmp_path):
