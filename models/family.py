@@ -92,7 +92,15 @@ class FamilySpec:
         return capability in self.capabilities
 
     def module_class(self) -> type:
-        return load_ref(self.module)
+        """The family's ``nn.Module`` class, checked against the contracts of its capabilities and objectives the
+        first time it is loaded (corpusforge.models.contracts: a missing hook is a TypeError naming it)."""
+        cls = load_ref(self.module)
+        if (self.name, cls) not in _CHECKED:
+            from corpusforge.models.contracts import check
+
+            check(self, cls)
+            _CHECKED.add((self.name, cls))
+        return cls
 
 
 def load_ref(ref: str) -> Any:
@@ -102,6 +110,7 @@ def load_ref(ref: str) -> Any:
 
 
 _FAMILIES: dict[str, FamilySpec] | None = None
+_CHECKED: set[tuple[str, type]] = set()  # (family, module class) already checked against its contracts
 
 
 def families() -> dict[str, FamilySpec]:

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from corpusforge.models.contracts import hook
 from corpusforge.models.objectives.base import IGNORE, Batch, Objective, evaluating, loss_metrics
 
 
@@ -91,7 +92,8 @@ class TokenStream(Objective):
         return NextTokenLoss(model)
 
     def flops_per_token(self, model: nn.Module) -> float:
-        return model.flops_per_token(self.block) if hasattr(model, "flops_per_token") else 0.0
+        flops = hook(model, "flops_per_token")
+        return flops(self.block) if flops else 0.0
 
     def _windows_score(self, model, data, batch_size, max_batches, device, autocast, prepare=None) -> dict[str, float]:
         """Mean cross-entropy over consecutive non-overlapping windows of the split (deterministic); ``prepare``

@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from corpusforge.models.contracts import hook
 from corpusforge.models.objectives.base import IGNORE, Batch, Objective, evaluating, mask_tokens
 from corpusforge.models.objectives.lm import TokenStream, as_tokens, random_windows
 
@@ -123,7 +124,8 @@ class BertPretraining(Objective):
         return BertPretrainingLoss(model)
 
     def flops_per_token(self, model: nn.Module) -> float:
-        return model.flops_per_token(self.block) if hasattr(model, "flops_per_token") else 0.0
+        flops = hook(model, "flops_per_token")
+        return flops(self.block) if flops else 0.0
 
     def pair(self, sentences: list[np.ndarray], gen: torch.Generator) -> tuple[list[int], list[int], int]:
         """One example: (ids, segment ids, is_next 1/0). Without NSP: [CLS] A [SEP], is_next 0."""

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from corpusforge.models.contracts import hook
 from corpusforge.models.objectives.base import Batch, Objective, evaluating
 
 from corpusforge.models.objectives.sft import fit_prompt, model_device, records_of
@@ -194,9 +195,8 @@ class DPO(Objective):
 
     def flops_per_token(self, model: nn.Module) -> float:
         # the policy's forward and backward plus the reference's forward (a third of a training step)
-        if not hasattr(model, "flops_per_token"):
-            return 0.0
-        return model.flops_per_token() * 4 / 3
+        flops = hook(model, "flops_per_token")
+        return flops() * 4 / 3 if flops else 0.0
 
     def evaluate(self, model, split, batch_size, max_batches=0, device="cpu",
                  autocast: Callable = contextlib.nullcontext) -> dict[str, float]:

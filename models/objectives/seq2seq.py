@@ -11,6 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from corpusforge.models.contracts import hook
 from corpusforge.models.objectives.base import IGNORE, Batch, Objective, evaluating
 
 
@@ -93,7 +94,8 @@ class Seq2Seq(Objective):
         return Seq2SeqLoss(model, self.label_smoothing)
 
     def flops_per_token(self, model: nn.Module) -> float:
-        return model.flops_per_token() if hasattr(model, "flops_per_token") else 0.0
+        flops = hook(model, "flops_per_token")
+        return flops() if flops else 0.0
 
     def evaluate(self, model, split, batch_size, max_batches=0, device="cpu", autocast=contextlib.nullcontext):
         """The first ``max_batches * batch_size`` pairs (all with 0), batched by length (little padding; the sum

@@ -17,6 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from corpusforge.models.contracts import hook
 from corpusforge.models.objectives.base import IGNORE, Batch, Objective, evaluating
 from corpusforge.models.objectives.lm import NextTokenLoss
 
@@ -156,7 +157,8 @@ class SFT(Objective):
         return NextTokenLoss(model)  # cross-entropy ignores IGNORE: the mean is over the response tokens
 
     def flops_per_token(self, model: nn.Module) -> float:
-        return model.flops_per_token(self.block_size) if hasattr(model, "flops_per_token") else 0.0
+        flops = hook(model, "flops_per_token")
+        return flops(self.block_size) if flops else 0.0
 
     def evaluate(self, model, split, batch_size, max_batches=0, device="cpu", autocast=contextlib.nullcontext):
         """The first ``max_batches * batch_size`` examples (all with 0), each alone, batched by length.

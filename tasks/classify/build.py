@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from corpusforge.models import contracts
 from corpusforge.storage.store import ArtifactStore, read_manifest, resolve_recorded, store_relative
 from corpusforge.tasks.classify.config import OWN_FIELDS, STEP, ClassifyStageConfig, classify_config_from_dict
 from corpusforge.tasks.classify.scoring import class_index, plot_confusion, scores
@@ -62,7 +63,11 @@ def init_embeddings(model, tokenizer, vectors) -> dict[str, Any]:
     init); returns the coverage."""
     import torch
 
-    emb = model.get_input_embeddings()
+    get = contracts.hook(model, "get_input_embeddings")
+    if get is None:
+        raise ValueError(f"classify.embeddings: a {type(model).__name__} has no input embedding to copy vectors into "
+                         "(corpusforge.models.contracts: get_input_embeddings)")
+    emb = get()
     n = min(tokenizer.vocab_size, emb.weight.shape[0])
     found = 0
     with torch.no_grad():
@@ -154,10 +159,10 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
         started_from["embeddings"] = {"id": (read_manifest(refs["embeddings"]) or {}).get("id"),
                                       **init_embeddings(model, tokenizer, vectors)}
     if cfg.finetune == "head":
-        head = tuple(getattr(model, "HEAD", ()))
+        head = tuple(contracts.hook(model, "HEAD", ()))
         for name, p in model.named_parameters():
             p.requires_grad = name.startswith(head)
-    prepare = getattr(model, "prepare", lambda ids: list(ids))
+    prepare = contracts.prepare(model)
     splits = {}
     for split, frame in frames.items():
         if frame is None or (split == "test" and not cfg.evaluate_test):

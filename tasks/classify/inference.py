@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from corpusforge.models import contracts
 
 def predict_ids(model, sequences: Sequence[Sequence[int]], batch_size: int = 256):
     """Class probabilities (a float tensor per sequence, in order) of prepared id sequences, batched by length."""
@@ -41,7 +42,7 @@ class Classifier:
     def __init__(self, model, tokenizer, spec: dict[str, Any]):
         self.model, self.tokenizer, self.spec = model, tokenizer, spec
         self.classes = list((spec.get("classify") or {}).get("classes") or range(model.cfg.n_classes))
-        self._prepare = getattr(model, "prepare", lambda ids: list(ids))
+        self._prepare = contracts.prepare(model)
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
         return [self._prepare(ids) for ids in self.tokenizer.encode_batch([str(t) for t in texts])]

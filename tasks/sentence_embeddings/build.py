@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from corpusforge.models import contracts
 from corpusforge.storage.store import ArtifactStore, resolve_recorded, store_relative
 from corpusforge.tasks.corpus.reading import record_training_text
 from corpusforge.tasks.encoded import checkpoint, checkpoint_tokenizer, read_encoded, reencode, shape_from
@@ -85,7 +86,7 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
                         "loaded": len(report["loaded"]), **{k: v for k, v in report.items() if k != "loaded"}}
         if report["mismatched"]:
             warnings.append(f"init {parent.name}: mismatched {', '.join(report['mismatched'][:8])}")
-    prepare = getattr(model, "prepare", lambda ids: list(ids))
+    prepare = contracts.prepare(model)
     splits = {}
     for split, frame in frames.items():
         if frame is None or (split == "test" and not cfg.evaluate_test):

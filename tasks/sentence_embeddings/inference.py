@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from corpusforge.models import contracts
+
 
 class SentenceEmbedder:
     """A trained sentence encoder and its tokenizer: ``encode(texts)`` gives one unit-length vector per text;
@@ -16,7 +18,7 @@ class SentenceEmbedder:
 
     def __init__(self, model, tokenizer, spec: dict[str, Any]):
         self.model, self.tokenizer, self.spec = model, tokenizer, spec
-        self._prepare = getattr(model, "prepare", lambda ids: list(ids))
+        self._prepare = contracts.prepare(model)
 
     @property
     def dim(self) -> int:
