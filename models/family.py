@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,9 @@ class FamilySpec:
     objective_defaults: Mapping[str, Any] = field(default_factory=dict)
     # the other kinds a stage's ``objective.kind`` may pick for this family (they must read its trains_on data)
     objectives: frozenset[str] = frozenset()
+    # role -> the token a run's tokenizer is given for a role the family derives an id from, when the tokenizer
+    # section names none (BERT's "[CLS]"; an encoder-decoder's "<s>"); a role not listed: "[ROLE]"
+    role_tokens: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = set(self.capabilities) - CAPABILITIES
@@ -85,6 +88,10 @@ class FamilySpec:
         if unknown:
             raise ValueError(f"family {self.name}: objective_defaults {sorted(unknown)} are no settings of "
                              f"{self.objective}")
+
+    def role_token(self, role: str) -> str:
+        """The token a run's tokenizer is given for ``role`` when its section names none."""
+        return self.role_tokens.get(role, f"[{role.upper()}]")
 
     def can(self, capability: str) -> bool:
         if capability not in CAPABILITIES:
@@ -132,6 +139,12 @@ def families() -> dict[str, FamilySpec]:
             found[spec.name] = spec
         _FAMILIES = dict(sorted(found.items()))
     return _FAMILIES
+
+
+def family_package(name: str, imported: Collection[str]) -> bool:
+    """Whether the module ``name`` is a model family's folder: a package of corpusforge.models whose ``spec`` module
+    is among ``imported`` (the code a registered model carries copies such a folder whole)."""
+    return name.startswith(f"{__package__}.") and f"{name}.spec" in imported
 
 
 def family(name: str) -> FamilySpec:

@@ -20,7 +20,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -569,6 +569,7 @@ class Tracker:
         bundle_code: bool = False,
         probes: Sequence[Mapping[str, Any] | None] = (None,),
         input_example: Sequence[str] = ("The",),
+        bundle_whole: Callable[[str, Collection[str]], bool] | None = None,
     ) -> dict[str, str]:
         """Log a pyfunc model built from directories (no pickle) to ``run_id`` and register a new version.
 
@@ -589,7 +590,8 @@ class Tracker:
         against what was recorded, so this module names no loader of its own.
 
         ``bundle_code``: the model carries the corpusforge modules its loader imports (:func:`bundle_pyfunc_code`
-        with ``probes``, the params of the predictions that find them) and does not require the ``corpusforge``
+        with ``probes``, the params of the predictions that find them, and ``bundle_whole``, which says what
+        package is copied whole) and does not require the ``corpusforge``
         package, which no index has: it loads where only its pip requirements are installed (``mlflow models serve
         --env-manager ...``). MLflow puts ``code/`` first on ``sys.path``, so the copy is not a ``corpusforge``
         package there: the loader is a shim (``code/corpusforge_model_code/__init__.py``) that appends its
@@ -625,7 +627,7 @@ class Tracker:
             code_paths, saved_loader = None, loader_module
             if bundle_code:  # code/corpusforge_model_code/: a shim, and the modules under its lib/
                 shim = Path(tmp) / "code" / BUNDLE_PACKAGE
-                bundle_pyfunc_code(loader_module, data, shim / "lib", probes)
+                bundle_pyfunc_code(loader_module, data, shim / "lib", probes, bundle_whole)
                 (shim / "__init__.py").write_text(_BUNDLE_SHIM.replace("{loader}", loader_module), encoding="utf-8")
                 # the shim package is imported once per process, so each model names its own loader in its data
                 (data / BUNDLE_LOADER_FILE).write_text(loader_module + "\n", encoding="utf-8")
@@ -859,7 +861,8 @@ def _load_pyfunc(data_path):
 
 
 def bundle_pyfunc_code(loader_module: str, data_dir: Path, out: Path,
-                       probes: Sequence[Mapping[str, Any] | None] = (None,)) -> Path:
+                       probes: Sequence[Mapping[str, Any] | None] = (None,),
+                       whole: Callable[[str, Collection[str]], bool] | None = None) -> Path:
     """A ``corpusforge/`` package tree under ``out`` (returned) holding the modules a pyfunc model needs to load and
     predict, for ``mlflow.pyfunc.save_model(code_paths=[...])``.
 
@@ -869,8 +872,9 @@ def bundle_pyfunc_code(loader_module: str, data_dir: Path, out: Path,
     walk of the import statements would take the lazy imports inside functions too, which reach the CLI, the
     flows and Prefect (nearly the whole package); the run takes exactly what was used, including the modules that
     are imported by name (the model families, which ``corpusforge.models.family`` finds by their folders). A
-    model family's folder whose ``spec`` was imported is copied whole, so every family's code travels, not only
-    the modules this model's predictions reached. Sources only: no tests, no configs, no ``__pycache__``."""
+    package for which ``whole(name, imported modules)`` is true is copied whole (the caller says which: a model
+    family's folder, ``corpusforge.models.family.family_package``, so every family's code travels, not only the
+    modules this model's predictions reached). Sources only: no tests, no configs, no ``__pycache__``."""
     import shutil
     import subprocess
     import sys
@@ -893,8 +897,8 @@ def bundle_pyfunc_code(loader_module: str, data_dir: Path, out: Path,
             raise RuntimeError(f"bundling the code of {loader_module}: {name} has no Python source ({source})")
         rel = Path(*name.split("."))
         copies[rel / "__init__.py" if is_package else rel.with_suffix(".py")] = Path(source)
-        if is_package and name.startswith("corpusforge.models.") and f"{name}.spec" in found:
-            folder = Path(source).parent  # a model family: all of its folder
+        if is_package and whole is not None and whole(name, found):
+            folder = Path(source).parent  # all of its folder
             for src in folder.rglob("*.py"):
                 if "__pycache__" not in src.parts:
                     copies.setdefault(rel / src.relative_to(folder), src)

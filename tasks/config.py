@@ -395,11 +395,14 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def derived_model_config(family_name: str, model: Any, vocab_size: int, special_ids: Mapping[str, int] | None,
-                         example: Callable[[str], str]) -> Any:
+                         example: Callable[[str], str] | None = None) -> Any:
     """A stage's model config with what the tokenizer sets: its vocabulary size and the ids the family derives
     from special-token roles (corpusforge.models.family ``derived``: an encoder's mask_id, a translation model's
-    pad/bos/eos ids). A missing role is a ConfigError naming the key to set (``example(role)``: a token for it)."""
+    pad/bos/eos ids). A missing role is a ConfigError naming the key to set (``example(role)``: a token for it;
+    default: the family's own, ``FamilySpec.role_token``)."""
     from corpusforge.models.family import families
+
+    example = example or families()[family_name].role_token
 
     derived: dict[str, int] = {"vocab_size": vocab_size}
     for name, roles in families()[family_name].derived.items():
@@ -463,6 +466,18 @@ def model_identity(cfg: Any, model: Any) -> dict[str, Any]:
 
         out.update(identity_of(family(cfg.family), settings))
     return out
+
+
+def roles_to_add(family_name: str, tokenizer_cfg: Any) -> dict[str, str]:
+    """The special-token roles a training stage adds to the run's tokenizer section (its ``adjust_upstream``): for
+    each model field the family derives from roles (corpusforge.models.family ``derived``) of which the section has
+    none, the first role with the family's token for it (``FamilySpec.role_token``); the section's own win."""
+    from corpusforge.models.family import family
+
+    spec = family(family_name)
+    have = set(tokenizer_cfg.roles or {}) | ({"unk"} if tokenizer_cfg.unk_token else set()) | (
+        {"eot"} if tokenizer_cfg.eot_token else set())
+    return {alts[0]: spec.role_token(alts[0]) for alts in spec.derived.values() if not set(alts) & have}
 
 
 def _objective_section(data: dict[str, Any], name: str, fields: Mapping[str, Any], prefix: str) -> dict[str, Any]:

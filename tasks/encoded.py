@@ -68,6 +68,23 @@ def checkpoint(parent: Path) -> tuple[dict[str, Any], str, str | None]:
     return spec, str(manifest.get("step")), manifest.get("id")
 
 
+def special_ids(meta: Mapping[str, Any]) -> dict[str, int]:
+    """The tokenizer's special-token ids by role from an encode artifact's meta.json, its end-of-text id as the
+    ``eot`` role (what a family's ``derived`` fields read: an NPLM's or a classifier's pad may be the eot id)."""
+    ids = {role: int(i) for role, i in (meta.get("special_ids") or {}).items() if i is not None}
+    if meta.get("eot_id") is not None:
+        ids.setdefault("eot", int(meta["eot_id"]))
+    return ids
+
+
+def role_ids(tokenizer: Any) -> dict[str, int]:
+    """:func:`special_ids` of a loaded tokenizer (a checkpoint's, when a stage starts from one)."""
+    ids = {role: int(i) for role, i in dict(tokenizer.role_ids).items() if i is not None}
+    if getattr(tokenizer, "eot_id", None) is not None:
+        ids.setdefault("eot", int(tokenizer.eot_id))
+    return ids
+
+
 def shape_from(model_cfg: Any, parent_model: Mapping[str, Any], own: Sequence[str] = ("dropout",)) -> tuple[Any, list[str]]:
     """The model's config with the fields it shares with the checkpoint's taken from it (its shape, vocabulary,
     special ids), except ``own``; and the fields whose value changed."""

@@ -10,4 +10,5 @@ SPEC = FamilySpec(
         "(its val_loss is their sum; val_ppl scores the masked tokens; it cannot generate)",
     capabilities=frozenset({"attention_maps", "fill_mask", "embed"}),
     derived={"mask_id": ("mask",), "cls_id": ("cls",), "sep_id": ("sep",), "pad_id": ("pad",), "eot_id": ("eot",)},
+    role_tokens={"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
 )

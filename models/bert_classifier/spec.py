@@ -12,4 +12,5 @@ SPEC = FamilySpec(
     trains_on="labelled", capabilities=frozenset({"classify", "embed"}),
     derived={"cls_id": ("cls",), "sep_id": ("sep",), "pad_id": ("pad",)},
     starts_from=frozenset({"bert", "bert_classifier", "sbert"}),
+    role_tokens={"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
 )

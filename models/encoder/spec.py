@@ -10,4 +10,5 @@ SPEC = FamilySpec(
         "cannot generate)",
     capabilities=frozenset({"attention_maps", "fill_mask", "embed"}),
     derived={"mask_id": ("mask",)},
+    role_tokens={"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
 )

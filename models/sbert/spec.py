@@ -11,4 +11,5 @@ SPEC = FamilySpec(
     trains_on="pairs", capabilities=frozenset({"embed"}),
     derived={"cls_id": ("cls",), "sep_id": ("sep",), "pad_id": ("pad",)},
     starts_from=frozenset({"bert", "sbert"}),
+    role_tokens={"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
 )

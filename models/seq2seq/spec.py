@@ -11,4 +11,5 @@ SPEC = FamilySpec(
     trains_on="pairs",
     capabilities=frozenset({"translate", "attention_maps"}),
     derived={"pad_id": ("pad",), "bos_id": ("bos",), "eos_id": ("eos",)},
+    role_tokens={"pad": "<pad>", "bos": "<s>", "eos": "</s>"},
 )

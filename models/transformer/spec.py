@@ -12,4 +12,5 @@ SPEC = FamilySpec(
     capabilities=frozenset({"translate", "attention_maps"}),
     derived={"pad_id": ("pad",), "bos_id": ("bos",), "eos_id": ("eos",)},
     objective_defaults={"label_smoothing": 0.1},  # the paper's
+    role_tokens={"pad": "<pad>", "bos": "<s>", "eos": "</s>"},
 )

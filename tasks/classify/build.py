@@ -26,7 +26,9 @@ from corpusforge.tasks.classify.config import OWN_FIELDS, STEP, ClassifyStageCon
 from corpusforge.tasks.classify.scoring import class_index, plot_confusion, scores
 from corpusforge.tasks.config import ConfigError
 from corpusforge.tasks.corpus.reading import record_training_text
-from corpusforge.tasks.encoded import checkpoint, checkpoint_tokenizer, read_encoded, reencode, shape_from
+from corpusforge.tasks.encoded import (
+    checkpoint, checkpoint_tokenizer, read_encoded, reencode, role_ids, shape_from, special_ids,
+)
 from corpusforge.tasks.step import StepResult
 from corpusforge.tasks.training import fit, save_trained, training_step, training_task
 
@@ -101,7 +103,7 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
     warnings: list[str] = []
     tokenizer_dir = resolve_recorded(meta["tokenizer_path"], encoded_dir)
     tokenizer_id, vocab_size = meta.get("tokenizer_id"), int(meta["vocab_size"])
-    special = {role: int(i) for role, i in (meta.get("special_ids") or {}).items() if i is not None}
+    special = special_ids(meta)
     parent = refs.get("init")
     parent_spec, parent_step, classes = None, None, None
     if parent is not None:
@@ -110,7 +112,7 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
         if found is not None and found[1] != tokenizer_id:  # read the texts as the checkpoint was trained to
             tok = load_tokenizer(found[0])
             frames = reencode(encoded_dir, frames, (cfg.text,), tok)
-            (tokenizer_dir, tokenizer_id), vocab_size, special = found, tok.vocab_size, dict(tok.role_ids)
+            (tokenizer_dir, tokenizer_id), vocab_size, special = found, tok.vocab_size, role_ids(tok)
             warnings.append(f"init {parent.name}: texts encoded with the checkpoint's tokenizer "
                             f"{str(tokenizer_id)[:12]} (not the run's)")
         if parent_step == STEP:

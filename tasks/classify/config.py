@@ -11,24 +11,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from corpusforge.models.configs import TrainConfig
-from corpusforge.models.family import FamilyConfigs, families
+from corpusforge.models.family import FamilyConfigs
 from corpusforge.tasks.config import (
     ConfigError, artifact_ref, check_artifact_name, derived_model_config, from_dict, model_identity, objective_field,
-    settle_family,
+    roles_to_add, settle_family,
 )
 
 STEP = "classify"
 # the stage trains the families that learn from labelled records (corpusforge.models.family: trains_on "labelled")
 LABELLED_FAMILIES = FamilyConfigs("labelled")
-# the tokens a run's tokenizer gets for the roles the family derives ids from, when its section has none (BERT's)
-ROLE_TOKENS = {"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
 # the model fields a fine-tuned checkpoint does not fix (classify.init): the rest of the fields the classifier's
 # config shares with the checkpoint's (its shape, its vocabulary, its special ids) come from the checkpoint
 OWN_FIELDS = ("dropout",)
-
-
-def _role_token(role: str) -> str:
-    return ROLE_TOKENS.get(role, f"[{role.upper()}]")
 
 
 @dataclass(frozen=True)
@@ -86,7 +80,7 @@ class ClassifyStageConfig:
     def model_config(self, vocab_size: int, special_ids: dict[str, int] | None = None) -> object:
         """The model's config with what the tokenizer sets: its vocabulary size and the ids the family derives from
         special-token roles (pad; BERT's cls and sep)."""
-        return derived_model_config(self.family, self.model, vocab_size, special_ids, _role_token)
+        return derived_model_config(self.family, self.model, vocab_size, special_ids)
 
 
 def classify_config_from_dict(data: dict[str, Any]) -> ClassifyStageConfig:
@@ -99,10 +93,8 @@ def tokenizer_for(cfg: ClassifyStageConfig, tokenizer_cfg: Any) -> Any:
     tokenizer section has none of a field's roles (its own value wins); the text field encoded into its ``<text>_ids``
     column with the label passed through (format parquet), when the section names no fields. The model adds
     [CLS]/[SEP] itself, so a tokenizer that wraps every text in them is refused."""
-    roles = dict(tokenizer_cfg.roles or {})
-    have = set(roles) | ({"unk"} if tokenizer_cfg.unk_token else set()) | ({"eot"} if tokenizer_cfg.eot_token else set())
-    added = {alts[0]: _role_token(alts[0]) for alts in families()[cfg.family].derived.values() if not set(alts) & have}
-    changes: dict[str, Any] = {"roles": {**roles, **added}} if added else {}
+    added = roles_to_add(cfg.family, tokenizer_cfg)
+    changes: dict[str, Any] = {"roles": {**(tokenizer_cfg.roles or {}), **added}} if added else {}
     if not tokenizer_cfg.fields:
         changes.update(fields=(cfg.text,), format="parquet")
     elif cfg.text not in tokenizer_cfg.fields:

@@ -9,15 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from corpusforge.models.configs import TrainConfig
-from corpusforge.models.family import FamilyConfigs, families
+from corpusforge.models.family import FamilyConfigs
 from corpusforge.tasks.config import (
     NOT_IN_ID, artifact_ref, check_artifact_name, derived_model_config, from_dict, model_identity, objective_field,
-    settle_family,
+    roles_to_add, settle_family,
 )
 from corpusforge.tasks.textgen import GENERATE_DEFAULTS  # the generation defaults, shared with post-trained models
 
-# The token a family's role is given when a run adds it to the tokenizer (BERT's names)
-DEFAULT_ROLE_TOKENS = {"pad": "[PAD]", "mask": "[MASK]", "cls": "[CLS]", "sep": "[SEP]", "bos": "<s>", "eos": "</s>"}
 
 
 @dataclass(frozen=True)
@@ -85,8 +83,7 @@ class LMConfig:
     def model_config(self, vocab_size: int, special_ids: dict[str, int] | None = None) -> object:
         """The model's config with what the tokenizer sets: its vocabulary size, and the ids the family derives
         from special-token roles (an encoder's mask_id, an NPLM's pad_id; corpusforge.models.family)."""
-        return derived_model_config(self.family, self.model, vocab_size, special_ids,
-                                    lambda role: DEFAULT_ROLE_TOKENS.get(role, f"[{role.upper()}]"))
+        return derived_model_config(self.family, self.model, vocab_size, special_ids)
 
     def train_config(self) -> TrainConfig:
         return self.train
@@ -100,8 +97,5 @@ def tokenizer_for(cfg: LMConfig, tokenizer_cfg: Any) -> Any:
     """The run's tokenizer config with the special-token roles the lm's family derives ids from (an encoder's
     mask, corpusforge.models.family ``derived``), added when the tokenizer section has none of a field's roles
     (its own value wins). The lm stage's ``adjust_upstream``: checked with the config, before any work."""
-    roles = dict(tokenizer_cfg.roles or {})
-    have = set(roles) | ({"unk"} if tokenizer_cfg.unk_token else set()) | ({"eot"} if tokenizer_cfg.eot_token else set())
-    added = {alts[0]: DEFAULT_ROLE_TOKENS.get(alts[0], f"[{alts[0].upper()}]")
-             for alts in families()[cfg.family].derived.values() if not set(alts) & have}
-    return dataclasses.replace(tokenizer_cfg, roles={**roles, **added}) if added else tokenizer_cfg
+    added = roles_to_add(cfg.family, tokenizer_cfg)
+    return dataclasses.replace(tokenizer_cfg, roles={**(tokenizer_cfg.roles or {}), **added}) if added else tokenizer_cfg

@@ -32,8 +32,9 @@ def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) ->
     The registered name is the lm's name; each new artifact adds a version, which ``@latest`` resolves to.
     """
     import json
-    from corpusforge.storage.tracking import pyfunc_requirements
 
+    from corpusforge.models.family import family_package
+    from corpusforge.storage.tracking import pyfunc_requirements
     from corpusforge.tasks.lm.pyfunc import DEFAULT_PARAMS
     from corpusforge.tasks.textgen import PROBE_PARAMS
 
@@ -56,4 +57,5 @@ def register_lm(tracker, run_id: str, manifest: dict[str, Any], lm_dir: Path) ->
         tags["corpusforge.task"] = "fill_mask"
     return tracker.register_pyfunc_model(
         run_id, str(manifest["name"]), {"lm": lm_dir, "tokenizer": Path(tokenizer_dir)},
-        pip_requirements=pyfunc_requirements(), tags=tags, kind="lm", artifact_key="lm", bundle_code=True, **how)
+        pip_requirements=pyfunc_requirements(), tags=tags, kind="lm", artifact_key="lm", bundle_code=True,
+        bundle_whole=family_package, **how)

@@ -22,6 +22,7 @@ from typing import Any
 from corpusforge.storage.store import ArtifactStore, resolve_recorded, store_relative
 from corpusforge.tasks.config import identity
 from corpusforge.tasks.corpus.reading import record_training_text
+from corpusforge.tasks.encoded import special_ids
 from corpusforge.tasks.lm.config import LMConfig, SampleConfig, lm_config_from_dict
 from corpusforge.tasks.lm.inference import generate_text
 from corpusforge.tasks.step import NotPublished, StepResult, artifact_input, run_step
@@ -100,14 +101,6 @@ def _build_sample(out: Path, lm_dir: Path, sc: SampleConfig) -> dict[str, Any]:
     (out / "sample.json").write_text(json.dumps({"prompt": sc.prompt, "text": text}, ensure_ascii=False, indent=2)
                                      + "\n", encoding="utf-8")
     return {"metrics": {"chars": float(len(text))}}
-
-
-def special_ids(meta: dict[str, Any]) -> dict[str, int]:
-    """The tokenizer's special-token ids by role, from the encode artifact's meta.json (``eot`` as before)."""
-    ids = {role: int(i) for role, i in (meta.get("special_ids") or {}).items() if i is not None}
-    if meta.get("eot_id") is not None:
-        ids.setdefault("eot", int(meta["eot_id"]))
-    return ids
 
 
 def _build(out: Path, encoded_dir: Path, cfg: LMConfig, scratch: Path, on_metrics,

@@ -20,6 +20,7 @@ def generates(model_dir: Path) -> bool:
 def register_post_trained(tracker, run_id: str, manifest: dict[str, Any], model_dir: Path) -> dict[str, str]:
     import json
 
+    from corpusforge.models.family import family_package
     from corpusforge.models.zoo import save_model
     from corpusforge.storage.tracking import pyfunc_requirements
     from corpusforge.tasks.encoded import model_tokenizer_dir
@@ -45,6 +46,7 @@ def register_post_trained(tracker, run_id: str, manifest: dict[str, Any], model_
         return tracker.register_pyfunc_model(
             run_id, str(manifest["name"]), {"lm": Path(weights_dir), "tokenizer": Path(tokenizer_dir)},
             loader_module="corpusforge.tasks.textgen", pip_requirements=pyfunc_requirements(),
-            params=DEFAULT_PARAMS, tags=tags, kind="lm", artifact_key="lm", bundle_code=True, probes=PROBE_PARAMS)
+            params=DEFAULT_PARAMS, tags=tags, kind="lm", artifact_key="lm", bundle_code=True, probes=PROBE_PARAMS,
+            bundle_whole=family_package)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

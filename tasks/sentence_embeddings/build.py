@@ -17,7 +17,9 @@ from typing import Any
 from corpusforge.models import contracts
 from corpusforge.storage.store import ArtifactStore, resolve_recorded, store_relative
 from corpusforge.tasks.corpus.reading import record_training_text
-from corpusforge.tasks.encoded import checkpoint, checkpoint_tokenizer, read_encoded, reencode, shape_from
+from corpusforge.tasks.encoded import (
+    checkpoint, checkpoint_tokenizer, read_encoded, reencode, role_ids, shape_from, special_ids,
+)
 from corpusforge.tasks.sentence_embeddings.config import (
     OWN_FIELDS,
     STEP,
@@ -60,7 +62,7 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
     warnings: list[str] = []
     tokenizer_dir = resolve_recorded(meta["tokenizer_path"], encoded_dir)
     tokenizer_id, vocab_size = meta.get("tokenizer_id"), int(meta["vocab_size"])
-    special = {role: int(i) for role, i in (meta.get("special_ids") or {}).items() if i is not None}
+    special = special_ids(meta)
     parent = refs.get("init")
     parent_spec = parent_step = parent_id = None
     if parent is not None:
@@ -69,7 +71,7 @@ def _train(out: Path, encoded_dir: Path, cfg: SentenceEmbeddingsConfig, scratch:
         if found is not None and found[1] != tokenizer_id:
             tok = load_tokenizer(found[0])
             frames = reencode(encoded_dir, frames, cfg.fields, tok)
-            (tokenizer_dir, tokenizer_id), vocab_size, special = found, tok.vocab_size, dict(tok.role_ids)
+            (tokenizer_dir, tokenizer_id), vocab_size, special = found, tok.vocab_size, role_ids(tok)
             warnings.append(f"init {parent.name}: texts encoded with the checkpoint's tokenizer "
                             f"{str(tokenizer_id)[:12]} (not the run's)")
     mcfg = cfg.model_config(vocab_size, special)

@@ -10,21 +10,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corpusforge.models.configs import TrainConfig
-from corpusforge.models.family import FamilyConfigs, families
+from corpusforge.models.family import FamilyConfigs
 from corpusforge.tasks.config import (
     ConfigError, artifact_ref, check_artifact_name, derived_model_config, from_dict, model_identity, objective_field,
-    settle_family,
+    roles_to_add, settle_family,
 )
 
 STEP = "sentence_embeddings"
 # the families that learn from pairs of sentences and embed them (corpusforge.models.family)
 SENTENCE_FAMILIES = FamilyConfigs("pairs", "embed")
-ROLE_TOKENS = {"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
 OWN_FIELDS = ("dropout", "pooling")  # what a checkpoint (init) does not fix
-
-
-def _role_token(role: str) -> str:
-    return ROLE_TOKENS.get(role, f"[{role.upper()}]")
 
 
 @dataclass(frozen=True)
@@ -61,7 +56,7 @@ class SentenceEmbeddingsConfig:
             raise ValueError(f"fields: two different corpus fields, got {list(fields)}")
 
     def model_config(self, vocab_size: int, special_ids: dict[str, int] | None = None) -> object:
-        return derived_model_config(self.family, self.model, vocab_size, special_ids, _role_token)
+        return derived_model_config(self.family, self.model, vocab_size, special_ids)
 
 
 def sentence_embeddings_config_from_dict(data: dict[str, Any]) -> SentenceEmbeddingsConfig:
@@ -72,10 +67,8 @@ def tokenizer_for(cfg: SentenceEmbeddingsConfig, tokenizer_cfg: Any) -> Any:
     """The run's tokenizer config as the stage needs it (its ``adjust_upstream``): the roles the family derives ids
     from (cls, sep, pad) added when the section has none of a field's roles; the two fields encoded (format parquet)
     when the section names no fields. The model puts [CLS]/[SEP] around each sentence itself."""
-    roles = dict(tokenizer_cfg.roles or {})
-    have = set(roles) | ({"unk"} if tokenizer_cfg.unk_token else set()) | ({"eot"} if tokenizer_cfg.eot_token else set())
-    added = {alts[0]: _role_token(alts[0]) for alts in families()[cfg.family].derived.values() if not set(alts) & have}
-    changes: dict[str, Any] = {"roles": {**roles, **added}} if added else {}
+    added = roles_to_add(cfg.family, tokenizer_cfg)
+    changes: dict[str, Any] = {"roles": {**(tokenizer_cfg.roles or {}), **added}} if added else {}
     if not tokenizer_cfg.fields:
         changes.update(fields=tuple(cfg.fields), format="parquet")
     elif not set(cfg.fields) <= set(tokenizer_cfg.fields):

@@ -28,6 +28,7 @@ from typing import Any
 from corpusforge.storage.store import ArtifactStore, input_dir, read_manifest, resolve_recorded, store_relative
 from corpusforge.tasks.config import identity
 from corpusforge.tasks.corpus.reading import record_training_text
+from corpusforge.tasks.encoded import special_ids
 from corpusforge.tasks.seq2seq.config import EVAL_STEP, MODEL_STEP, Seq2SeqStageConfig, seq2seq_config_from_dict
 from corpusforge.tasks.step import StepResult, artifact_input, run_step
 from corpusforge.tasks.training import fit, save_trained, training_step, training_task
@@ -58,11 +59,6 @@ def read_pairs(encoded_dir: Path, fields: tuple[str, ...]) -> tuple[dict[str, An
         frame = pl.read_parquet(path, columns=["doc_id", *(columns[f] for f in fields)]) if path.is_file() else None
         frames[split] = frame if frame is not None and frame.height else None
     return meta, frames
-
-
-def special_ids(meta: dict[str, Any]) -> dict[str, int]:
-    """The tokenizer's special-token ids by role (pad, bos, eos, ...), from the encode artifact's meta.json."""
-    return {role: int(i) for role, i in (meta.get("special_ids") or {}).items() if i is not None}
 
 
 def corpus_dir(encoded_dir: Path) -> Path:

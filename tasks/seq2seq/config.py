@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from corpusforge.models.configs import TrainConfig
-from corpusforge.models.family import FamilyConfigs, families
+from corpusforge.models.family import FamilyConfigs
 from corpusforge.tasks.config import (
     NOT_IN_ID, ConfigError, check_artifact_name, derived_model_config, from_dict, model_identity, objective_field,
-    settle_family,
+    roles_to_add, settle_family,
 )
 
 MODEL_STEP, EVAL_STEP = "seq2seq", "seq2seq_eval"
@@ -21,8 +21,6 @@ MODEL_STEP, EVAL_STEP = "seq2seq", "seq2seq_eval"
 PAIR_FAMILIES = FamilyConfigs("pairs", "translate")
 # T5's task prefix (Raffel et al. 2020: "translate English to German: ..."); {source}/{target}: the languages' names
 T5_PREFIX = "translate {source} to {target}: "
-# the tokens a run's tokenizer gets for the roles the family derives ids from, when its section has none
-ROLE_TOKENS = {"pad": "<pad>", "bos": "<s>", "eos": "</s>"}
 Direction = Literal["forward", "backward", "both"]
 
 
@@ -127,8 +125,7 @@ class Seq2SeqStageConfig:
     def model_config(self, vocab_size: int, special_ids: dict[str, int] | None = None) -> object:
         """The model's config with what the tokenizer sets: its vocabulary size and the ids the family derives from
         special-token roles (pad, bos, eos: corpusforge.models.family ``derived``)."""
-        return derived_model_config(self.family, self.model, vocab_size, special_ids,
-                                    lambda role: ROLE_TOKENS.get(role, f"<{role}>"))
+        return derived_model_config(self.family, self.model, vocab_size, special_ids)
 
 
 def seq2seq_config_from_dict(data: dict[str, Any]) -> Seq2SeqStageConfig:
@@ -142,11 +139,8 @@ def tokenizer_for(cfg: Seq2SeqStageConfig, tokenizer_cfg: Any) -> Any:
     special token, so any vocabulary tells the directions apart; and, when the section names no fields, the pair's
     two fields encoded into ``<field>_ids`` columns (format parquet). The model adds bos/eos itself, so a tokenizer
     that wraps every text in them is refused."""
-    roles = dict(tokenizer_cfg.roles or {})
-    have = set(roles) | ({"unk"} if tokenizer_cfg.unk_token else set()) | ({"eot"} if tokenizer_cfg.eot_token else set())
-    added = {alts[0]: ROLE_TOKENS.get(alts[0], f"<{alts[0]}>")
-             for alts in families()[cfg.family].derived.values() if not set(alts) & have}
-    changes: dict[str, Any] = {"roles": {**roles, **added}} if added else {}
+    added = roles_to_add(cfg.family, tokenizer_cfg)
+    changes: dict[str, Any] = {"roles": {**(tokenizer_cfg.roles or {}), **added}} if added else {}
     prefixes = [p for p in (cfg.prefix_for(a, b) for a, b in cfg.directions()) if p]
     missing = [p for p in prefixes if p not in tokenizer_cfg.special_tokens]
     if missing:  # one token each: a vocabulary trained on the pairs alone may lack the prefixes' words

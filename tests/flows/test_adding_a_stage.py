@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.flows.test_house import _wheel_layout
+from tests.flows.test_house import _wheel_layout, digests
 
 pytestmark = pytest.mark.e2e
 
@@ -130,6 +130,7 @@ print("RESULT " + json.dumps(out))
 
 def test_a_new_stage_is_one_package_plus_one_line(tmp_path):
     root = _wheel_layout(tmp_path / "pkg")
+    before = digests(root)
     pkg = root / "corpusforge" / "tasks" / "wordstats"
     pkg.mkdir()
     (pkg / "config.py").write_text(CONFIG)
@@ -141,6 +142,10 @@ def test_a_new_stage_is_one_package_plus_one_line(tmp_path):
     assert "from corpusforge.tasks import " in text
     text = text.replace("from corpusforge.tasks import ", "from corpusforge.tasks import wordstats, ", 1)
     stages.write_text(text.replace("    lm.STAGE,\n", "    lm.STAGE,\n    wordstats.STAGE,\n"))  # the one line
+    after = digests(root)  # the recipe's size: three new files in one package, one file changed
+    assert sorted(set(after) - set(before)) == [f"corpusforge/tasks/wordstats/{n}"
+                                                for n in ("__init__.py", "build.py", "config.py")]
+    assert [k for k, v in before.items() if after[k] != v] == ["corpusforge/stages.py"]
 
     source = tmp_path / "words.txt"
     source.write_text("the cat sat on the mat\nthe dog sat\na bird\n")

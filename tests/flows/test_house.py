@@ -26,6 +26,14 @@ def _wheel_layout(tmp: Path) -> Path:
     return tmp
 
 
+def digests(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (relative path) -> its sha256: what a recipe added or changed, counted."""
+    import hashlib
+
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+
+
 def _stage_imports(tmp_path: Path) -> dict[str, set[str]]:
     """stage package -> the other stage packages its modules import (grimp, on the wheel layout)."""
     code = (

@@ -239,3 +239,20 @@ def test_a_union_field_names_what_each_alternative_refused():
         from_dict(_Outer, {"value": {"size": "big"}}, "x")
     message = str(info.value)
     assert message.startswith("x.value: expected") and "x.value.size: expected an integer, got 'big'" in message
+
+
+def test_the_tokens_a_stage_adds_for_a_familys_roles_are_the_familys_own():
+    """Issue 45, item 6: the tokens a training stage adds to the run's tokenizer for the roles its family derives
+    ids from are declared on the family (FamilySpec.role_tokens), not in each stage; the tokenizer section's own
+    roles win, and a role the family does not name gets "[ROLE]"."""
+    from corpusforge.models.family import family
+    from corpusforge.tasks.config import roles_to_add
+    from corpusforge.tasks.tokenizer.config import TokenizerConfig
+
+    plain = TokenizerConfig()
+    assert roles_to_add("transformer", plain) == {"pad": "<pad>", "bos": "<s>", "eos": "</s>"}
+    assert roles_to_add("bert_classifier", plain) == {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]"}
+    assert roles_to_add("gpt", plain) == {}
+    assert roles_to_add("transformer", TokenizerConfig(roles={"pad": "<blank>"})) == {"bos": "<s>", "eos": "</s>"}
+    assert roles_to_add("nplm", TokenizerConfig(eot_token="<|endoftext|>")) == {}  # pad_id may be the eot id
+    assert family("rnn_classifier").role_token("pad") == "[PAD]"  # not declared: "[ROLE]"
