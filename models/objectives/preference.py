@@ -69,20 +69,25 @@ class _Frozen:
 def reference_logps(model: nn.Module, reference: nn.Module | str, ids: torch.Tensor,
                     response_mask: torch.Tensor) -> torch.Tensor:
     """The reference's :func:`sequence_logps`, under no_grad, in eval mode (no dropout): ``reference`` is a
-    module, or ``"adapters_off"`` (``model`` with its LoRA adapters switched off)."""
+    module, ``"adapters_off"`` (``model`` with its LoRA adapters switched off) or ``"start"`` (``model`` as it is:
+    what :meth:`DPO.setup` scores before the first step)."""
     from corpusforge.models.lora import adapters_disabled
 
     with torch.no_grad():
         if isinstance(reference, str):
             with evaluating(model):
+                if reference == "start":
+                    return sequence_logps(model, ids, response_mask)
                 with adapters_disabled(model):
                     return sequence_logps(model, ids, response_mask)
         return sequence_logps(reference, ids, response_mask)
 
 
 class DPOLoss(nn.Module):
-    """The policy and the DPO loss as one module: ``(ids (2B, T), response_mask (2B, T), state) -> (loss, None)``,
-    rows 0..B-1 prompt + chosen, rows B..2B-1 prompt + rejected (one forward for both)."""
+    """The policy and the DPO loss as one module: ``(ids (2B, T), response_mask (2B, T), ref (2B,), state) ->
+    (loss, None)``, rows 0..B-1 prompt + chosen, rows B..2B-1 prompt + rejected (one forward for both); ``ref``
+    holds the reference's sequence log-probabilities, precomputed once (:meth:`DPO.setup`); None: the reference is
+    run here."""
 
     def __init__(self, model: nn.Module, beta: float, reference: nn.Module | str, nll_weight: float = 0.0):
         super().__init__()
@@ -93,8 +98,11 @@ class DPOLoss(nn.Module):
     def reference(self) -> nn.Module | str:
         return self._reference if isinstance(self._reference, str) else self._reference.module
 
-    def forward(self, ids: torch.Tensor, response_mask: torch.Tensor, state: Any = None):
-        ref = reference_logps(self.model, self.reference, ids, response_mask)
+    def forward(self, ids: torch.Tensor, response_mask: torch.Tensor, ref: torch.Tensor | None = None,
+                state: Any = None):
+        if ref is None:
+            ref = reference_logps(self.model, self.reference, ids, response_mask)
+        ref = ref.to(device=ids.device, dtype=torch.float32)
         B = ids.shape[0] // 2
         if not self.nll_weight:
             policy = sequence_logps(self.model, ids, response_mask)
@@ -112,8 +120,12 @@ class DPO(Objective):
     chosen_ids, rejected_ids)``; the policy learns to raise the chosen response's likelihood relative to the rejected one,
     each measured against ``reference`` (:func:`dpo_loss`, strength ``beta``; a larger beta keeps the policy
     closer to the reference). ``reference`` is a frozen module (made eval, ``requires_grad`` off, moved to the
-    policy's device at ``setup``) or ``"adapters_off"``: the policy itself with its LoRA adapters disabled
-    (corpusforge.models.lora.add_lora first). Reference log-probs are computed under no_grad.
+    policy's device at ``setup``), ``"adapters_off"``: the policy itself with its LoRA adapters disabled
+    (corpusforge.models.lora.add_lora first), or ``"start"``: the policy as :meth:`setup` finds it, before any
+    step (the trainer calls ``setup`` before it restores a checkpoint, so a resumed run scores against the same
+    start). The reference's log-probabilities of every record of every split are computed once, under no_grad in
+    eval mode, at ``setup`` (trl's ``precompute_ref_log_probs``): a step runs the policy alone, and no second copy
+    of the weights is kept for ``"start"``.
 
     ``nll_weight`` adds that multiple of the chosen responses' cross-entropy (per token) to the loss (RPO, Pang et
     al. 2024; TRL's ``rpo_alpha``): plain DPO can raise the margin by lowering the chosen and the rejected
@@ -140,19 +152,21 @@ class DPO(Objective):
         if beta <= 0:
             raise ValueError(f"beta: must be > 0, got {beta}")
         if isinstance(reference, str):
-            if reference != "adapters_off":
-                raise ValueError(f"reference: a frozen nn.Module or 'adapters_off', got {reference!r}")
+            if reference not in ("adapters_off", "start"):
+                raise ValueError(f"reference: a frozen nn.Module, 'adapters_off' or 'start', got {reference!r}")
         elif isinstance(reference, nn.Module):
             reference.eval()
             for p in reference.parameters():
                 p.requires_grad_(False)
         else:
-            raise ValueError(f"reference: a frozen nn.Module or 'adapters_off', got {type(reference).__name__}")
+            raise ValueError(f"reference: a frozen nn.Module, 'adapters_off' or 'start', got "
+                             f"{type(reference).__name__}")
         if nll_weight < 0:
             raise ValueError(f"nll_weight: must be >= 0, got {nll_weight}")
         self.pad_id, self.beta, self.reference, self.max_len, self.seed = pad_id, beta, reference, max_len, seed
         self.nll_weight = nll_weight
         self.splits = records_of(splits, ("prompt", "chosen", "rejected"))
+        self.ref: dict[str, torch.Tensor] = {}  # split -> (N, 2) reference log-probs (chosen, rejected), at setup
 
     def has_split(self, split: str) -> bool:
         return split in self.splits
@@ -167,6 +181,29 @@ class DPO(Objective):
             self.reference.to(model_device(model))
         lengths = [len(p) + max(len(c), len(r)) for p, c, r in self.splits["train"]]
         self.batches = EpochBatches(lengths, batch_size, self.seed, rank, world)
+        self.ref = {split: self._reference_table(model, split, max(batch_size, 16)) for split in self.splits}
+        if isinstance(self.reference, nn.Module):
+            self.reference.to("cpu")  # not needed again: every record's reference figures are in the table
+
+    def _reference_table(self, model: nn.Module, split: str, batch_size: int) -> torch.Tensor:
+        """(N, 2): the reference's log-probability of each record's chosen and rejected response, in float32 on
+        the CPU, batched by length."""
+        records = self.splits[split]
+        order = sorted(range(len(records)), key=lambda i: (len(records[i][0]) + len(records[i][1]), i))
+        table = torch.zeros(len(records), 2)
+        device = model_device(model)
+        for start in range(0, len(order), batch_size):
+            idx = order[start: start + batch_size]
+            ids, mask = (t.to(device) for t in self.collate(split, idx))
+            ref = reference_logps(model, self.reference, ids, mask).float().cpu()
+            table[idx, 0], table[idx, 1] = ref[: len(idx)], ref[len(idx):]
+        return table
+
+    def _ref(self, split: str, indices: Sequence[int]) -> torch.Tensor | None:
+        """(2B,): the precomputed reference log-probs of the chosen rows, then the rejected ones (None before
+        :meth:`setup`)."""
+        table = self.ref.get(split)
+        return None if table is None else torch.cat((table[list(indices), 0], table[list(indices), 1]))
 
     def collate(self, split: str, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(ids (2B, T), response_mask (2B, T))``: the chosen rows, then the rejected ones, padded on the right."""
@@ -188,15 +225,16 @@ class DPO(Objective):
     def batch(self, index: int, gen: torch.Generator) -> Batch:
         indices, _ = self.batches.get(index)
         ids, mask = self.collate("train", indices)
-        return Batch((ids, mask), int((ids != self.pad_id).sum()), terms=len(indices))  # preference pairs
+        return Batch((ids, mask, self._ref("train", indices)), int((ids != self.pad_id).sum()),
+                     terms=len(indices))  # preference pairs
 
     def loss_module(self, model: nn.Module) -> nn.Module:
         return DPOLoss(model, self.beta, self.reference, self.nll_weight)
 
     def flops_per_token(self, model: nn.Module) -> float:
-        # the policy's forward and backward plus the reference's forward (a third of a training step)
+        # the policy's forward and backward (the reference's log-probs were computed once, at setup)
         flops = hook(model, "flops_per_token")
-        return flops() * 4 / 3 if flops else 0.0
+        return flops() if flops else 0.0
 
     def evaluate(self, model, split, batch_size, max_batches=0, device="cpu",
                  autocast: Callable = contextlib.nullcontext) -> dict[str, float]:
@@ -214,15 +252,17 @@ class DPO(Objective):
                     idx = list(range(start, min(n, start + batch_size)))
                     ids, mask = (t.to(device) for t in self.collate(split, idx))
                     B = len(idx)
+                    ref = self._ref(split, idx)
                     with autocast():
-                        ref_tok = self._ref_tokens(model, ids, mask)
+                        if ref is None:  # not set up: the reference is run here
+                            ref = self._ref_tokens(model, ids, mask).sum(-1)
                         pol_tok = token_logps(model, ids, mask)
-                    pol, ref = pol_tok.sum(-1), ref_tok.sum(-1)
+                    pol, ref = pol_tok.sum(-1).float(), ref.to(device=pol_tok.device, dtype=torch.float32)
                     loss, rc, rr = dpo_loss(pol[:B], pol[B:], ref[:B], ref[B:], self.beta)
                     losses.append(loss.item() * B)
                     chosen_r.append(rc.float().cpu())
                     rejected_r.append(rr.float().cpu())
-                    drift += (pol_tok[:B] - ref_tok[:B]).sum().item()
+                    drift += (pol[:B] - ref[:B]).sum().item()  # summed over the chosen responses' tokens
                     prefers += int((pol[:B] > pol[B:]).sum())
                     ref_prefers += int((ref[:B] > ref[B:]).sum())
                     tokens += int(mask[:B, 1:].sum())
@@ -235,6 +275,8 @@ class DPO(Objective):
     def _ref_tokens(self, model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         from corpusforge.models.lora import adapters_disabled
 
+        if self.reference == "start":
+            return token_logps(model, ids, mask)
         if isinstance(self.reference, str):
             with adapters_disabled(model):
                 return token_logps(model, ids, mask)
@@ -243,8 +285,8 @@ class DPO(Objective):
 
 def dpo(model_cfg: Any, splits: Mapping[str, Any], settings: Any, pad_id: int,
         reference: nn.Module | str) -> DPO:
-    """(prompt, chosen, rejected) records against ``reference`` (a frozen module or ``"adapters_off"``), with the
-    objective's ``beta`` and ``nll_weight``. The caller switches dropout off in the policy (:func:`disable_dropout`,
+    """(prompt, chosen, rejected) records against ``reference`` (a frozen module, ``"adapters_off"`` or
+    ``"start"``), with the objective's ``beta`` and ``nll_weight``. The caller switches dropout off in the policy (:func:`disable_dropout`,
     TRL's default), so its log-probabilities are computed as the reference's are."""
     block = getattr(model_cfg, "block_size", None)  # the model reads one fewer than prompt + response
     return DPO(splits, pad_id, settings.beta, reference, max_len=block + 1 if block else None,

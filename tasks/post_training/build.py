@@ -16,7 +16,6 @@ artifact like an lm's, whose only input is the adapter artifact.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
@@ -119,10 +118,11 @@ def wrong_answers(cfg: PostTrainingConfig, rows: list[dict[str, Any]], tokenizer
     return out
 
 
-def _objective(cfg: PostTrainingConfig, model, splits, tokenizer, spec, start_model):
+def _objective(cfg: PostTrainingConfig, model, splits, tokenizer, spec):
     """The objective the method names, through the objectives' registry (corpusforge.models.objectives.build):
     the family's own for full and lora; sft and dpo on records, padded with the tokenizer's pad (else its end) id;
-    dpo against the start model (LoRA: the policy with its adapters off), dropout off in the policy so its
+    dpo against the start model, whose log-probabilities of every record are computed once before the first step
+    (reference "start": no second copy of the weights, full or LoRA), dropout off in the policy so its
     log-probabilities are computed as the reference's are (TRL's default too)."""
     from corpusforge.models.objectives import build, disable_dropout
     from corpusforge.tasks.post_training.data import end_id
@@ -134,7 +134,7 @@ def _objective(cfg: PostTrainingConfig, model, splits, tokenizer, spec, start_mo
     context = {"pad_id": int(pad) if pad is not None else end_id(tokenizer)}
     if settings.kind == "dpo":
         disable_dropout(model)
-        context["reference"] = "adapters_off" if cfg.lora is not None else start_model
+        context["reference"] = "start"
     return build(settings, model.cfg, splits, **context)
 
 
@@ -163,20 +163,15 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
         raise ValueError("the corpus's train split has no records: nothing to train on")
     if records["valid"] is None:
         raise ValueError("the post_training step needs a validation split: set corpus.split.valid > 0 or give --valid")
-    # Until adapters or training change it, the model is the start model: it writes DPO's rejected answers and
-    # answers the held-out prompts here (greedy, dropout off), so no second copy is kept, except as the frozen
-    # reference of a full-weight DPO (LoRA's reference is this model with its adapters off)
+    # Until adapters or training change it, the model is the start model: it writes DPO's rejected answers,
+    # answers the held-out prompts here (greedy, dropout off) and, for DPO, scores every record as the reference
+    # before the first step, so no second copy is kept
     model.eval()
     splits, held = _split_data(cfg, records, tokenizer, model, warnings)
     if "train" not in splits or "valid" not in splits:
         raise ValueError("no train or validation examples were left after filling the templates")
     asked = _asked(cfg, held, tokenizer)
     start_answers = {split: answer_accuracy(model, tokenizer, *q) for split, q in asked.items()}
-    start_model = None
-    if cfg.objective == "dpo" and cfg.lora is None:
-        start_model = copy.deepcopy(model).eval()
-        for p in start_model.parameters():
-            p.requires_grad = False
     counts: dict[str, Any] = {}
     torch.manual_seed(cfg.train.seed)  # the adapters' A (B starts at 0): the same artifact on every rebuild
     if cfg.lora is not None:
@@ -189,7 +184,7 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
             raise ConfigError(f"post_training.lora: {exc}") from None
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
-    objective = _objective(cfg, model, splits, tokenizer, spec, start_model)
+    objective = _objective(cfg, model, splits, tokenizer, spec)
     start_loss = None
     if cfg.objective != "dpo":  # where the fine-tune starts, on the same held-out examples (dpo: margin 0 there)
         start_loss = objective.evaluate(model, "valid", cfg.train.batch_size, cfg.train.eval_iters)["loss"]

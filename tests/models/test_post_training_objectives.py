@@ -287,3 +287,34 @@ def test_disable_dropout_makes_training_mode_deterministic():
     assert torch.equal(model(x)[0], model(x)[0]) and model.training
     model.eval()
     assert torch.allclose(model(x)[0], model.train()(x)[0])  # training mode now computes what eval mode does
+
+
+def test_the_reference_is_scored_once_at_setup_and_stays_the_start_model():
+    """Issue 45, item 8: the reference's log-probabilities are computed once, at setup (trl's
+    precompute_ref_log_probs): with reference "start" no second copy of the weights is kept, the figures equal a
+    frozen copy's computed per batch, and they stay the start model's while the policy trains (a resumed run's
+    setup comes before its checkpoint is restored: tests/tasks/post_training resume the DPO run)."""
+    from corpusforge.models.objectives import reference_logps
+
+    torch.manual_seed(0)
+    model, data = tiny(), toy_preferences(10, seed=3)
+    frozen = copy.deepcopy(model).eval()
+    objective = DPO({"train": data, "valid": data}, PAD, beta=0.1, reference="start")
+    objective.setup(model, batch_size=4)
+    batch = objective.batch(0, torch.Generator().manual_seed(0))
+    ids, mask, ref = batch.tensors
+    torch.testing.assert_close(ref, reference_logps(frozen, frozen, ids, mask).float(), rtol=1e-5, atol=1e-5)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    run = objective.loss_module(model)
+    for i in range(3):
+        loss, _ = run(*objective.batch(i, torch.Generator().manual_seed(i)).tensors, None)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    again = objective.batch(0, torch.Generator().manual_seed(0)).tensors[2]
+    assert torch.equal(again, ref)  # the start model's, not the trained policy's
+    moved = reference_logps(model, "start", ids, mask)
+    assert not torch.allclose(moved, ref)  # the policy did move
+    scores = objective.evaluate(model, "valid", 4)
+    assert scores["reference_chosen_more_likely"] == pytest.approx(
+        float((objective.ref["valid"][:, 0] > objective.ref["valid"][:, 1]).double().mean()))
