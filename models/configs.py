@@ -5,8 +5,9 @@ configs are typed with these, so validating a pipeline config never imports torc
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 # vocab_size and special-token ids are set from the tokenizer: a config file may not set them (tasks.config: "derived")
 FROM_TOKENIZER = "set from the tokenizer"
@@ -62,9 +63,14 @@ class TrainConfig:
             raise ValueError(f"grad_clip: must be >= 0, got {self.grad_clip}")
 
 
-# the LoRA paper's advice (section 7.1) and the texts': adapt the attention projections (our GPT's fused q,k,v and its
-# output projection)
+# the targets a LoRA section names when it names none are the family's (corpusforge.models.family:
+# FamilySpec.lora_targets; GPT's are its fused q,k,v and output projections). Before families declared them, this
+# tuple was the default itself: an unnamed default still enters an artifact's id under it, so the ids made then stay.
 LORA_DEFAULT_TARGETS: tuple[str, ...] = ("attn.c_attn", "attn.c_proj")
+
+
+def _targets_identity(cfg: Any, value: Any) -> list[str]:
+    return list(LORA_DEFAULT_TARGETS if value is None else value)
 
 
 @dataclass(frozen=True)
@@ -75,32 +81,47 @@ class LoraSettings:
     r: int = field(default=8, metadata={"doc": "Rank of the update B A."})
     alpha: float = field(default=16.0, metadata={"doc": "Scale numerator: the update is multiplied by alpha / r."})
     dropout: float = field(default=0.0, metadata={"doc": "Dropout on the adapter's input."})
-    targets: tuple[str, ...] = field(default=LORA_DEFAULT_TARGETS, metadata={
-        "doc": "Linear layers to adapt, by name suffix (attn.c_attn: the fused q,k,v projection; attn.c_proj, "
-               "mlp.c_fc, mlp.c_proj)."})
+    targets: tuple[str, ...] | None = field(default=None, metadata={
+        "identity_value": _targets_identity,
+        "doc": "Linear layers to adapt, by name suffix; null: the family's (its spec's lora_targets: the attention "
+               "projections, attn.c_attn (the fused q,k,v) and attn.c_proj for gpt and the BERT-bodied families, "
+               "W_q and W_v for the encoder-decoder transformer). Others: mlp.c_fc, mlp.c_proj."})
     train_norms: bool = field(default=False, metadata={
         "doc": "Also train every LayerNorm's gain and bias beside the adapters (a few thousand parameters; they are "
                "saved in the adapter artifact and folded in by the merge). Lets a small model shift its output "
                "distribution, which adapters on the attention projections alone barely move."})
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "targets", tuple(self.targets))
+        if self.targets is not None:
+            object.__setattr__(self, "targets", tuple(self.targets))
         if self.r < 1:
             raise ValueError(f"r: must be >= 1, got {self.r}")
         if self.alpha <= 0:
             raise ValueError(f"alpha: must be > 0, got {self.alpha}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout: must be in [0, 1), got {self.dropout}")
-        if not self.targets:
-            raise ValueError("targets: name at least one Linear layer")
-        for t in self.targets:
+        if self.targets is not None and not self.targets:
+            raise ValueError("targets: name at least one Linear layer (or null: the family's)")
+        for t in self.targets or ():
             if ":" in t:
                 raise ValueError(
                     f"targets: {t!r}: adapting only some of a fused projection's outputs (q and v apart in c_attn) is "
                     "not supported; c_attn packs q, k, v in one matrix and an adapter on it adapts all three. "
                     "Separate (A_q, B_q), (A_v, B_v) need split projections in the model.")
 
+    def for_family(self, family: Any) -> LoraSettings:
+        """These settings with ``targets`` named: the family's (its FamilySpec's ``lora_targets``) when null. A
+        family that names none needs them given: a one-line error says so."""
+        if self.targets is not None:
+            return self
+        if not family.lora_targets:
+            raise ValueError(f"targets: the {family.name} family names no LoRA targets (no Linear layers it adapts "
+                             "by default); give lora.targets, Linear module name suffixes")
+        return dataclasses.replace(self, targets=tuple(family.lora_targets))
+
     def to_dict(self) -> dict:
+        if self.targets is None:
+            raise ValueError("LoRA settings without targets: resolve them for the family first (for_family)")
         out = {"r": self.r, "alpha": self.alpha, "dropout": self.dropout, "targets": list(self.targets)}
         if self.train_norms:  # only when set: adapters made before the option keep their config (and ids)
             out["train_norms"] = True

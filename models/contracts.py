@@ -87,6 +87,8 @@ HOOKS: dict[str, str] = {
                             "(classify.embeddings); without it, vectors cannot be copied in",
     "flops_per_token": "flops_per_token(T=None) -> float: training FLOPs per token for MFU; without it, MFU is not "
                        "reported",
+    "upgrade_weights": "upgrade_weights(tensors) -> dict: a checkpoint's tensors under today's parameter names (one "
+                       "written before the family's modules were renamed); without it, names are taken as they are",
 }
 
 

@@ -68,6 +68,9 @@ class FamilySpec:
     # role -> the token a run's tokenizer is given for a role the family derives an id from, when the tokenizer
     # section names none (BERT's "[CLS]"; an encoder-decoder's "<s>"); a role not listed: "[ROLE]"
     role_tokens: Mapping[str, str] = field(default_factory=dict)
+    # the Linear layers LoRA adapts when a stage's lora section names none (module name suffixes: GPT's "attn.c_attn",
+    # the Transformer's "W_q", "W_v"); empty: LoRA needs its targets named (corpusforge.models.lora)
+    lora_targets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = set(self.capabilities) - CAPABILITIES
@@ -145,6 +148,20 @@ def family_package(name: str, imported: Collection[str]) -> bool:
     """Whether the module ``name`` is a model family's folder: a package of corpusforge.models whose ``spec`` module
     is among ``imported`` (the code a registered model carries copies such a folder whole)."""
     return name.startswith(f"{__package__}.") and f"{name}.spec" in imported
+
+
+def family_of(model: Any) -> FamilySpec:
+    """The family that built ``model``: the name ``corpusforge.models.zoo.build_model`` records on it
+    (``family_name``) or, for a module constructed by hand, the family whose module is its class exactly (adapters
+    injected in place keep the class). Found by the spec, never by the class hierarchy."""
+    name = getattr(model, "family_name", None)
+    if isinstance(name, str):
+        return family(name)
+    ref = f"{type(model).__module__}:{type(model).__qualname__}"
+    for spec in families().values():
+        if spec.module == ref:
+            return spec
+    raise ValueError(f"{type(model).__name__} is no family's module; families: {', '.join(families())}")
 
 
 def family(name: str) -> FamilySpec:

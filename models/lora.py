@@ -16,8 +16,11 @@ difference), its state dict gains ``<target>.base_layer.weight`` and ``<target>.
   policy is the base model plus adapters: no second copy of the weights).
 
 Targets are module-name suffixes (``"attn.c_attn"`` matches ``blocks.0.attn.c_attn``, ``blocks.1.attn.c_attn``,
-...). :data:`DEFAULT_TARGETS` for the GPT family are the attention projections, as the LoRA paper (section 7.1:
-adapting the attention weights is enough) and the texts that follow it advise.
+...). Unnamed, they are the model's family's (``FamilySpec.lora_targets``): the attention projections, as the LoRA
+paper (section 7.1: adapting the attention weights is enough) and the texts that follow it advise; GPT's and the
+BERT-bodied families' are ``attn.c_attn`` and ``attn.c_proj``, the encoder-decoder Transformer's ``W_q`` and ``W_v``.
+``train_also`` names parameters that train fully beside the adapters: a classifier's fresh head (``HEAD``), as in
+the LoRA paper's GLUE runs.
 
 Our ``c_attn`` packs the q, k and v projections in one (3C x C) matrix, so an adapter on it adapts all three. The
 paper's "W_q and W_v" apart would need split projections (separate (A_q, B_q) and (A_v, B_v)): a target such as
@@ -27,18 +30,20 @@ the masked rows would still count as trained parameters), and splitting the proj
 
 from __future__ import annotations
 
-import contextlib
 import copy
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.nn as nn
 
+from corpusforge.models.adapters import ADAPTER, lora_layers, norm_params, adapters_disabled, has_lora
 from corpusforge.models.configs import LORA_DEFAULT_TARGETS, LoraSettings
 
-DEFAULT_TARGETS = LORA_DEFAULT_TARGETS
-ADAPTER = "default"  # peft's adapter name; one adapter per model here
+__all__ = ["ADAPTER", "DEFAULT_TARGETS", "adapter_state_dict", "adapters_disabled", "add_lora", "family_targets",
+           "has_lora", "load_adapter", "lora_settings", "match_targets", "merge_lora"]
+
+DEFAULT_TARGETS = LORA_DEFAULT_TARGETS  # GPT's (corpusforge.models.gpt.spec), kept for callers that name them
 
 
 def _settings(cfg: Any) -> LoraSettings:
@@ -47,26 +52,8 @@ def _settings(cfg: Any) -> LoraSettings:
         return cfg
     if isinstance(cfg, Mapping):
         return LoraSettings(**dict(cfg))
-    return LoraSettings(targets=tuple(cfg.targets), r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout,
+    return LoraSettings(targets=None if cfg.targets is None else tuple(cfg.targets), r=cfg.r, alpha=cfg.alpha, dropout=cfg.dropout,
                         train_norms=bool(getattr(cfg, "train_norms", False)))
-
-
-def _norm_params(model: nn.Module) -> dict[str, nn.Parameter]:
-    """Every LayerNorm's gain and bias, by full parameter name (``blocks.0.ln_1.weight``, ...)."""
-    return {f"{name}.{k}" if name else k: p for name, m in model.named_modules() if isinstance(m, nn.LayerNorm)
-            for k, p in m.named_parameters(recurse=False)}
-
-
-def _lora_layers(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
-    from peft.tuners.lora import LoraLayer
-
-    for name, module in model.named_modules():
-        if isinstance(module, LoraLayer):
-            yield name, module
-
-
-def has_lora(model: nn.Module) -> bool:
-    return next(_lora_layers(model), None) is not None
 
 
 def match_targets(model: nn.Module, targets: Sequence[str]) -> dict[str, list[str]]:
@@ -85,13 +72,22 @@ def match_targets(model: nn.Module, targets: Sequence[str]) -> dict[str, list[st
     return found
 
 
-def add_lora(model: nn.Module, targets: Sequence[str] = DEFAULT_TARGETS, r: int = 8, alpha: float = 16.0,
-             dropout: float = 0.0, train_norms: bool = False) -> dict[str, Any]:
-    """Add LoRA adapters to the ``nn.Linear`` modules named by ``targets`` (suffixes), in place, and freeze every
-    other parameter. ``B`` starts at 0 (the model computes exactly what it did), ``A`` as peft draws it
+def family_targets(model: nn.Module) -> tuple[str, ...]:
+    """The Linear layers LoRA adapts in this model when none are named: its family's ``lora_targets``."""
+    from corpusforge.models.family import family_of
+
+    return LoraSettings().for_family(family_of(model)).targets
+
+
+def add_lora(model: nn.Module, targets: Sequence[str] | None = None, r: int = 8, alpha: float = 16.0,
+             dropout: float = 0.0, train_norms: bool = False, train_also: Sequence[str] = ()) -> dict[str, Any]:
+    """Add LoRA adapters to the ``nn.Linear`` modules named by ``targets`` (suffixes; None: the model's family's),
+    in place, and freeze every other parameter but those whose names start with one of ``train_also`` (a task
+    head trained fully). ``B`` starts at 0 (the model computes exactly what it did), ``A`` as peft draws it
     (kaiming-uniform). Returns ``trainable``, ``total`` (parameters, tied ones once), ``percent`` (100 *
-    trainable / total), ``per_target`` ({suffix: trainable parameters}, r * (in + out) per matched Linear) and
-    ``settings`` (a :class:`LoraSettings` dict, for :func:`load_adapter`).
+    trainable / total), ``per_target`` ({suffix: trainable parameters}, r * (in + out) per matched Linear),
+    ``also`` (the ``train_also`` parameters, when named) and ``settings`` (a :class:`LoraSettings` dict, for
+    :func:`load_adapter`).
 
     With ``train_norms`` every LayerNorm's gain and bias trains too (their starting values are kept aside, so
     :func:`adapters_disabled` still gives the base model); ``norms`` then counts them.
@@ -101,15 +97,20 @@ def add_lora(model: nn.Module, targets: Sequence[str] = DEFAULT_TARGETS, r: int 
 
     if has_lora(model):
         raise ValueError("the model already carries LoRA adapters (merge_lora or a fresh model first)")
+    if targets is None:
+        targets = family_targets(model)
     settings = LoraSettings(targets=tuple(targets), r=r, alpha=alpha, dropout=dropout, train_norms=train_norms)
     found = match_targets(model, settings.targets)
+    also = tuple(train_also)
+    if also and not any(n.startswith(also) for n, _ in model.named_parameters()):
+        raise ValueError(f"train_also {list(also)}: no parameter of {type(model).__name__} starts with these")
     names = sorted({n for ns in found.values() for n in ns})
     config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=names, bias="none",
                         init_lora_weights=True)
     inject_adapter_in_model(config, model, adapter_name=ADAPTER)
     for p_name, p in model.named_parameters():  # peft does this too; here it is a stated guarantee
-        p.requires_grad = ".lora_A." in p_name or ".lora_B." in p_name
-    norms = _norm_params(model) if train_norms else {}
+        p.requires_grad = ".lora_A." in p_name or ".lora_B." in p_name or (bool(also) and p_name.startswith(also))
+    norms = norm_params(model) if train_norms else {}
     if train_norms and not norms:
         raise ValueError(f"train_norms: {type(model).__name__} has no LayerNorm to train")
     for p in norms.values():
@@ -124,6 +125,7 @@ def add_lora(model: nn.Module, targets: Sequence[str] = DEFAULT_TARGETS, r: int 
     total = sum(p.numel() for p in model.parameters())
     return {"trainable": trainable, "total": total, "percent": 100.0 * trainable / total,
             "per_target": per_target, "norms": sum(p.numel() for p in norms.values()),
+            **({"also": sum(p.numel() for n, p in model.named_parameters() if n.startswith(also))} if also else {}),
             "settings": settings.to_dict()}
 
 
@@ -145,8 +147,8 @@ def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     when the settings train them: what a safetensors adapter file holds."""
     out = {}
     if has_lora(model) and lora_settings(model).train_norms:
-        out.update({k: p.detach().contiguous().cpu() for k, p in _norm_params(model).items()})
-    for layer_name, layer in _lora_layers(model):
+        out.update({k: p.detach().contiguous().cpu() for k, p in norm_params(model).items()})
+    for layer_name, layer in lora_layers(model):
         for part in ("lora_A", "lora_B"):
             for key, tensor in getattr(layer, part)[ADAPTER].state_dict().items():
                 out[f"{layer_name}.{part}.{key}"] = tensor.detach().contiguous().cpu()
@@ -175,12 +177,12 @@ def load_adapter(model: nn.Module, tensors: Mapping[str, torch.Tensor],
         raise ValueError(f"adapter tensors do not fit the model: missing {missing}, unexpected {unexpected}, "
                          f"shapes {shapes}")
     with torch.no_grad():
-        for layer_name, layer in _lora_layers(model):
+        for layer_name, layer in lora_layers(model):
             for part in ("lora_A", "lora_B"):
                 for key, p in getattr(layer, part)[ADAPTER].named_parameters():
                     p.copy_(tensors[f"{layer_name}.{part}.{key}"].to(p.device, p.dtype))
         if settings.train_norms:
-            for key, p in _norm_params(model).items():
+            for key, p in norm_params(model).items():
                 p.copy_(tensors[key].to(p.device, p.dtype))
     return counts
 
@@ -192,7 +194,7 @@ def merge_lora(model: nn.Module) -> nn.Module:
     if not has_lora(model):
         raise ValueError("the model carries no LoRA adapters to merge")
     merged = copy.deepcopy(model)
-    for layer_name, layer in list(_lora_layers(merged)):
+    for layer_name, layer in list(lora_layers(merged)):
         if layer.merged:
             layer.unmerge()
         layer.merge(safe_merge=True, adapter_names=[ADAPTER])
@@ -206,31 +208,3 @@ def merge_lora(model: nn.Module) -> nn.Module:
     for p in merged.parameters():
         p.requires_grad = True
     return merged
-
-
-@contextlib.contextmanager
-def adapters_disabled(model: nn.Module) -> Iterator[nn.Module]:
-    """Within the block the model computes as the base model (every adapter switched off, trained LayerNorms back
-    at their starting values); afterwards the adapters, the norms and every parameter's ``requires_grad`` are as
-    they were. With no adapters it changes nothing."""
-    layers = [layer for _, layer in _lora_layers(model)]
-    before = [layer.disable_adapters for layer in layers]
-    grads = {id(p): p.requires_grad for p in model.parameters()}
-    base_norms = getattr(model, "_lora_base_norms", {}) if layers else {}
-    norms = _norm_params(model) if base_norms else {}
-    trained = {k: norms[k].detach().clone() for k in base_norms}
-    for layer in layers:
-        layer.enable_adapters(False)
-    with torch.no_grad():
-        for k, v in base_norms.items():
-            norms[k].copy_(v.to(norms[k].device, norms[k].dtype))
-    try:
-        yield model
-    finally:
-        for layer, was_disabled in zip(layers, before):
-            layer.enable_adapters(not was_disabled)
-        with torch.no_grad():
-            for k, v in trained.items():
-                norms[k].copy_(v)
-        for p in model.parameters():
-            p.requires_grad = grads[id(p)]

@@ -15,27 +15,20 @@ from typing import Any
 
 import torch.nn as nn
 
-from corpusforge.models.family import FamilySpec, families, family
+from corpusforge.models.family import family, family_of  # family_of: also read from here
 
 
 def build_model(name: str, model_cfg: Any) -> nn.Module:
-    """The family's module built from its config (a dataclass, or a dict of its fields)."""
+    """The family's module built from its config (a dataclass, or a dict of its fields), the family recorded on it
+    (``family_of`` reads it)."""
     spec = family(name)
     if not isinstance(model_cfg, spec.config):
         from corpusforge.models.objectives import legacy_keys
 
         model_cfg = spec.config(**legacy_keys(spec, dict(model_cfg)))
-    return spec.module_class()(model_cfg)
-
-
-def family_of(model: nn.Module) -> FamilySpec:
-    """The family a module belongs to: the spec whose class comes first in the module's MRO (a subclass of a
-    family's module, e.g. one with adapters, still saves as that family)."""
-    mro = type(model).__mro__
-    owned = [(mro.index(cls), spec) for spec in families().values() if (cls := spec.module_class()) in mro]
-    if not owned:
-        raise ValueError(f"{type(model).__name__} is no family's module; families: {', '.join(families())}")
-    return min(owned, key=lambda pair: pair[0])[1]
+    model = spec.module_class()(model_cfg)
+    model.family_name = spec.name  # a plain attribute: not a parameter, not in the state dict
+    return model
 
 
 def objective_for(model: nn.Module, splits: dict[str, Any], settings: Any = None) -> Any:
@@ -72,8 +65,17 @@ def _tied_names(model: nn.Module) -> set[str]:
     return {n for n, _ in model.named_parameters(remove_duplicate=False)} - {n for n, _ in model.named_parameters()}
 
 
+def _upgraded(model: nn.Module, tensors: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``tensors`` under the model's parameter names of today (its family's ``upgrade_weights`` hook, if any)."""
+    from corpusforge.models import contracts
+
+    upgrade = contracts.hook(model, "upgrade_weights")
+    return upgrade(tensors) if upgrade is not None else tensors
+
+
 def load_state(model: nn.Module, tensors: dict[str, Any]) -> None:
     """Exactly these weights (a saved model, a checkpoint): a missing or unexpected key is an error."""
+    tensors = _upgraded(model, tensors)
     missing, unexpected = model.load_state_dict(tensors, strict=False)
     if unexpected or set(missing) - _tied_names(model):
         raise ValueError(f"weights do not fit the model: missing {sorted(set(missing) - _tied_names(model))}, "
@@ -87,6 +89,7 @@ def load_weights(model: nn.Module, tensors: dict[str, Any]) -> dict[str, list[st
     for: the parent's old head) and ``mismatched`` (same name, another shape: kept fresh, named with both
     shapes). Raises when nothing fits, which is never what was meant."""
     own = model.state_dict()
+    tensors = _upgraded(model, tensors)
     fitting = {k: v for k, v in tensors.items() if k in own and tuple(own[k].shape) == tuple(v.shape)}
     mismatched = sorted(f"{k} {tuple(tensors[k].shape)} -> {tuple(own[k].shape)}" for k in tensors
                         if k in own and k not in fitting)

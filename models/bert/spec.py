@@ -11,4 +11,6 @@ SPEC = FamilySpec(
     capabilities=frozenset({"attention_maps", "fill_mask", "embed"}),
     derived={"mask_id": ("mask",), "cls_id": ("cls",), "sep_id": ("sep",), "pad_id": ("pad",), "eot_id": ("eot",)},
     role_tokens={"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
+    lora_targets=("attn.c_attn", "attn.c_proj"),
+    version=2,  # the body is a module of its own: weights named body.* (older checkpoints load, upgraded)
 )

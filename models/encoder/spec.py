@@ -11,4 +11,5 @@ SPEC = FamilySpec(
     capabilities=frozenset({"attention_maps", "fill_mask", "embed"}),
     derived={"mask_id": ("mask",)},
     role_tokens={"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
+    lora_targets=("attn.c_attn", "attn.c_proj"),
 )

@@ -149,36 +149,53 @@ class Block(nn.Module):
         return self.ln_2(x + self.mlp(x)), w
 
 
+def add_stack(module: nn.Module, cfg: GPTConfig, causal: bool, segments: int = 0) -> None:
+    """Give ``module`` a Transformer stack's parts, in this order: ``wte`` (token embedding), the positions
+    (``wpe`` learned, ``pe`` sinusoidal; rope and alibi live in the attention), ``segments`` > 0: ``wtt`` (BERT's
+    segment embeddings), ``drop``, ``blocks`` and ``ln_f`` (post-LN blocks already end in a LayerNorm: Identity).
+    :func:`run_blocks` runs them."""
+    module.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+    if cfg.positional == "learned":
+        module.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
+    elif cfg.positional == "sinusoidal":
+        module.register_buffer("pe", sinusoidal_positions(cfg.block_size, cfg.n_embd), persistent=False)
+    if segments:
+        module.wtt = nn.Embedding(segments, cfg.n_embd)
+    module.drop = nn.Dropout(cfg.dropout)
+    module.blocks = nn.ModuleList(Block(cfg, causal) for _ in range(cfg.n_layer))
+    module.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias) if cfg.norm == "pre" else nn.Identity()
+
+
+def init_weights(module: nn.Module) -> None:
+    """GPT-2's init: N(0, 0.02) for Linear and Embedding weights, zero biases (``module.apply(init_weights)``)."""
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+
+def scale_residual_projections(module: nn.Module, n_layer: int) -> None:
+    """GPT-2: each block's output projections (``c_proj``) drawn with std 0.02 / sqrt(2 * n_layer)."""
+    for name, p in module.named_parameters():
+        if name.endswith("c_proj.weight"):
+            nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
+
+
 class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig, causal: bool = True):
         """``causal=False`` (every position sees every other) is for corpusforge.models.encoder."""
         super().__init__()
         self.cfg = cfg
-        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
-        if cfg.positional == "learned":
-            self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
-        elif cfg.positional == "sinusoidal":
-            self.register_buffer("pe", sinusoidal_positions(cfg.block_size, cfg.n_embd), persistent=False)
-        self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg, causal) for _ in range(cfg.n_layer))
-        # post-LN blocks already end in a LayerNorm
-        self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias) if cfg.norm == "pre" else nn.Identity()
+        add_stack(self, cfg, causal)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         if cfg.tie_weights:
             self.lm_head.weight = self.wte.weight
-        self.apply(self._init_weights)
-        for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
-            if name.endswith("c_proj.weight"):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+        self.apply(init_weights)
+        scale_residual_projections(self, cfg.n_layer)  # GPT-2: residual projections scaled by depth
 
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    _init_weights = staticmethod(init_weights)
 
     def num_params(self, non_embedding: bool = True) -> int:
         n = sum(p.numel() for p in self.parameters())
@@ -202,24 +219,30 @@ class GPT(nn.Module):
         contextual vector per token (an encoder's see both sides; a causal model's only the left)."""
         return self.ln_f(self._blocks(idx, False)[0])
 
-    def _blocks(self, idx: torch.Tensor, return_attention: bool, key_mask: torch.Tensor | None = None,
-                added: torch.Tensor | None = None) -> tuple[torch.Tensor, list]:
-        """The blocks' output (B, T, C) before the final norm, and each block's attention map (or None).
-        ``key_mask`` (B, T): True on real tokens, padding is never attended to; ``added`` (B, T, C): more input
-        embeddings summed with the token and position ones (BERT's segment embeddings)."""
-        B, T = idx.shape
-        if T > self.cfg.block_size:
-            raise ValueError(f"sequence of {T} tokens is longer than block_size {self.cfg.block_size}")
-        x = self.wte(idx)
-        if added is not None:
-            x = x + added
-        if self.cfg.positional == "learned":
-            x = x + self.wpe(torch.arange(T, device=idx.device))
-        elif self.cfg.positional == "sinusoidal":
-            x = x + self.pe[:T].to(x.dtype)
-        x = self.drop(x)
-        maps = []
-        for block in self.blocks:
-            x, w = block(x, return_attention, key_mask)
-            maps.append(w)
-        return x, maps
+    def _blocks(self, idx: torch.Tensor, return_attention: bool) -> tuple[torch.Tensor, list]:
+        """The blocks' output (B, T, C) before the final norm, and each block's attention map (or None)."""
+        return run_blocks(self, idx, return_attention)
+
+
+def run_blocks(body: nn.Module, idx: torch.Tensor, return_attention: bool, key_mask: torch.Tensor | None = None,
+               added: torch.Tensor | None = None) -> tuple[torch.Tensor, list]:
+    """A stack's output (B, T, C) before its final norm, and each block's attention map (or None): token (+
+    position) embeddings of ``body`` (``wte``, ``wpe`` or ``pe``, ``drop``, ``blocks``, ``cfg``) through its blocks.
+    ``key_mask`` (B, T): True on real tokens, padding is never attended to; ``added`` (B, T, C): more input
+    embeddings summed with the token and position ones (BERT's segments: corpusforge.models.bert.model.BertBody)."""
+    B, T = idx.shape
+    if T > body.cfg.block_size:
+        raise ValueError(f"sequence of {T} tokens is longer than block_size {body.cfg.block_size}")
+    x = body.wte(idx)
+    if added is not None:
+        x = x + added
+    if body.cfg.positional == "learned":
+        x = x + body.wpe(torch.arange(T, device=idx.device))
+    elif body.cfg.positional == "sinusoidal":
+        x = x + body.pe[:T].to(x.dtype)
+    x = body.drop(x)
+    maps = []
+    for block in body.blocks:
+        x, w = block(x, return_attention, key_mask)
+        maps.append(w)
+    return x, maps

@@ -9,4 +9,5 @@ SPEC = FamilySpec(
     doc="decoder Transformer trained on the next token",
     capabilities=frozenset({"generate", "attention_maps"}),
     exporters={"hf": "corpusforge.models.gpt.hf:export_hf"},  # transformers GPT2LMHeadModel (models/gpt/hf.py)
+    lora_targets=("attn.c_attn", "attn.c_proj"),  # LoRA paper 7.1: attention (q,k,v fused)
 )

@@ -71,7 +71,7 @@ def reference_logps(model: nn.Module, reference: nn.Module | str, ids: torch.Ten
     """The reference's :func:`sequence_logps`, under no_grad, in eval mode (no dropout): ``reference`` is a
     module, ``"adapters_off"`` (``model`` with its LoRA adapters switched off) or ``"start"`` (``model`` as it is:
     what :meth:`DPO.setup` scores before the first step)."""
-    from corpusforge.models.lora import adapters_disabled
+    from corpusforge.models.adapters import adapters_disabled
 
     with torch.no_grad():
         if isinstance(reference, str):
@@ -173,7 +173,7 @@ class DPO(Objective):
 
     def setup(self, model, batch_size, rank=0, world=1) -> None:
         from corpusforge.models.batching import EpochBatches
-        from corpusforge.models.lora import has_lora
+        from corpusforge.models.adapters import has_lora
 
         if self.reference == "adapters_off" and not has_lora(model):
             raise ValueError("reference 'adapters_off' needs a model with LoRA adapters (models.lora.add_lora)")
@@ -273,7 +273,7 @@ class DPO(Objective):
                 "chosen_more_likely": prefers / n, "reference_chosen_more_likely": ref_prefers / n}
 
     def _ref_tokens(self, model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        from corpusforge.models.lora import adapters_disabled
+        from corpusforge.models.adapters import adapters_disabled
 
         if self.reference == "start":
             return token_logps(model, ids, mask)

@@ -12,4 +12,6 @@ SPEC = FamilySpec(
     derived={"cls_id": ("cls",), "sep_id": ("sep",), "pad_id": ("pad",)},
     starts_from=frozenset({"bert", "sbert"}),
     role_tokens={"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
+    lora_targets=("attn.c_attn", "attn.c_proj"),
+    version=2,  # the body is a module of its own: weights named body.* (older checkpoints load, upgraded)
 )

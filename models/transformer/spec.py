@@ -13,4 +13,5 @@ SPEC = FamilySpec(
     derived={"pad_id": ("pad",), "bos_id": ("bos",), "eos_id": ("eos",)},
     objective_defaults={"label_smoothing": 0.1},  # the paper's
     role_tokens={"pad": "<pad>", "bos": "<s>", "eos": "</s>"},
+    lora_targets=("W_q", "W_v"),  # the LoRA paper's W_q and W_v (section 7.1)
 )

@@ -82,6 +82,23 @@ def init_embeddings(model, tokenizer, vectors) -> dict[str, Any]:
     return {"tokens": n, "found": found, "coverage": found / n if n else 0.0}
 
 
+def _add_lora(model, cfg: ClassifyStageConfig, head: tuple[str, ...]) -> dict[str, Any]:
+    """LoRA adapters on the body (``classify.lora``; unnamed targets: the family's) and the whole task head
+    trained; returns the counts recorded with the model."""
+    from corpusforge.models.family import family
+    from corpusforge.models.lora import add_lora
+
+    if not head:
+        raise ConfigError(f"classify.finetune: lora trains adapters and the task head; the {cfg.family} family "
+                          "declares no head (HEAD, corpusforge.models.contracts)")
+    try:
+        lora = cfg.lora.for_family(family(cfg.family))
+        counts = add_lora(model, lora.targets, lora.r, lora.alpha, lora.dropout, lora.train_norms, train_also=head)
+    except ValueError as exc:
+        raise ConfigError(f"classify.lora: {exc}") from None
+    return {**counts, "settings": lora.to_dict(), "head": list(head)}
+
+
 # --- training ---------------------------------------------------------------------------------------------------
 
 
@@ -160,10 +177,12 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
     if vectors is not None:
         started_from["embeddings"] = {"id": (read_manifest(refs["embeddings"]) or {}).get("id"),
                                       **init_embeddings(model, tokenizer, vectors)}
+    head = tuple(contracts.hook(model, "HEAD", ()))
     if cfg.finetune == "head":
-        head = tuple(contracts.hook(model, "HEAD", ()))
         for name, p in model.named_parameters():
             p.requires_grad = name.startswith(head)
+    elif cfg.finetune == "lora":
+        started_from["lora"] = _add_lora(model, cfg, head)
     prepare = contracts.prepare(model)
     splits = {}
     for split, frame in frames.items():
@@ -178,6 +197,12 @@ def _train(out: Path, encoded_dir: Path, cfg: ClassifyStageConfig, scratch: Path
     result, record, metrics, seconds = fit(model, objective, cfg.train, scratch, on_metrics)
     for p in model.parameters():
         p.requires_grad = True
+    if cfg.finetune == "lora":  # the adapters folded in: a plain model of the family, as every classifier is saved
+        from corpusforge.models.lora import merge_lora
+
+        lora = started_from["lora"]
+        metrics.update(trainable_params=float(lora["trainable"]), trainable_percent=lora["percent"])
+        model = merge_lora(model)
     model = model.cpu().eval()
     evaluation = {split: evaluate_split(model, *splits[split], classes) for split in ("valid", "test") if split in splits}
     headline = "test" if "test" in evaluation else "valid"

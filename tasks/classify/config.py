@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from corpusforge.models.configs import TrainConfig
+from corpusforge.models.configs import LoraSettings, TrainConfig
 from corpusforge.models.family import FamilyConfigs
 from corpusforge.tasks.config import (
     ConfigError, artifact_ref, check_artifact_name, derived_model_config, from_dict, model_identity, objective_field,
@@ -53,9 +53,14 @@ class ClassifyStageConfig:
         "Start the token embedding from these word vectors (word2vec, fastText or GloVe: an embeddings section of "
         "the pipeline or an artifact id): each token of the tokenizer found among the vectors' words gets its "
         "vector, model.n_embd becomes the vectors' size; the coverage is reported. Best with a word tokenizer.")))
-    finetune: Literal["all", "head"] = field(default="all", metadata={"doc":
-        "Which weights train: all, or only the task head (the classifier and BERT's pooler; everything under it "
-        "stays as initialised: a probe of the features)."})
+    finetune: Literal["all", "head", "lora"] = field(default="all", metadata={"doc":
+        "Which weights train: all; only the task head (the classifier and BERT's pooler; everything under it "
+        "stays as initialised: a probe of the features); or lora: LoRA adapters on the body (the family's "
+        "lora_targets unless lora.targets names others) and the whole task head, as in the LoRA paper's GLUE "
+        "runs. The saved model has the adapters folded in (plain weights)."})
+    lora: LoraSettings | None = field(default=None, metadata={
+        "identity": lambda cfg: cfg.lora is not None,
+        "doc": "finetune lora's adapters (r, alpha, dropout, targets, train_norms); null: the defaults."})
     evaluate_test: bool = field(default=True, metadata={"doc":
         "Also score the test split when it has labels (the headline accuracy/f1 are then the test split's)."})
     labels: dict[str, str] = field(default_factory=dict, metadata={
@@ -76,6 +81,20 @@ class ClassifyStageConfig:
         if self.finetune == "head" and not self.init:
             raise ValueError("finetune: head trains the classifier alone on features that stay as initialised; give "
                              "init (a pre-trained checkpoint), else the features are random")
+        if self.finetune == "lora" and not self.init:
+            raise ValueError("finetune: lora adapts a pre-trained body whose weights stay frozen; give init (a "
+                             "pre-trained checkpoint), else the body is random")
+        if self.lora is not None and self.finetune != "lora":
+            raise ValueError(f"lora: adapters are for finetune: lora (finetune is {self.finetune})")
+        if self.finetune == "lora":
+            from corpusforge.models.family import family
+
+            if self.lora is None:
+                object.__setattr__(self, "lora", LoraSettings())
+            try:
+                self.lora.for_family(family(self.family))  # a family without default targets: told before any work
+            except ValueError as exc:
+                raise ValueError(f"lora: {exc}") from None
 
     def model_config(self, vocab_size: int, special_ids: dict[str, int] | None = None) -> object:
         """The model's config with what the tokenizer sets: its vocabulary size and the ids the family derives from

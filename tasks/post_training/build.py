@@ -174,12 +174,13 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
     start_answers = {split: answer_accuracy(model, tokenizer, *q) for split, q in asked.items()}
     counts: dict[str, Any] = {}
     torch.manual_seed(cfg.train.seed)  # the adapters' A (B starts at 0): the same artifact on every rebuild
+    lora = None
     if cfg.lora is not None:
         from corpusforge.models.lora import add_lora
 
         try:
-            counts = add_lora(model, cfg.lora.targets, cfg.lora.r, cfg.lora.alpha, cfg.lora.dropout,
-                              cfg.lora.train_norms)
+            lora = cfg.lora.for_family(spec)  # unnamed targets: the family's
+            counts = add_lora(model, lora.targets, lora.r, lora.alpha, lora.dropout, lora.train_norms)
         except ValueError as exc:
             raise ConfigError(f"post_training.lora: {exc}") from None
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -219,14 +220,14 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
     refuse_non_finite(f"post_training {cfg.name}", metrics=metrics, weights=weights,
                       change=diverged_advice("post_training", cfg.train))
     root = Path(out).resolve().parent.parent
-    if cfg.lora is not None:
+    if lora is not None:
         from safetensors.torch import save_file
 
         from corpusforge.models.lora import adapter_state_dict
 
         save_file(adapter_state_dict(model), str(out / "adapter.safetensors"))
         spec_json = {"family": parent_spec["family"], "model": parent_spec["model"],
-                     "lora": cfg.lora.to_dict(),
+                     "lora": lora.to_dict(),
                      "base": {"id": parent_ref.id, "step": parent_ref.step,
                               "path": store_relative(parent, root)}}
     else:

@@ -108,8 +108,9 @@ def test_pretraining_learns_the_next_sentence_and_the_masked_tokens():
     model = build_model("bert", cfg)
     obj = bert_pretraining(cfg, {"train": data, "valid": data[:3000]})
     before = obj.evaluate(model, "valid", 64)
-    train(model, obj, TrainConfig(max_iters=600, batch_size=32, lr=3e-3, min_lr=3e-4, warmup_iters=10,
-                                  eval_interval=600, eval_iters=0, weight_decay=0.0, device="cpu", log_interval=1000))
+    # 1,200 steps: NSP 0.90-0.94 for torch seeds 0-3 (600 steps gave 0.74-0.83: too close to the bar)
+    train(model, obj, TrainConfig(max_iters=1200, batch_size=32, lr=3e-3, min_lr=3e-4, warmup_iters=10,
+                                  eval_interval=1200, eval_iters=0, weight_decay=0.0, device="cpu", log_interval=1000))
     after = obj.evaluate(model, "valid", 64)
     assert after["mlm_loss"] < before["mlm_loss"] - 1.0, (before, after)
     assert after["nsp_accuracy"] > 0.8 and before["nsp_accuracy"] < 0.6, (before, after)
@@ -165,12 +166,20 @@ def test_fine_tuning_starts_from_the_pretrained_weights():
     torch.manual_seed(1)
     clf = build_model("bert_classifier", classifier_cfg())
     report = load_weights(clf, pretrained.state_dict())
-    assert "pooler.weight" in report["loaded"] and "wtt.weight" in report["loaded"]
+    assert "pooler.weight" in report["loaded"] and "body.wtt.weight" in report["loaded"]
     assert "nsp_head.weight" in report["unexpected"] and "classifier.weight" in report["missing"]
     ids = torch.tensor([[CLS, 11, 12, 13, SEP, PAD]])
     mask = torch.tensor([[1, 1, 1, 1, 1, 0]], dtype=torch.bool)
     pretrained.eval(), clf.eval()
-    torch.testing.assert_close(clf.encode(ids, None, mask)[0], pretrained.encode(ids, None, mask)[0])
+    torch.testing.assert_close(clf.body(ids, None, mask)[0], pretrained.encode(ids, None, mask)[0])
+    # a checkpoint written before the body was a module of its own (family version 1: flat names, "wte.weight")
+    # loads the same: the family's upgrade_weights hook moves its body under "body."
+    flat = {k.removeprefix("body."): v for k, v in pretrained.state_dict().items()}
+    assert "wte.weight" in flat and "blocks.0.attn.c_attn.weight" in flat
+    old = build_model("bert_classifier", classifier_cfg())
+    assert load_weights(old, flat)["loaded"] == report["loaded"]
+    old.eval()
+    torch.testing.assert_close(old.body(ids, None, mask)[0], pretrained.encode(ids, None, mask)[0])
 
     x, y = toy_labelled(64, 5)
     splits = {"train": ([clf.prepare(s) for s in x], y)}

@@ -80,3 +80,42 @@ def test_optional_hooks_are_declared_and_read_in_one_place():
     assert contracts.hook(bert, "HEAD") == ("pooler.", "classifier.")
     with pytest.raises(KeyError, match="not a declared hook"):
         contracts.hook(bert, "HEADS")
+
+
+def test_families_compose_a_shared_body_and_are_found_by_the_spec_that_built_them():
+    """Issue 45, item 4: the BERT-bodied families hold one body module (corpusforge.models.bert.model.BertBody) under
+    heads of their own instead of inheriting from each other and deleting what they do not use; GPT carries none of
+    BERT's inputs; a model's family is the one its spec built (recorded by build_model), not found by class
+    hierarchy."""
+    import inspect
+
+    from corpusforge.models.bert.model import BertBody
+    from corpusforge.models.family import family_of
+    from corpusforge.models.gpt.model import GPT
+    from corpusforge.models.zoo import build_model
+
+    classes = {name: spec.module_class() for name, spec in families().items()}
+    for name in ("bert", "bert_classifier", "sbert"):
+        others = [o for o, c in classes.items() if o != name and issubclass(classes[name], c)]
+        assert not others, f"{name}'s module inherits from {others}'s"
+    assert "key_mask" not in inspect.signature(GPT._blocks).parameters and not hasattr(GPT, "encode")
+    small = {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8, "cls_id": 1, "sep_id": 2, "pad_id": 0}
+    models = {"bert": build_model("bert", {**small, "mask_id": 3}),
+              "bert_classifier": build_model("bert_classifier", small), "sbert": build_model("sbert", small)}
+    for name, model in models.items():
+        assert isinstance(model.body, BertBody) and family_of(model).name == name
+        assert not hasattr(model, "lm_head") or name == "bert"  # no head deleted: none built
+        assert {k.split(".")[0] for k in model.state_dict()} - {"body", "lm_head", "pooler", "nsp_head", "classifier"} \
+            == set(), name
+    bodies = [{k for k in m.state_dict() if k.startswith("body.")} for m in models.values()]
+    assert bodies[0] == bodies[1] == bodies[2]  # one body: a checkpoint of one loads into another by name
+
+    class Adapted(GPT):  # a subclass is not its parent's family unless the family's spec built it
+        pass
+
+    cfg = GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=11)
+    assert family_of(GPT(cfg)).name == "gpt"
+    with pytest.raises(ValueError, match="Adapted is no family's module"):
+        family_of(Adapted(cfg))
+    built = build_model("gpt", cfg)
+    assert built.family_name == "gpt" and "family_name" not in built.state_dict()

@@ -202,5 +202,36 @@ def test_train_norms_is_left_out_of_old_configs():
     """Adapters made before the option keep their config.json (and so their ids)."""
     from corpusforge.models.configs import LoraSettings
 
-    assert "train_norms" not in LoraSettings().to_dict()
-    assert LoraSettings(**{**LoraSettings().to_dict(), "train_norms": True}).to_dict()["train_norms"] is True
+    gpt = LoraSettings(targets=DEFAULT_TARGETS)
+    assert "train_norms" not in gpt.to_dict()
+    assert LoraSettings(**{**gpt.to_dict(), "train_norms": True}).to_dict()["train_norms"] is True
+
+
+def test_unnamed_targets_are_the_familys_and_a_family_without_them_is_told():
+    """Issue 45, item 8: LoRA targets live on the FamilySpec; every family that names some has Linear layers they
+    match, and the ids of configs that leave them unnamed are those of the old default (GPT's)."""
+    from corpusforge.models.configs import LoraSettings
+    from corpusforge.models.family import families, family
+    from corpusforge.models.lora import family_targets, match_targets
+    from corpusforge.models.zoo import build_model
+    from corpusforge.tasks.config import identity
+
+    small = {"gpt": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8},
+             "encoder": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8, "mask_id": 1},
+             "bert": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8, "mask_id": 1},
+             "bert_classifier": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8, "cls_id": 1, "sep_id": 2,
+                                 "pad_id": 0},
+             "sbert": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8, "cls_id": 1, "sep_id": 2, "pad_id": 0},
+             "transformer": {"n_enc_layer": 1, "n_dec_layer": 1, "n_head": 2, "d_model": 16, "d_ff": 32, "pad_id": 0, "bos_id": 1,
+                             "eos_id": 2}}
+    named = {name for name, spec in families().items() if spec.lora_targets}
+    assert named == set(small)  # the Transformer families; the recurrent ones name none
+    for name in sorted(named):
+        model = build_model(name, small[name])
+        assert family_targets(model) == family(name).lora_targets
+        found = match_targets(model, family(name).lora_targets)
+        assert all(found.values()), (name, found)
+    with pytest.raises(ValueError, match="rnn family names no LoRA targets"):
+        LoraSettings().for_family(family("rnn"))
+    assert LoraSettings().for_family(family("transformer")).targets == ("W_q", "W_v")
+    assert identity(LoraSettings()) == identity(LoraSettings(targets=DEFAULT_TARGETS))
