@@ -573,6 +573,7 @@ def finetune_config(parent: str, data: Sequence[PathLike], method: str | None = 
 
     from corpusforge.tasks.config import ConfigError, apply_overrides
     from corpusforge.tasks.post_training.config import METHODS, PostTrainingConfig, template_fields
+    from corpusforge.tasks.post_training.methods import METHOD
 
     if method is not None and method not in METHODS:
         raise ConfigError(f"--method: one of {', '.join(METHODS)}, got {method!r}")
@@ -617,10 +618,10 @@ def finetune_config(parent: str, data: Sequence[PathLike], method: str | None = 
                                     for s in rest])
     config["post_training"].update(templates)
     post, reader = config["post_training"], config["corpus"]["reader"]
-    method_now = post.get("method", "sft")
-    if method_now in ("sft", "dpo") and not reader.get("fields") and Path(data[0]).is_file():
+    templates_read = METHOD[post.get("method", "sft")].templates if post.get("method", "sft") in METHOD else ()
+    if templates_read and not reader.get("fields") and Path(data[0]).is_file():
         wanted: list[str] = []
-        for key in ("prompt", "response") + (("rejected",) if method_now == "dpo" else ()):
+        for key in templates_read:
             template = post.get(key, PostTrainingConfig.__dataclass_fields__[key].default)
             if template is not None and not isinstance(template, str):
                 raise ConfigError(f"post_training.{key}: a template string, got {template!r} (in YAML, quote it)")

@@ -30,6 +30,7 @@ from corpusforge.tasks.post_training.config import (
     PostTrainingConfig,
     post_training_config_from_dict,
 )
+from corpusforge.tasks.post_training.methods import METHOD
 from corpusforge.tasks.step import StepResult, artifact_input, run_step
 from corpusforge.tasks.training import diverged_advice, fit, refuse_non_finite, training_step, training_task
 
@@ -47,35 +48,31 @@ def build_post_training(upstream: StepResult, cfg: PostTrainingConfig, store: Ar
 
 
 def _split_data(cfg: PostTrainingConfig, records, tokenizer, start_model, warnings: list[str]):
-    """The objective's splits and, for sft/dpo, the held-out prompts and gold answers."""
-    from corpusforge.tasks.post_training.data import examples, token_stream
-
+    """The objective's splits and the held-out examples whose answers are scored (the method's:
+    corpusforge.tasks.post_training.methods)."""
+    method = METHOD[cfg.method]
     splits: dict[str, Any] = {}
     held: dict[str, Any] = {}
     for split, rows in records.items():
         if rows is None:
             continue
-        if cfg.objective == "lm":
-            splits[split] = token_stream(rows, cfg.text, tokenizer)
-            continue
-        rejected = None
-        if cfg.objective == "dpo" and not cfg.rejected:
-            rejected = wrong_answers(cfg, rows, tokenizer, start_model)
-        made = examples(rows, cfg, tokenizer, rejected)
-        if made.skipped:
-            warnings.append(f"{split}: {made.skipped} record(s) without the fields the templates read were skipped")
-        if made.ids:
-            splits[split] = made.ids
+        data, made, skipped = method.examples(cfg, rows, tokenizer, start_model)
+        if skipped:
+            warnings.append(f"{split}: {skipped} record(s) without the fields the templates read were skipped")
+        if len(data):
+            splits[split] = data
+        if made is not None and made.ids:
             held[split] = made
     return splits, held
 
 
 def _asked(cfg: PostTrainingConfig, held, tokenizer) -> dict[str, tuple]:
     """Per held-out split, the arguments after (model, tokenizer) of ``answer_accuracy``: the first
-    ``eval_records`` prompts, their gold answers, the end id and the longest answer to allow (sft/dpo only)."""
+    ``eval_records`` prompts, their gold answers, the end id and the longest answer to allow (methods that
+    answer: sft, dpo)."""
     from corpusforge.tasks.post_training.data import end_id
 
-    if cfg.objective == "lm" or not cfg.eval_records:
+    if not METHOD[cfg.method].answers or not cfg.eval_records:
         return {}
     out = {}
     for split in ("valid", "test"):
@@ -85,57 +82,12 @@ def _asked(cfg: PostTrainingConfig, held, tokenizer) -> dict[str, tuple]:
     return out
 
 
-def wrong_answers(cfg: PostTrainingConfig, rows: list[dict[str, Any]], tokenizer, model) -> list[str]:
-    """A rejected answer per record: the start model's greedy answer when it is not the gold one, else the next
-    record's response that differs from the gold (a wrong label, for labelled data)."""
-    from corpusforge.tasks.post_training.config import render
-    from corpusforge.tasks.post_training.data import end_id
-    from corpusforge.tasks.post_training.inference import answer, normalise
-
-    gold, prompts = [], []
-    for row in rows:
-        try:
-            gold.append(render(cfg.response, row, cfg.values))
-            prompts.append(render(cfg.prompt, row, cfg.values))
-        except KeyError:
-            gold.append(None)
-            prompts.append(None)
-    longest = max((len(tokenizer.encode(g)) for g in gold if g), default=1)
-    asked = [p for p in prompts if p is not None]
-    said = iter(answer(model, tokenizer, asked, end_id(tokenizer), longest + 2))
-    distinct = list(dict.fromkeys(g for g in gold if g is not None))
-    out = []
-    for i, g in enumerate(gold):
-        if g is None:
-            out.append("")
-            continue
-        mine = next(said)
-        if normalise(mine) != normalise(g):
-            out.append(mine)
-            continue
-        others = [d for d in distinct if normalise(d) != normalise(g)]
-        out.append(others[i % len(others)] if others else "")
-    return out
-
-
 def _objective(cfg: PostTrainingConfig, model, splits, tokenizer, spec):
-    """The objective the method names, through the objectives' registry (corpusforge.models.objectives.build):
-    the family's own for full and lora; sft and dpo on records, padded with the tokenizer's pad (else its end) id;
-    dpo against the start model, whose log-probabilities of every record are computed once before the first step
-    (reference "start": no second copy of the weights, full or LoRA), dropout off in the policy so its
-    log-probabilities are computed as the reference's are (TRL's default too)."""
-    from corpusforge.models.objectives import build, disable_dropout
-    from corpusforge.tasks.post_training.data import end_id
+    """The objective the method names, through the objectives' registry (corpusforge.models.objectives.build),
+    with what the method adds (sft/dpo: the pad id; dpo: the start model as its reference)."""
+    from corpusforge.models.objectives import build
 
-    settings = cfg.settings(spec)
-    if settings.kind not in ("sft", "dpo"):
-        return build(settings, model.cfg, splits)
-    pad = tokenizer.role_ids.get("pad")
-    context = {"pad_id": int(pad) if pad is not None else end_id(tokenizer)}
-    if settings.kind == "dpo":
-        disable_dropout(model)
-        context["reference"] = "start"
-    return build(settings, model.cfg, splits, **context)
+    return build(cfg.settings(spec), model.cfg, splits, **METHOD[cfg.method].context(model, tokenizer))
 
 
 def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, on_metrics, parent: Path,
@@ -153,7 +105,7 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
     warnings: list[str] = []
     model, parent_spec = load_plain(parent)
     spec = family(parent_spec["family"])
-    if cfg.objective in ("sft", "dpo") and not spec.can("generate"):
+    if METHOD[cfg.method].answers and not spec.can("generate"):
         raise ConfigError(f"post_training.method {cfg.method}: a {spec.name} model cannot generate text; start from "
                           "a language model that can (gpt, rnn, nplm)")
     tokenizer_dir = model_tokenizer_dir(parent)
@@ -187,7 +139,7 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
     total = sum(p.numel() for p in model.parameters())
     objective = _objective(cfg, model, splits, tokenizer, spec)
     start_loss = None
-    if cfg.objective != "dpo":  # where the fine-tune starts, on the same held-out examples (dpo: margin 0 there)
+    if METHOD[cfg.method].start_loss:  # where the fine-tune starts, on the same held-out examples
         start_loss = objective.evaluate(model, "valid", cfg.train.batch_size, cfg.train.eval_iters)["loss"]
     torch.manual_seed(cfg.train.seed)
     device = pick_device(cfg.train.device)
@@ -238,8 +190,7 @@ def _train(out: Path, corpus_dir: Path, cfg: PostTrainingConfig, scratch: Path, 
                               "vocab_size": tokenizer.vocab_size, "eot_id": tokenizer.eot_id}
     spec_json["post_training"] = {
         "method": cfg.method, "objective": cfg.objective, "init": {"id": parent_ref.id, "step": parent_ref.step},
-        **({"template": {"prompt": cfg.prompt, "response": cfg.response, "values": cfg.values}}
-           if cfg.objective != "lm" else {"text": cfg.text}),
+        **METHOD[cfg.method].metadata(cfg),
         **({"lora": counts} if counts else {})}
     spec_json["objective"] = dataclasses.asdict(cfg.settings(spec))
     spec_json["train"] = dataclasses.asdict(cfg.train)

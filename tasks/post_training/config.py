@@ -12,9 +12,10 @@ from typing import Any, Literal
 
 from corpusforge.models.configs import LoraSettings, TrainConfig
 from corpusforge.tasks.config import artifact_ref, check_artifact_name, from_dict
+from corpusforge.tasks.post_training.methods import METHOD
 
 STEP, MERGE_STEP = "post_training", "lora_merge"
-METHODS = ("full", "lora", "sft", "dpo")
+METHODS = tuple(METHOD)  # full, lora, sft, dpo
 def template_fields(template: str) -> list[str]:
     """The record fields a template reads (``"Review: {text}"`` -> ["text"]); a ValueError for a bad template."""
     try:
@@ -75,7 +76,7 @@ class PostTrainingConfig:
             raise ValueError(f"method: one of {', '.join(METHODS)}, got {self.method!r}")
         if not self.init:
             raise ValueError("init: the model to start from is required (an lm section or an artifact id)")
-        if self.lora is None and self.method == "lora":
+        if self.lora is None and METHOD[self.method].adapters:
             object.__setattr__(self, "lora", LoraSettings())
         self.settings(None)  # beta and nll_weight checked as the dpo objective's settings
         if self.eval_records < 0:
@@ -87,29 +88,19 @@ class PostTrainingConfig:
 
     @property
     def objective(self) -> str:
-        """What is optimised: lm (next token on text), sft or dpo."""
-        return {"full": "lm", "lora": "lm"}.get(self.method, self.method)
+        """What is optimised: lm (next token on text), sft or dpo (the method's, METHOD in
+        corpusforge.tasks.post_training.methods)."""
+        return METHOD[self.method].objective
 
     def settings(self, spec) -> Any:
         """The objective's settings (corpusforge.models.objectives): sft with ``pack``, dpo with ``beta`` and
         ``nll_weight``; for full and lora, the start model's family's default (``spec``, its FamilySpec; None
         before the start model is known)."""
-        from corpusforge.models.objectives import DPOSettings, SFTSettings, default_settings
-
-        if self.objective == "sft":
-            return SFTSettings(kind="sft", pack=self.pack)
-        if self.objective == "dpo":
-            return DPOSettings(kind="dpo", beta=self.beta, nll_weight=self.nll_weight)
-        return default_settings(spec) if spec is not None else None
+        return METHOD[self.method].settings(self, spec)
 
     def fields(self) -> list[str]:
         """The record fields this method reads."""
-        if self.objective == "lm":
-            return [self.text]
-        names = template_fields(self.prompt) + template_fields(self.response)
-        if self.objective == "dpo" and self.rejected:
-            names += template_fields(self.rejected)
-        return list(dict.fromkeys(names))
+        return METHOD[self.method].fields(self)
 
     def train_config(self) -> TrainConfig:
         return self.train

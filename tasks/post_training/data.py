@@ -6,6 +6,8 @@ start model's tokenizer.
 - sft: (prompt ids, response ids + end) per record: the prompt and response templates filled from the record;
 - dpo: (prompt ids, chosen ids + end, rejected ids + end) per record.
 
+Which of these a method reads is the method's (corpusforge.tasks.post_training.methods).
+
 A record a template cannot fill (a missing field) is skipped and counted, never dropped silently.
 """
 
@@ -70,33 +72,58 @@ def token_stream(records: list[dict[str, Any]], text: str, tokenizer):
     return document_stream(tokenizer, [str(r[text] or "") for r in records], end_id(tokenizer))
 
 
-def examples(records: list[dict[str, Any]], cfg: PostTrainingConfig, tokenizer,
-             rejected: list[str] | None = None) -> Records:
-    """sft: (prompt, response + end); dpo: (prompt, chosen + end, rejected + end) with the rejected answers
-    given (``rejected``, one per record) or filled from the rejected template."""
+def examples(records: list[dict[str, Any]], templates: list[str], values: dict[str, dict[str, str]], tokenizer,
+             given: list[str] | None = None) -> Records:
+    """Each record's templates filled and encoded: (prompt, answer + end, ...), the first template the prompt and
+    every later one an answer that ends with the end id (sft: the response; dpo: the chosen and the rejected
+    answer). ``given``, one text per record, stands in for the last template (dpo's rejected answers made from
+    the start model)."""
     end = end_id(tokenizer)
     out = Records()
-    kept: list[tuple[str, str, str | None]] = []
+    kept: list[list[str]] = []
     for i, record in enumerate(records):
         try:
-            prompt, response = render(cfg.prompt, record, cfg.values), render(cfg.response, record, cfg.values)
-            worse = None
-            if cfg.objective == "dpo":
-                worse = rejected[i] if rejected is not None else render(cfg.rejected, record, cfg.values)
+            filled = [render(t, record, values) for t in (templates[:-1] if given is not None else templates)]
         except KeyError:
             out.skipped += 1
             continue
-        kept.append((prompt, response, worse))
+        kept.append(filled + ([given[i]] if given is not None else []))
     if not kept:
         return out
-    prompts = tokenizer.encode_batch([k[0] for k in kept])
-    responses = tokenizer.encode_batch([k[1] for k in kept])
-    worse_ids = tokenizer.encode_batch([k[2] for k in kept]) if cfg.objective == "dpo" else None
-    for j, (prompt, response, _) in enumerate(kept):
-        if cfg.objective == "dpo":
-            out.ids.append((prompts[j], responses[j] + [end], worse_ids[j] + [end]))
-        else:
-            out.ids.append((prompts[j], responses[j] + [end]))
-        out.prompts.append(prompt)
-        out.responses.append(response)
+    encoded = [tokenizer.encode_batch([k[j] for k in kept]) for j in range(len(kept[0]))]
+    for j, texts in enumerate(kept):
+        out.ids.append((encoded[0][j], *(column[j] + [end] for column in encoded[1:])))
+        out.prompts.append(texts[0])
+        out.responses.append(texts[1])
+    return out
+
+
+def wrong_answers(cfg: PostTrainingConfig, rows: list[dict[str, Any]], tokenizer, model) -> list[str]:
+    """A rejected answer per record: the start model's greedy answer when it is not the gold one, else the next
+    record's response that differs from the gold (a wrong label, for labelled data)."""
+    from corpusforge.tasks.post_training.inference import answer, normalise
+
+    gold, prompts = [], []
+    for row in rows:
+        try:
+            gold.append(render(cfg.response, row, cfg.values))
+            prompts.append(render(cfg.prompt, row, cfg.values))
+        except KeyError:
+            gold.append(None)
+            prompts.append(None)
+    longest = max((len(tokenizer.encode(g)) for g in gold if g), default=1)
+    asked = [p for p in prompts if p is not None]
+    said = iter(answer(model, tokenizer, asked, end_id(tokenizer), longest + 2))
+    distinct = list(dict.fromkeys(g for g in gold if g is not None))
+    out = []
+    for i, g in enumerate(gold):
+        if g is None:
+            out.append("")
+            continue
+        mine = next(said)
+        if normalise(mine) != normalise(g):
+            out.append(mine)
+            continue
+        others = [d for d in distinct if normalise(d) != normalise(g)]
+        out.append(others[i % len(others)] if others else "")
     return out
