@@ -6,26 +6,19 @@ A leaf module: it imports no step module of its stage, so the pipeline can valid
 
 from __future__ import annotations
 
-import string
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from corpusforge.models.configs import LoraSettings, TrainConfig
 from corpusforge.tasks.config import artifact_ref, check_artifact_name, from_dict
 from corpusforge.tasks.post_training.methods import METHOD
+from corpusforge.tasks.post_training.templates import render, template_fields
+
+__all__ = ["MERGE_STEP", "METHODS", "STEP", "PostTrainingConfig", "post_training_config_from_dict", "render",
+           "template_fields"]
 
 STEP, MERGE_STEP = "post_training", "lora_merge"
 METHODS = tuple(METHOD)  # full, lora, sft, dpo
-def template_fields(template: str) -> list[str]:
-    """The record fields a template reads (``"Review: {text}"`` -> ["text"]); a ValueError for a bad template."""
-    try:
-        names = [name for _, name, spec, conv in string.Formatter().parse(template) if name is not None]
-    except ValueError as exc:
-        raise ValueError(f"template {template!r}: {exc} (write a literal brace as {{{{ or }}}})") from None
-    for name in names:
-        if not name.isidentifier():
-            raise ValueError(f"template {template!r}: {{{name}}} is not a field name")
-    return names
 
 
 @dataclass(frozen=True)
@@ -108,16 +101,3 @@ class PostTrainingConfig:
 
 def post_training_config_from_dict(data: dict[str, Any]) -> PostTrainingConfig:
     return from_dict(PostTrainingConfig, data, "post_training")
-
-
-def render(template: str, record: dict[str, Any], values: dict[str, dict[str, str]]) -> str:
-    """A template filled from a record's fields, renamed values first (``values``)."""
-    filled = {}
-    for name in template_fields(template):
-        value = record.get(name)
-        if value is None:
-            raise KeyError(name)
-        value = str(value)
-        filled[name] = values.get(name, {}).get(value, value)
-    return template.format(**filled)
-

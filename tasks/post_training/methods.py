@@ -13,10 +13,11 @@ A leaf module: no torch, no polars at import (the pipeline validates configs wit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from corpusforge.tasks.post_training.config import PostTrainingConfig
+from corpusforge.tasks.post_training.templates import template_fields
+
+PostTrainingConfig = Any  # annotations only: corpusforge.tasks.post_training.config imports this module
 
 
 class Text:
@@ -63,8 +64,6 @@ class Instructions(Text):
     answers = True
 
     def fields(self, cfg: PostTrainingConfig) -> list[str]:
-        from corpusforge.tasks.post_training.config import template_fields
-
         names: list[str] = []
         for key in self.templates:
             template = getattr(cfg, key)
