@@ -44,12 +44,14 @@ BENCHMARKS = [
     ("embeddings", "embeddings_bench.py"),
     ("lm", "lm_cpu.py"),
     ("startup", "startup.py"),
+    ("crf", "crf.py"),
 ]
 # short settings for scripts without --quick: (flag, value or None), each used only if the script defines the flag
 QUICK: dict[str, list[tuple[str, str | None]]] = {
     "corpus": [("--sizes", "5"), ("--minhash-sizes", "5"), ("--repeats", "1")],
     "tokenizer": [("--sections", "1"), ("--repeats", "3"), ("--skip-naive", None)],
     "embeddings": [("--repeats", "1"), ("--glove-epochs", "2")],
+    "crf": [("--repeat", "10")],
 }
 COLUMNS = ("benchmark", "case", "metric", "ours", "anchor", "ratio", "target", "met")
 

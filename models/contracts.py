@@ -49,6 +49,18 @@ class Translates(Protocol):
     def reorder_cache(self, cache: Any, index: Any) -> Any: ...
 
 
+class Tags(Protocol):
+    """``tag``: ``collate(sentences)`` pads a batch of the tagging objective's sentences to the model's inputs (the
+    word mask, (B, T) True on words, last); ``forward(*inputs)`` gives emissions (B, T, n_tags), one score per tag
+    at each word; ``tag_loss(emissions, tags, mask)`` gives (the loss summed over the words, how many words);
+    ``decode(emissions, mask)`` one tag id per word of each sentence."""
+
+    def collate(self, sentences: Any) -> Any: ...
+    def forward(self, *inputs: Any) -> Any: ...
+    def tag_loss(self, emissions: Any, tags: Any, mask: Any) -> Any: ...
+    def decode(self, emissions: Any, mask: Any) -> Any: ...
+
+
 class EmbedsTokens(Protocol):
     """``embed`` for a family trained on a token stream: ``hidden_states(idx (B, T))`` gives (B, T, D) contextual
     vectors (``embed contextual``)."""
@@ -107,7 +119,8 @@ def prepare(model: Any) -> Callable[[list[int]], list[int]]:
 # --- the check ------------------------------------------------------------------------------------------------------
 
 CAPABILITY_CONTRACTS: dict[str, type] = {"generate": Generates, "attention_maps": AttentionMaps,
-                                         "fill_mask": FillsMask, "classify": Classifies, "translate": Translates}
+                                         "fill_mask": FillsMask, "classify": Classifies, "translate": Translates,
+                                         "tag": Tags}
 EMBED_CONTRACTS: dict[str, type] = {"tokens": EmbedsTokens, "labelled": EmbedsTexts, "pairs": EmbedsSentences}
 OBJECTIVE_CONTRACTS: dict[str, type] = {"bert_pretraining": PretrainsBert}
 

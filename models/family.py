@@ -25,7 +25,10 @@ CAPABILITIES = frozenset({
     "embed",           # gives vectors for tokens or sentences
     "classify",        # gives a label and probabilities for a text
     "translate",       # maps a source text to a target text
+    "tag",             # gives one tag per word of a sentence (part of speech, named-entity BIO tags)
 })
+# the kinds of data a family learns from (FamilySpec.trains_on)
+TRAINS_ON = ("tokens", "pairs", "labelled", "tagged")
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ class FamilySpec:
     ``version`` joins the id of what a stage trains for the family when above 1. ``trains_on`` says what data the
     family learns from, so a stage accepts the families it can feed: ``tokens``
     (a token stream: language models), ``pairs`` (source and target: encoder-decoders), ``labelled`` (text and
-    label: classifiers). ``recurrent`` families carry a state from one call to the next (sampling feeds them one
+    label: classifiers), ``tagged`` (a sentence's words and one tag per word: taggers). ``recurrent`` families carry a state from one call to the next (sampling feeds them one
     token at a time; their LM objective reads contiguous streams, truncated BPTT)."""
 
     name: str
@@ -76,8 +79,8 @@ class FamilySpec:
         unknown = set(self.capabilities) - CAPABILITIES
         if unknown:
             raise ValueError(f"family {self.name}: unknown capabilities {sorted(unknown)}; known: {sorted(CAPABILITIES)}")
-        if self.trains_on not in ("tokens", "pairs", "labelled"):
-            raise ValueError(f"family {self.name}: trains_on must be tokens, pairs or labelled")
+        if self.trains_on not in TRAINS_ON:
+            raise ValueError(f"family {self.name}: trains_on must be {', '.join(TRAINS_ON)}")
         from corpusforge.models.objectives import KINDS, settings_fields  # torch-free
 
         for kind in {self.objective, *self.objectives} - ({self.objective} if ":" in self.objective else set()):

@@ -13,6 +13,7 @@ config, sentence-transformers' losses that wrap the model). One module per kind 
 - :mod:`.masked`: :class:`MaskedLM` (~15% of positions chosen, the loss on those only: Devlin et al. 2019) and
   :class:`BertPretraining` (masked LM plus next-sentence prediction over ``[CLS] A [SEP] B [SEP]`` pairs);
 - :mod:`.classification`: :class:`Classification` (labelled sequences);
+- :mod:`.tagging`: :class:`Tagging` (sentences with a tag per word: a tagger's softmax or CRF loss per word);
 - :mod:`.seq2seq`: :class:`Seq2Seq` (source-target pairs: teacher forcing, label smoothing, padding ignored);
 - :mod:`.contrastive`: :class:`Contrastive` (sentence pairs, in-batch negatives);
 - :mod:`.sft` and :mod:`.preference`: post-training's :class:`SFT` and :class:`DPO` on records.
@@ -134,6 +135,8 @@ KINDS: dict[str, ObjectiveKind] = {k.name: k for k in (
                   "masked LM plus next-sentence prediction on sentence pairs"),
     ObjectiveKind("classification", f"{_HERE}.classification:classification", NoSettings, "labelled",
                   "cross-entropy of the class"),
+    ObjectiveKind("tagging", f"{_HERE}.tagging:tagging", NoSettings, "tagged",
+                  "a tag per word: each word's cross-entropy (softmax) or the CRF's sentence log-likelihood, per word"),
     ObjectiveKind("seq2seq", f"{_HERE}.seq2seq:seq2seq", Seq2SeqSettings, "pairs",
                   "teacher-forced, label-smoothed cross-entropy over the target tokens"),
     ObjectiveKind("contrastive", f"{_HERE}.contrastive:contrastive", ContrastiveSettings, "pairs",
@@ -257,6 +260,7 @@ _EXPORTS = {
            "random_windows", "detach_state", "causal_lm", "truncated_bptt"),
     "masked": ("MaskedLM", "BertPretraining", "BertPretrainingLoss", "sentences_of", "masked_lm", "bert_pretraining"),
     "classification": ("Classification", "ClassifierLoss"),
+    "tagging": ("Tagging", "TaggerLoss"),
     "seq2seq": ("Seq2Seq", "Seq2SeqLoss"),
     "contrastive": ("Contrastive", "ContrastiveLoss", "in_batch_loss", "retrieval_scores"),
     "sft": ("SFT", "sft_targets", "fit_prompt"),
