@@ -1,6 +1,6 @@
 """Shared test setup: quiet offline environment, one Prefect test harness per session, tmp stores, and the tiers.
 
-Tiers (deploy/docs/pages/internals/tests.md): a test marked ``e2e``, ``server``, ``learns``, ``memory`` or ``gpu``
+Tiers (deploy/docs/pages/internals/tests.md): a test marked ``e2e``, ``server``, ``learns``, ``memory``, ``corpus`` or ``gpu``
 is in the full tier; every other test is in the fast tier. A bare ``pytest`` (no path named) runs the fast tier
 (``make test-fast``); ``pytest --tier all`` runs everything (``make test``, what ``.ci/run`` calls); naming paths
 runs every test in them unless ``--tier fast`` is given. ``gpu`` tests skip on a machine without CUDA. A fast-tier
@@ -90,7 +90,7 @@ def write(path: Path, data: bytes | str) -> Path:
 # --- tiers ------------------------------------------------------------------------------------------------------
 
 # why a test is in the full tier (the marks are declared in pyproject.toml; the tests page lists them)
-FULL_TIER_MARKS = ("e2e", "server", "learns", "memory", "gpu")
+FULL_TIER_MARKS = ("e2e", "server", "learns", "memory", "corpus", "gpu")
 FAST_TEST_LIMIT = float(os.environ.get("CORPUSFORGE_FAST_TEST_LIMIT", "10"))
 # Libraries some tests import on first use (collection has imported torch, prefect and transformers already). A tier
 # run imports them once before the first test, so that no fast test's time holds a library's first import (great

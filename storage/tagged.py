@@ -1,0 +1,310 @@
+"""Token-aligned records: sentences whose words each carry one or more tags (part of speech, named-entity BIO tags),
+read from CoNLL-U files (Universal Dependencies, through the ``conllu`` package) and CoNLL column files (a word and
+its tags on each line, a blank line between sentences: CoNLL-2003, WNUT-17).
+
+Each good sentence is a :class:`~corpusforge.storage.records.RawRecord` whose ``fields`` hold ``tokens`` (the words)
+and one list per tag column, all of the same length, and whose ``text`` is the sentence as it was written (CoNLL-U:
+the words joined as their ``SpaceAfter=No`` marks say; column files: joined by single spaces), with
+``meta["offsets"]``: each word's [start, end) in that text. A sentence that cannot be aligned is quarantined with its
+reason and the line it starts on (or the bad line): ``malformed_line`` (a line without the columns the file's other
+lines have, a CoNLL-U line conllu rejects), ``unknown_tag`` (a tag outside the column's tag set: the 17 universal POS tags for UPOS, ``O`` / ``B-``/``I-``/``E-``/
+``S-`` + a type for entity tags), ``empty_sentence`` (a CoNLL-U sentence with no word) and ``invalid_utf8``.
+What cannot be read at all is a :class:`TaggedError` (one line): a tag column the file does not have, a file with
+no tag column, a column of entity tags that mixes BIO and BIOES.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from corpusforge.storage.records import RAW_CAP, RawRecord
+
+CONLLU_COLUMNS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
+UPOS = frozenset({"ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN",
+                  "PUNCT", "SCONJ", "SYM", "VERB", "X"})  # universaldependencies.org/u/pos/
+ENTITY_TAG = re.compile(r"^(?:O|[BIES]-\S+)$")
+
+
+# columns kept as written (conllu parses feats, misc and deps into dicts and lists by default: a third of the reading
+# time, and a tag is the column's text anyway); ids, forms and the rest parsed by conllu
+RAW_FIELDS = {name: (lambda line, i: line[i]) for name in ("feats", "head", "deps", "misc")}
+
+
+class TaggedError(ValueError):
+    """A tagged file that cannot be read as asked (one line: the file and why)."""
+
+
+@dataclass
+class Scheme:
+    """What a column's entity tags show of their scheme: the first line with an E-/S- tag (BIOES only) and the
+    first entity that ends without one (BIO only: a B- or I- tag not followed by I- or E- of its type)."""
+
+    bioes_at: int | None = None
+    bio_at: int | None = None
+
+    def see(self, tags: Sequence[str], lines: Sequence[int]) -> None:
+        for i, tag in enumerate(tags):
+            if tag[:2] in ("E-", "S-") and self.bioes_at is None:
+                self.bioes_at = lines[i]
+            if tag[:2] in ("B-", "I-") and self.bio_at is None:
+                after = tags[i + 1] if i + 1 < len(tags) else "O"
+                if after[:2] not in ("I-", "E-") or after[2:] != tag[2:]:
+                    self.bio_at = lines[i]
+
+
+@dataclass
+class TagColumns:
+    """Which tag columns to keep, by name (``{"upos": "upos"}``: record field -> the file's column, a name or a
+    0-based index) and the tag set each is checked against (None: any tag; the default for a column named
+    upos is UPOS, for one whose tags look like entity tags the BIO/BIOES pattern)."""
+
+    columns: Mapping[str, str | int]
+    tagsets: Mapping[str, frozenset[str] | None] = field(default_factory=dict)
+
+
+def _tagset(name: str, column: str | int, given: Mapping[str, frozenset[str] | None]) -> frozenset[str] | None:
+    if name in given:
+        return given[name]
+    return UPOS if str(column).lower() == "upos" else None
+
+
+def _check_tags(name: str, tags: Sequence[str], tagset: frozenset[str] | None,
+                entity: bool) -> str | None:
+    for tag in tags:
+        if tagset is not None and tag not in tagset:
+            return f"{name}: tag {tag!r} is not in the tag set ({len(tagset)} tags)"
+        if entity and not ENTITY_TAG.match(tag):
+            return f"{name}: tag {tag!r} is neither O nor B-/I-/E-/S- followed by a type"
+    return None
+
+
+def _is_entity(decided: dict[str, bool], field_name: str, column: Sequence[str]) -> bool:
+    """Whether a column holds entity tags, decided by its first sentence with a tag other than O: all its tags
+    of the O / B- / I- / E- / S- form. Until then (only O so far) its tags are valid either way."""
+    if field_name not in decided:
+        if all(t == "O" for t in column):
+            return True
+        decided[field_name] = all(ENTITY_TAG.match(t) for t in column)
+    return decided[field_name]
+
+
+def _quarantine(locator: str, reason: str, detail: str, raw: bytes) -> RawRecord:
+    return RawRecord(locator, reason=reason, detail=detail, raw=raw[:RAW_CAP])
+
+
+def _offsets(tokens: Sequence[str], space_after: Sequence[bool]) -> tuple[str, list[list[int]]]:
+    parts, offsets, at = [], [], 0
+    for token, space in zip(tokens, space_after):
+        offsets.append([at, at + len(token)])
+        parts.append(token + (" " if space else ""))
+        at += len(token) + (1 if space else 0)
+    return "".join(parts).rstrip(" "), offsets
+
+
+def _blocks(path: Path) -> Iterator[tuple[int, list[tuple[int, bytes]]]]:
+    """(first line number, [(line number, line bytes)]) per sentence: lines between lines that are empty after
+    stripping whitespace (WNUT-17's train file also ends sentences at a line holding only a tab)."""
+    block: list[tuple[int, bytes]] = []
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, 1):
+            line = line.rstrip(b"\r\n")
+            if not line.strip():
+                if block:
+                    yield block[0][0], block
+                    block = []
+                continue
+            block.append((number, line))
+    if block:
+        yield block[0][0], block
+
+
+def _decode(block: list[tuple[int, bytes]], locator: str) -> tuple[list[tuple[int, str]] | None, RawRecord | None]:
+    out = []
+    for number, line in block:
+        try:
+            out.append((number, line.decode("utf-8")))
+        except UnicodeDecodeError as exc:
+            return None, _quarantine(locator, "invalid_utf8", f"line {number}: invalid UTF-8 at byte {exc.start}",
+                                     b"\n".join(raw for _, raw in block))
+    return out, None
+
+
+def read_conllu(path: str | Path, tags: TagColumns, name: str | None = None) -> Iterator[RawRecord]:
+    """Sentences of a CoNLL-U file: the words (integer ids: a multiword token's range line and empty nodes are
+    skipped, as UD's POS tags are on the syntactic words) with the tag columns asked for (``upos``, ``xpos``,
+    ``lemma``, ``deprel``, ... or 0-based indices into the ten CoNLL-U columns)."""
+    import conllu
+
+    path = Path(path)
+    name = name or path.name
+    wanted = {}
+    for field_name, column in tags.columns.items():
+        key = CONLLU_COLUMNS[column] if isinstance(column, int) and 0 <= column < 10 else str(column).lower()
+        if key not in CONLLU_COLUMNS or key in ("id", "form"):
+            raise TaggedError(f"{path}: CoNLL-U has no tag column {column!r} (its columns: "
+                              f"{', '.join(CONLLU_COLUMNS[2:])}, or their indices 2-9)")
+        wanted[field_name] = key
+    if not wanted:
+        raise TaggedError(f"{path}: no tag column asked for (reader.tags, e.g. {{upos: upos}})")
+    schemes = {f: Scheme() for f in wanted}
+    entity: dict[str, bool] = {}
+    for first, block in _blocks(path):
+        locator = f"{name}:{first}"
+        lines, bad = _decode(block, locator)
+        if bad is not None:
+            yield bad
+            continue
+        raw = "\n".join(text for _, text in lines).encode("utf-8")
+        body = [(n, t) for n, t in lines if not t.startswith("#")]
+        if not body:
+            yield _quarantine(locator, "empty_sentence", f"line {first}: a sentence without a word", raw)
+            continue
+        for n, t in body:
+            if len(t.split("\t")) != 10:
+                yield _quarantine(locator, "malformed_line",
+                                  f"line {n}: {len(t.split(chr(9)))} tab-separated columns, CoNLL-U has 10", raw)
+                break
+        else:
+            try:
+                (sentence,) = conllu.parse("\n".join(t for _, t in lines) + "\n\n", field_parsers=RAW_FIELDS)
+            except Exception as exc:  # conllu's ParseException and the ValueErrors of its field parsers
+                yield _quarantine(locator, "malformed_line", f"line {first}: {exc}".splitlines()[0], raw)
+                continue
+            numbers = [n for n, t in body]
+            words = [(tok, numbers[i]) for i, tok in enumerate(sentence) if isinstance(tok["id"], int)]
+            if not words:
+                yield _quarantine(locator, "empty_sentence", f"line {first}: a sentence without a word", raw)
+                continue
+            tokens = [str(tok["form"]) for tok, _ in words]
+            fields: dict[str, list[str]] = {"tokens": tokens}
+            problem = None
+            for field_name, key in wanted.items():
+                column = ["_" if tok[key] is None else _as_tag(tok[key]) for tok, _ in words]
+                problem = problem or _check_tags(field_name, column, _tagset(field_name, key, tags.tagsets),
+                                                 _is_entity(entity, field_name, column))
+                fields[field_name] = column
+            if problem:
+                yield _quarantine(locator, "unknown_tag", f"line {first}: {problem}", raw)
+                continue
+            for field_name in wanted:
+                if entity.get(field_name):
+                    schemes[field_name].see(fields[field_name], [n for _, n in words])
+            text, offsets = _surface(sentence)
+            yield RawRecord(locator, text=text, meta={"offsets": offsets}, fields=fields)
+    _check_schemes(path, schemes)
+
+
+def _surface(sentence) -> tuple[str, list[list[int]]]:
+    """The sentence as written and each word's [start, end) in it: surface forms joined as their SpaceAfter=No
+    marks say; the words of a multiword token ("didn't" = did + n't) share its span, its form and mark being the
+    ones on the text."""
+    parts: list[str] = []
+    offsets: list[list[int]] = []
+    at, inside_until, span = 0, 0, [0, 0]
+    for tok in sentence:
+        tid = tok["id"]
+        if isinstance(tid, int) and tid <= inside_until:
+            offsets.append(list(span))  # a word of the multiword token just written
+            continue
+        if not isinstance(tid, int) and not (len(tid) == 3 and tid[1] == "-"):
+            continue  # an empty node (8.1): no text
+        form = str(tok["form"])
+        span = [at, at + len(form)]
+        space = "SpaceAfter=No" not in str(tok["misc"] or "").split("|")
+        parts.append(form + (" " if space else ""))
+        at += len(form) + (1 if space else 0)
+        if isinstance(tid, int):
+            offsets.append(span)
+        else:
+            inside_until = tid[2]
+    return "".join(parts).rstrip(" "), offsets
+
+
+def _as_tag(value) -> str:
+    if isinstance(value, Mapping):  # feats, misc: back to their CoNLL-U form
+        return "|".join(f"{k}={v}" for k, v in value.items()) or "_"
+    return str(value)
+
+
+def read_columns(path: str | Path, tags: TagColumns, token: str | int = 0, names: Sequence[str] | None = None,
+                 name: str | None = None) -> Iterator[RawRecord]:
+    """Sentences of a CoNLL column file: one word per line, its columns split by tabs (by whitespace on a line
+    without a tab), a line empty after stripping whitespace between sentences, ``-DOCSTART-`` lines skipped.
+    ``names`` names the columns (CoNLL-2003: token, pos, chunk, ner) so ``token`` and the tag columns may be given by
+    name; otherwise they are 0-based indices (the word first, the tag last is ``{"ner": -1}``)."""
+    path = Path(path)
+    name = name or path.name
+
+    def index(column: str | int, what: str) -> int:
+        if isinstance(column, int):
+            return column
+        if names and column in names:
+            return list(names).index(column)
+        if str(column).lstrip("-").isdigit():
+            return int(column)
+        raise TaggedError(f"{path}: no column named {column!r} for {what} (columns: "
+                          + (", ".join(names) if names else "unnamed: give reader.columns, or 0-based indices") + ")")
+
+    token_at = index(token, "the words")
+    wanted = {field_name: index(column, field_name) for field_name, column in tags.columns.items()}
+    if not wanted:
+        raise TaggedError(f"{path}: no tag column asked for (reader.tags, e.g. {{ner: -1}})")
+    schemes = {f: Scheme() for f in wanted}
+    entity: dict[str, bool] = {}
+    width: int | None = None
+    seen_any = False
+    for first, block in _blocks(path):
+        locator = f"{name}:{first}"
+        lines, bad = _decode(block, locator)
+        if bad is not None:
+            yield bad
+            continue
+        if lines[0][1].startswith("-DOCSTART-"):
+            lines = [(n, t) for n, t in lines if not t.startswith("-DOCSTART-")]
+            if not lines:
+                continue
+        raw = "\n".join(t for _, t in lines).encode("utf-8")
+        rows = [(n, t.split("\t") if "\t" in t else t.split()) for n, t in lines]
+        if width is None:
+            width = len(rows[0][1])
+            if width < 2:
+                raise TaggedError(f"{path}: line {rows[0][0]} has one column: no tags to learn from (a tagged file "
+                                  "has the word and its tags on each line)")
+            for field_name, at in {"tokens": token_at, **wanted}.items():
+                if not -width <= at < width:
+                    raise TaggedError(f"{path}: column {at} ({field_name}) does not exist: its lines have {width} "
+                                      "columns")
+        short = next(((n, len(cols)) for n, cols in rows if len(cols) != width), None)
+        if short is not None:
+            yield _quarantine(locator, "malformed_line",
+                              f"line {short[0]}: {short[1]} columns, the file's lines have {width}", raw)
+            continue
+        seen_any = True
+        fields = {"tokens": [cols[token_at] for _, cols in rows]}
+        problem = None
+        for field_name, at in wanted.items():
+            column = [cols[at] for _, cols in rows]
+            problem = problem or _check_tags(field_name, column, _tagset(field_name, field_name, tags.tagsets),
+                                             _is_entity(entity, field_name, column))
+            fields[field_name] = column
+        if problem:
+            yield _quarantine(locator, "unknown_tag", f"line {first}: {problem}", raw)
+            continue
+        for field_name in wanted:
+            if entity.get(field_name):
+                schemes[field_name].see(fields[field_name], [n for n, _ in rows])
+        text, offsets = _offsets(fields["tokens"], [True] * len(rows))
+        yield RawRecord(locator, text=text, meta={"offsets": offsets}, fields=fields)
+    if not seen_any and width is None:
+        return
+    _check_schemes(path, schemes)
+
+
+def _check_schemes(path: Path, schemes: Mapping[str, Scheme]) -> None:
+    for field_name, scheme in schemes.items():
+        if scheme.bioes_at is not None and scheme.bio_at is not None:
+            raise TaggedError(f"{path}: {field_name} mixes BIO and BIOES: an E-/S- tag on line {scheme.bioes_at}, an "
+                              f"entity ending without E- on line {scheme.bio_at} (convert the file to one scheme)")
