@@ -10,6 +10,10 @@ from typing import Any, Literal
 from corpusforge.tasks.config import NOT_IN_ID, check_artifact_name, from_dict, identity
 
 Kind = Literal["word", "char", "classic-bpe", "bpe", "byte-bpe", "wordpiece", "unigram"]
+# what a WordPiece tokenizer has unless its section says otherwise: BERT's special tokens with their roles
+# (Devlin et al. 2019; transformers' BertTokenizer), so AutoTokenizer and the BERT families know them
+WORDPIECE_UNK = "[UNK]"
+WORDPIECE_ROLES = {"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
 
 
 def _set(name: str):
@@ -25,7 +29,8 @@ class TokenizerConfig:
                                                      **NOT_IN_ID})  # the store keeps it beside the id
     kind: Kind = field(default="byte-bpe", metadata={"steps": ("tokenizer",),
         "doc": "word | char | classic-bpe (ours, Sennrich, '</w>') | bpe (SentencePiece-style) | byte-bpe (GPT-2) "
-               "| wordpiece (BERT, ##) | unigram (SentencePiece unigram LM)."})
+               "| wordpiece (BERT, ##; unless unk_token and roles are given: [UNK], and [PAD] [CLS] [SEP] [MASK] "
+               "as the pad, cls, sep and mask roles) | unigram (SentencePiece unigram LM)."})
     vocab_size: int = field(default=8000, metadata={"steps": ("tokenizer",),
         "doc": "Target vocabulary size, special tokens included (classic-bpe: used when merges is null)."})
     merges: int | None = field(default=None, metadata={"steps": ("tokenizer",), "doc": "classic-bpe only: number of merges to learn."})
@@ -69,6 +74,11 @@ class TokenizerConfig:
         from corpusforge.models.tokenization.hf_backend import NORMALIZERS, PRE_TOKENIZERS
 
         check_artifact_name(self.name)
+        if self.kind == "wordpiece":  # BERT's tokens where the section names none
+            if self.unk_token == "<unk>":
+                object.__setattr__(self, "unk_token", WORDPIECE_UNK)
+            if not self.roles:
+                object.__setattr__(self, "roles", dict(WORDPIECE_ROLES))
         if self.vocab_size < 1:
             raise ValueError(f"vocab_size: must be >= 1, got {self.vocab_size}")
         if self.merges is not None and (self.kind != "classic-bpe" or self.merges < 0):

@@ -75,6 +75,28 @@ def test_roles_reach_the_tokenizer_artifact_and_the_encode_meta(corpus):
     assert got == [i for t in texts for i in (*hf(t, add_special_tokens=False)["input_ids"], want["eot"])]
 
 
+def test_wordpiece_has_berts_tokens_unless_its_section_names_others(corpus):
+    """Issue 50, item 11: `tokenizer train --kind wordpiece` gave <unk> and <|endoftext|> only. A WordPiece section
+    without unk_token and roles now gets [UNK] and [PAD] [CLS] [SEP] [MASK] as the pad, cls, sep and mask roles
+    (the same tokenizer, id included, as the section that names them); named tokens win."""
+    from transformers import AutoTokenizer
+
+    result, store = corpus
+    plain = tokenizer_config_from_dict({"name": "wp", "kind": "wordpiece", "vocab_size": 300})
+    assert plain.unk_token == "[UNK]" and plain.roles == BERT
+    named = tokenizer_config_from_dict({"name": "wp", "kind": "wordpiece", "vocab_size": 300, "unk_token": "[UNK]",
+                                        "roles": BERT})
+    tok = build_tokenizer(result, plain, store)
+    assert build_tokenizer(result, named, store).id == tok.id
+    hf = AutoTokenizer.from_pretrained(tok.path)
+    assert (hf.unk_token, hf.pad_token, hf.cls_token, hf.sep_token, hf.mask_token) == (
+        "[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]")
+    assert hf("the dog", add_special_tokens=True)["input_ids"][0] == hf.cls_token_id
+    own = tokenizer_config_from_dict({"kind": "wordpiece", "unk_token": "<?>", "roles": {"pad": "<pad>"}})
+    assert own.unk_token == "<?>" and own.roles == {"pad": "<pad>"}
+    assert tokenizer_config_from_dict({"kind": "bpe"}).roles == {}  # other kinds: as before
+
+
 def test_add_special_tokens_wraps_each_document_before_the_eot(corpus):
     from corpusforge.models.tokenization import load_tokenizer
 
