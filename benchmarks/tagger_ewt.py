@@ -35,6 +35,7 @@ def main() -> None:
     from corpusforge.models.configs import TrainConfig  # corpusforge before torch: its OpenMP threads then wait passively
     from corpusforge.models.objectives import build, default_settings
     from corpusforge.models.family import family
+    from corpusforge.models.tag_eval import most_frequent_tag, token_accuracy
     from corpusforge.models.tagger.config import TaggerConfig
     from corpusforge.models.training import train
     from corpusforge.models.zoo import build_model
@@ -60,21 +61,18 @@ def main() -> None:
                       [[char_id.get(c, 1) for c in w] for w in r.fields["tokens"]]) for r in records]
         return sentences, [[tag_id[t] for t in r.fields["upos"]] for r in records]
 
-    # the most-frequent-tag baseline: each training word's most frequent tag, unknown words the commonest tag
-    by_word: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    for r in splits["train"]:
-        for w, t in zip(r.fields["tokens"], r.fields["upos"]):
-            by_word[w][t] += 1
-    commonest = collections.Counter(t for r in splits["train"] for t in r.fields["upos"]).most_common(1)[0][0]
-    gold = [(w, t) for r in splits["dev"] for w, t in zip(r.fields["tokens"], r.fields["upos"])]
-    baseline = sum((by_word[w].most_common(1)[0][0] if w in by_word else commonest) == t for w, t in gold) / len(gold)
+    # the most-frequent-tag baseline (corpusforge.models.tag_eval), on the same split
+    dev_words, dev_tags = [r.fields["tokens"] for r in splits["dev"]], [r.fields["upos"] for r in splits["dev"]]
+    baseline = token_accuracy(dev_tags, most_frequent_tag([r.fields["tokens"] for r in splits["train"]],
+                                                          [r.fields["upos"] for r in splits["train"]], dev_words))
+    words_in_dev = sum(len(t) for t in dev_tags)
 
     cfg = TaggerConfig(vocab_size=len(words), pad_id=0, n_tags=len(tags), n_chars=len(chars), head=args.head)
     torch.manual_seed(0)
     model = build_model("tagger", cfg)
     data = {"train": encode(splits["train"]), "valid": encode(splits["dev"])}
     objective = build(default_settings(family("tagger")), cfg, data)
-    print(f"   train {len(splits['train'])} sentences, dev {len(splits['dev'])} ({len(gold)} words); vocabulary "
+    print(f"   train {len(splits['train'])} sentences, dev {len(splits['dev'])} ({words_in_dev} words); vocabulary "
           f"{len(words)} words, {len(chars)} characters, {len(tags)} tags; {sum(p.numel() for p in model.parameters()):,} "
           f"parameters; most-frequent-tag baseline on dev {baseline:.4f}", flush=True)
     start = time.perf_counter()

@@ -178,23 +178,31 @@ def read_conllu(path: str | Path, tags: TagColumns, name: str | None = None) -> 
             if not words:
                 yield _quarantine(locator, "empty_sentence", f"line {first}: a sentence without a word", raw)
                 continue
-            tokens = [str(tok["form"]) for tok, _ in words]
-            fields: dict[str, list[str]] = {"tokens": tokens}
-            problem = None
-            for field_name, key in wanted.items():
-                column = ["_" if tok[key] is None else _as_tag(tok[key]) for tok, _ in words]
-                problem = problem or _check_tags(field_name, column, _tagset(field_name, key, tags.tagsets),
-                                                 _is_entity(entity, field_name, column))
-                fields[field_name] = column
-            if problem:
-                yield _quarantine(locator, "unknown_tag", f"line {first}: {problem}", raw)
-                continue
-            for field_name in wanted:
-                if entity.get(field_name):
-                    schemes[field_name].see(fields[field_name], [n for _, n in words])
-            text, offsets = _surface(sentence)
-            yield RawRecord(locator, text=text, meta={"offsets": offsets}, fields=fields)
+            columns = {f: (key, ["_" if tok[key] is None else _as_tag(tok[key]) for tok, _ in words])
+                       for f, key in wanted.items()}
+            yield _record(locator, first, raw, [str(tok["form"]) for tok, _ in words], columns,
+                          [n for _, n in words], tags, entity, schemes, lambda: _surface(sentence))
     _check_schemes(path, schemes)
+
+
+def _record(locator: str, first: int, raw: bytes, tokens: list[str], columns: Mapping[str, tuple[str, list[str]]],
+            numbers: Sequence[int], tags: TagColumns, entity: dict[str, bool], schemes: Mapping[str, Scheme],
+            text_offsets) -> RawRecord:
+    """A sentence's record (its text and each word's offsets from ``text_offsets()``), or its quarantine when a tag
+    is outside its column's set; ``columns``: field -> (the column's name for its tag set, its tags). The entity
+    columns of a good sentence feed their scheme check (``numbers``: each word's line)."""
+    fields = {"tokens": tokens}
+    for field_name, (key, column) in columns.items():
+        problem = _check_tags(field_name, column, _tagset(field_name, key, tags.tagsets),
+                              _is_entity(entity, field_name, column))
+        if problem:
+            return _quarantine(locator, "unknown_tag", f"line {first}: {problem}", raw)
+        fields[field_name] = column
+    for field_name in columns:
+        if entity.get(field_name):
+            schemes[field_name].see(fields[field_name], numbers)
+    text, offsets = text_offsets()
+    return RawRecord(locator, text=text, meta={"offsets": offsets}, fields=fields)
 
 
 def _surface(sentence) -> tuple[str, list[list[int]]]:
@@ -255,7 +263,6 @@ def read_columns(path: str | Path, tags: TagColumns, token: str | int = 0, names
     schemes = {f: Scheme() for f in wanted}
     entity: dict[str, bool] = {}
     width: int | None = None
-    seen_any = False
     for first, block in _blocks(path):
         locator = f"{name}:{first}"
         lines, bad = _decode(block, locator)
@@ -282,24 +289,10 @@ def read_columns(path: str | Path, tags: TagColumns, token: str | int = 0, names
             yield _quarantine(locator, "malformed_line",
                               f"line {short[0]}: {short[1]} columns, the file's lines have {width}", raw)
             continue
-        seen_any = True
-        fields = {"tokens": [cols[token_at] for _, cols in rows]}
-        problem = None
-        for field_name, at in wanted.items():
-            column = [cols[at] for _, cols in rows]
-            problem = problem or _check_tags(field_name, column, _tagset(field_name, field_name, tags.tagsets),
-                                             _is_entity(entity, field_name, column))
-            fields[field_name] = column
-        if problem:
-            yield _quarantine(locator, "unknown_tag", f"line {first}: {problem}", raw)
-            continue
-        for field_name in wanted:
-            if entity.get(field_name):
-                schemes[field_name].see(fields[field_name], [n for n, _ in rows])
-        text, offsets = _offsets(fields["tokens"], [True] * len(rows))
-        yield RawRecord(locator, text=text, meta={"offsets": offsets}, fields=fields)
-    if not seen_any and width is None:
-        return
+        tokens = [cols[token_at] for _, cols in rows]
+        columns = {f: (f, [cols[at] for _, cols in rows]) for f, at in wanted.items()}
+        yield _record(locator, first, raw, tokens, columns, [n for n, _ in rows], tags, entity, schemes,
+                      lambda: _offsets(tokens, [True] * len(tokens)))
     _check_schemes(path, schemes)
 
 
