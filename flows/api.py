@@ -550,6 +550,105 @@ def check_labels(files: dict[str, PathLike | None], text: str, label: str, relab
                               "records, or --set corpus.dedup.exact=false")
 
 
+TAG_PIPELINE_KEYS = pipeline_keys("tag")
+TAGGED_SUFFIXES = (".conllu", ".conll", ".bio", ".iob")
+
+
+def tag_config(train: PathLike, preset: str, valid: PathLike | None = None, test: PathLike | None = None,
+               init: str | None = None, overrides: Sequence[str] = ()) -> dict:
+    """The pipeline config for ``tag train``: a tagged file (CoNLL-U, or a CoNLL column file: a word and its tags on
+    each line, a blank line between sentences), the ``--valid``/``--test`` files pinned to their splits, the
+    preset's corpus reader (which tag column: ``corpus.reader.tags``) and tag section. --set keys without a section
+    prefix address the tag section. Every file is read before any work (:func:`check_tagged`): a file that is not
+    tagged, a tag column it lacks, BIO mixed with BIOES or an empty sentence is a ConfigError of one line."""
+    from corpusforge.tasks.config import ConfigError, apply_overrides
+
+    data = load_preset(preset, "tag")
+    name = Path(preset).stem
+    required = list(data.pop("requires", None) or [])
+    if init or "init" in required:
+        raise ConfigError(f"--preset {name}: starting a tagger from a pre-trained checkpoint (--init, BERT token "
+                          "classification) is not built yet; use a BiLSTM preset ("
+                          + ", ".join(p for p in preset_names("tag") if "bert" not in p) + ")")
+    given = {"train": train, "valid": valid, "test": test}
+    for split, path in given.items():
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{path}: no such file ({split})")
+    names = {split: Path(p).name for split, p in given.items() if p}
+    if len(set(names.values())) < len(names):
+        raise ConfigError("tag train: the train, --valid and --test files need names of their own (each is one "
+                          f"source named after its file: {', '.join(names.values())})")
+    corpus = dict(data.get("corpus") or {})
+    split = pin_held_out(corpus.pop("split", None) or {}, {part: names.get(part) for part in ("valid", "test")})
+    base = {
+        "name": f"tag-{name}",
+        "corpus": {"name": Path(train).stem.split(".")[0][:40] or "tagged", **corpus, "split": split,
+                   "sources": [str(p) for p in given.values() if p]},
+        "tag": dict(data.get("tag") or {}),
+        "runner": data.get("runner", {"kind": "threads", "workers": 2}),
+    }
+    if "tracking" in data:
+        base["tracking"] = data["tracking"]
+    config = apply_overrides(base, [s if s.startswith(TAG_PIPELINE_KEYS) else f"tag.{s}" for s in overrides])
+    reader = (config.get("corpus") or {}).get("reader") or {}
+    check_tagged(given, dict(reader.get("tags") or {}), tuple(reader.get("columns") or ()),
+                 (config.get("tag") or {}).get("tags", "upos"))
+    held_out = (config.get("corpus") or {}).get("split") or {}
+    if not valid and not float(held_out.get("valid", 0.05) or 0):
+        raise ConfigError(f"--preset {name}: holds out no validation sentences (corpus.split.valid: 0) and no --valid "
+                          "FILE was given; the model is scored on them: give --valid, or --set corpus.split.valid=0.1")
+    return config
+
+
+def check_tagged(files: Mapping[str, PathLike | None], tags: Mapping[str, Any], columns: Sequence[str] = (),
+                 field: str = "upos") -> dict[str, int]:
+    """Each tagged file read before any work, as the corpus stage will read it (corpusforge.storage.tagged): the
+    good sentences per split, or a ConfigError of one line: a file that is not CoNLL-U or a CoNLL column file, a
+    tag column it lacks (or one column only: no tags), BIO mixed with BIOES, an empty sentence, a file in which no
+    sentence or fewer than half its sentences are good (it is not tagged as the preset says)."""
+    from corpusforge.storage.compression import inner_suffix
+    from corpusforge.storage.tagged import TagColumns, TaggedError, read_columns, read_conllu
+    from corpusforge.tasks.config import ConfigError
+
+    if not tags:
+        raise ConfigError("tag train: the preset names no tag column (corpus.reader.tags, e.g. {upos: upos} or "
+                          "{ner: -1})")
+    if field not in tags:
+        raise ConfigError(f"tag.tags: {field!r} is not one of the tag columns read (corpus.reader.tags: "
+                          f"{', '.join(tags)})")
+    good: dict[str, int] = {}
+    for split, path in files.items():
+        if path is None:
+            continue
+        path = Path(path)
+        suffix = inner_suffix(path)
+        if suffix not in TAGGED_SUFFIXES:
+            raise ConfigError(f"{path}: not a tagged file: tag train reads CoNLL-U (.conllu) and CoNLL column files "
+                              f"({', '.join(TAGGED_SUFFIXES[1:])}: a word and its tags on each line), not "
+                              f"{suffix or 'a file without a suffix'}")
+        if path.suffix != suffix:
+            continue  # compressed: the corpus stage reads it (and quarantines what it must); not read twice here
+        try:
+            records = (read_conllu(path, TagColumns(dict(tags))) if suffix == ".conllu"
+                       else read_columns(path, TagColumns(dict(tags)), names=columns or None))
+            ok, bad = 0, []
+            for r in records:
+                if r.ok:
+                    ok += 1
+                else:
+                    bad.append(r)
+                    if r.reason == "empty_sentence":
+                        raise ConfigError(f"{path} ({split}): {r.detail}")
+        except TaggedError as exc:
+            raise ConfigError(f"{exc} ({split})") from None
+        if not ok or len(bad) > ok:
+            why = f"; first: {bad[0].reason} at {bad[0].detail}" if bad else ""
+            raise ConfigError(f"{path} ({split}): {ok} of {ok + len(bad)} sentences read as tagged (tags "
+                              f"{dict(tags)}){why}: is it tagged as the preset says?")
+        good[split] = ok
+    return good
+
+
 def _is_number(value: str) -> bool:
     try:
         float(value)
@@ -717,6 +816,14 @@ def _classify_train(train: PathLike, preset: str, valid: PathLike | None = None,
     return _result(run_config(config, store))["classify"]
 
 
+def _tag_train(train: PathLike, preset: str, valid: PathLike | None = None, test: PathLike | None = None,
+               init: str | None = None, overrides: Sequence[str] = (), store: PathLike | None = None) -> Artifact:
+    """``corpusforge tag train``: a tagged file (CoNLL-U or CoNLL columns) and the preset's tagger. Returns the
+    tagger (its metrics: accuracy, and f1/precision/recall for entity tags); ``.load()`` gives something that tags
+    (``.tag(texts)``: words, tags and entity spans with character offsets; ``.evaluate(words, tags)``)."""
+    return _result(run_config(tag_config(train, preset, valid, test, init, overrides), store))["tag"]
+
+
 def _lm_finetune(parent: str, data: Sequence[PathLike], method: str | None = None, preset: str | None = None,
                  valid: PathLike | None = None, overrides: Sequence[str] = (),
                  store: PathLike | None = None) -> Artifact:
@@ -809,6 +916,7 @@ embed = SimpleNamespace(train=_embed_train, import_vectors=_embed_import)
 lm = SimpleNamespace(train=_lm_train, finetune=_lm_finetune, merge=_lm_merge, evaluate=_lm_evaluate)
 seq2seq = SimpleNamespace(train=_seq2seq_train)
 classify = SimpleNamespace(train=_classify_train)
+tag = SimpleNamespace(train=_tag_train)
 
 
 # --------------------------------------------------------------------------------------------- artifacts
@@ -879,6 +987,6 @@ def _gc(keep_latest: int | None = None, keep_newer_than: str | float | None = No
 
 artifacts = SimpleNamespace(find=_find, show=_show, verify=_verify, load=_load, du=_du, gc=_gc)
 
-__all__ = ["Artifact", "RunResult", "run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "classify",
+__all__ = ["Artifact", "RunResult", "run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "classify", "tag",
            "artifacts",
            "load_config", "run_config"]

@@ -15,6 +15,15 @@ JSON. Decoding is strict UTF-8 (a UTF-8 BOM is dropped; UTF-16/32 files are reco
 nothing undecodable becomes text unless the charset-normalizer fallback is switched on, and then the
 detected encoding is kept in the record's meta.
 
+Tagged records (``tags``, issue 46): a sentence whose words each carry their tags, read from ``.conllu`` (CoNLL-U)
+and CoNLL column files (``.conll``, ``.bio``, ``.iob``: a word and its tags per line, a blank line between sentences)
+by corpusforge.storage.tagged, from the same hashed and decompressed stream as every format. A record is the
+sentence: ``tokens``, its words joined by one space, and one field per tag column, its tags joined so (one tag per
+word: ``tokens.split(" ")`` and ``upos.split(" ")`` line up), with ``meta = {"text": the sentence as written,
+"offsets": each word's [start, end) in it}``. Only a tagged corpus reads these formats and it reads nothing else:
+either way the other file is ``unsupported_format``. A tag column a file does not have is a TaggedError (the whole
+file is wrong: the build stops, naming it), never a quarantine.
+
 Named fields (``fields``/``labels``, :class:`corpusforge.storage.records.FieldSpec`): a record is several text
 fields and labels read from the columns (CSV/TSV/Parquet) or keys (JSON/JSONL) of one row, or from line ``i`` of
 each of several line-aligned files (``train.de`` + ``train.en``: corpusforge.storage.aligned). A record with any bad
@@ -26,7 +35,9 @@ Reason codes (stable, used in manifests): ``empty_file``, ``no_records``, ``bina
 ``invalid_csv``, ``ragged_row``, ``invalid_parquet``, ``corrupt_compressed``, ``too_large``, ``unreadable``,
 ``symlink_escape``, ``symlink_loop``, ``unsupported_format``, ``not_a_regular_file``; with named fields also
 ``missing_label``, ``bad_label`` and ``missing_pair_line`` (a line that one of line-aligned files has and
-another lacks).
+another lacks); with tagged records also ``malformed_line``, ``unknown_tag``, ``empty_sentence`` and
+``token_whitespace`` (a word or tag that is empty or holds whitespace, so cannot be joined by spaces; the detail
+names its line), as corpusforge.storage.tagged says.
 """
 
 from __future__ import annotations
@@ -58,7 +69,9 @@ FORMATS = {
     ".txt": "txt", ".text": "txt", ".md": "txt",
     ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json",
     ".csv": "csv", ".tsv": "tsv", ".parquet": "parquet",
+    ".conllu": "conllu", ".conll": "conll", ".bio": "conll", ".iob": "conll",
 }
+TAGGED_FORMATS = ("conllu", "conll")  # read only into a tagged corpus (ReaderConfig.tags), which reads only these
 SUPPORTED_SUFFIXES = set(FORMATS)
 TXT_MODES = ("line", "paragraph", "file")
 DEFAULT_MAX_DOCUMENT_BYTES = 8 << 20
@@ -114,6 +127,23 @@ class ReaderConfig:
         default="none",
         metadata={"doc": "Decode non-UTF-8 text records with charset-normalizer's guess (kept in meta._encoding)."},
     )
+    tags: dict[str, str | int] = field(
+        default_factory=dict, metadata={
+            "identity": lambda cfg: bool(cfg.tags),
+            "doc": "Tagged records (token classification: POS tags, named entities) from .conllu and CoNLL column "
+                   "files (.conll, .bio, .iob): {field: column}, the tag columns to keep. CoNLL-U columns by name "
+                   "(upos, xpos, lemma, feats, head, deprel, deps, misc) or index (2-9); column files by 0-based "
+                   "index (-1: the last column) or by a name that reader.columns gives. E.g. {upos: upos} or "
+                   "{ner: -1}. A record is a sentence: `tokens` (its words joined by one space) and each tag field "
+                   "(its tags joined so, one per word); meta keeps the text as written and each word's offsets. "
+                   "Cleaning is per word and may not split, merge or drop words; such a corpus reads no other "
+                   "format, and no other corpus reads these. Not with fields or labels."})
+    columns: tuple[str, ...] = field(
+        default=(), metadata={
+            "identity": lambda cfg: bool(cfg.columns),
+            "doc": "Names for the columns of CoNLL column files, in order (CoNLL-2003: [token, pos, chunk, ner]), so "
+                   "reader.tags may name them ({ner: ner}); the words are the column named token (or word, form), "
+                   "else the first. Needs reader.tags."})
 
     fields: dict[str, str] = field(
         default_factory=dict, metadata={
@@ -133,6 +163,7 @@ class ReaderConfig:
     def __post_init__(self) -> None:
         if not self.text_field:
             raise ValueError("text_field: must be a non-empty field name")
+        self._check_tags()
         if self.max_document_bytes < 1024:
             raise ValueError(f"max_document_bytes: must be at least 1024, got {self.max_document_bytes}")
         labels = {name: LabelSpec(spec) if isinstance(spec, str) else spec for name, spec in self.labels.items()}
@@ -158,9 +189,46 @@ class ReaderConfig:
         if clash:  # the encode step writes <field>_ids beside the labels
             raise ValueError(f"labels: {clash[0]!r} would clash with the token ids column of a text field")
 
+    def _check_tags(self) -> None:
+        if not isinstance(self.tags, dict) or not isinstance(self.columns, tuple):
+            raise ValueError("tags: a mapping {field: column}; columns: a list of column names")
+        if self.columns and not self.tags:
+            raise ValueError("columns: names the columns of tagged column files; set reader.tags too (e.g. "
+                             "{ner: ner})")
+        if not self.tags:
+            return
+        if self.fields or self.labels:
+            raise ValueError(f"tags: a tagged corpus's fields are tokens and its tags; leave reader."
+                             f"{'fields' if self.fields else 'labels'} empty")
+        for name, column in self.tags.items():
+            if not isinstance(name, str) or not FIELD_NAME.fullmatch(name):
+                raise ValueError(f"tags: {name!r} is not a field name (a letter, then letters, digits or _)")
+            if name in RESERVED_COLUMNS or name == "tokens":
+                raise ValueError(f"tags: {name!r} is a column every tagged corpus has; name the field otherwise "
+                                 f"(reserved: tokens, {', '.join(RESERVED_COLUMNS)})")
+            if isinstance(column, bool) or not isinstance(column, (str, int)) or column == "":
+                raise ValueError(f"tags.{name}: a column name (upos) or a 0-based index (-1: the last), not {column!r}")
+        for i, name in enumerate(self.columns):
+            if not isinstance(name, str) or not name or self.columns.index(name) != i:
+                raise ValueError(f"columns: {name!r}: each column a non-empty name, each name once")
+
+    @property
+    def tagged(self) -> bool:
+        """Whether records are tagged sentences (``tags``), read from .conllu and CoNLL column files only."""
+        return bool(self.tags)
+
+    @property
+    def word_column(self) -> str | int:
+        """The column of a CoNLL column file that holds the words: the one ``columns`` names token (or word, form),
+        else the first."""
+        return next((name for name in ("token", "word", "form") if name in self.columns), 0)
+
     def field_spec(self, aligned_keys: tuple[str, ...] = ()) -> FieldSpec | None:
         """The named fields records are read with, or None for one ``text`` per record (as before fields existed).
-        ``aligned_keys``: the keys of the corpus's line-aligned files, the fields when ``fields`` is empty."""
+        ``aligned_keys``: the keys of the corpus's line-aligned files, the fields when ``fields`` is empty. A tagged
+        corpus's: the text field ``tokens`` and each tag field as a text label."""
+        if self.tags:
+            return FieldSpec((("tokens", "tokens"),), tuple((name, name, "str") for name in self.tags))
         if self.fields:
             text = tuple(self.fields.items())
         elif aligned_keys:
@@ -370,6 +438,25 @@ def batched(items: Iterator[RecordBatch | RawRecord], spec: FieldSpec | None) ->
     yield from flush()
 
 
+def _untagged_detail(source: SourceFile) -> str:
+    example = "{upos: upos}" if source.format == "conllu" else "{ner: -1}"
+    return (f"a {'CoNLL-U' if source.format == 'conllu' else 'CoNLL column'} file holds tagged sentences: read it into "
+            f"a tagged corpus, set corpus.reader.tags (e.g. {example})")
+
+
+def _tagged_records(source: SourceFile, stream, cfg: ReaderConfig) -> Iterator[RawRecord]:
+    """The tagged sentences of a .conllu or CoNLL column file (corpusforge.storage.tagged), read from ``stream`` in
+    the corpus's form (``joined``), locators ``line:N`` (the sentence's first line) as the other line formats'."""
+    from corpusforge.storage.tagged import TagColumns, read_columns, read_conllu
+
+    tags = TagColumns(cfg.tags)
+    limit = cfg.max_document_bytes
+    if source.format == "conllu":
+        return read_conllu(source.name, tags, "line", stream=stream, joined=True, limit=limit)
+    return read_columns(source.name, tags, cfg.word_column, cfg.columns or None, "line", stream=stream, joined=True,
+                        limit=limit)
+
+
 def _wide_reasons(records: Iterator[RawRecord | RecordBatch], encoding: str) -> Iterator[RawRecord | RecordBatch]:
     """A UTF-16/32 file is transcoded to UTF-8 with each invalid unit as bytes that are not UTF-8
     (corpusforge.storage.compression.Transcoder): the records the UTF-8 readers call ``invalid_utf8`` are
@@ -434,6 +521,12 @@ def check_digest(source: SourceFile, raw: SourceBytes, expect: str) -> None:
 def _records(source: SourceFile, raw: SourceBytes, cfg: ReaderConfig, mode: str, field_name: str, batches: bool,
              spec: FieldSpec | None = None) -> Iterator[RawRecord | RecordBatch]:
     """The records of one source, its bytes read through ``raw``. Raises CorruptSource or OSError on a break."""
+    tagged = source.format in TAGGED_FORMATS
+    if tagged != cfg.tagged:
+        yield RawRecord("file", reason="unsupported_format", detail=_untagged_detail(source) if tagged else
+                        "a tagged corpus (reader.tags) reads .conllu and CoNLL column files (.conll, .bio, .iob), "
+                        f"not {source.format or 'this'} files")
+        return
     if spec is not None:
         batches = False  # the vectorized paths read one text field; named fields take the per-record readers
         if source.format == "txt":
@@ -462,6 +555,8 @@ def _records(source: SourceFile, raw: SourceBytes, cfg: ReaderConfig, mode: str,
         records = fast_jsonl(stream, field_name, limit) if batches else jsonl_records(stream, field_name, limit, spec)
     elif source.format == "json":
         records = json_records(stream, field_name, limit, spec)
+    elif tagged:
+        records = _tagged_records(source, normalize_line_ends(stream), cfg)
     elif source.format in ("csv", "tsv"):
         quoting = source.format == "csv" or cfg.tsv_quoting
         records = (fast_csv(stream, field_name, delimiter, limit, quoting) if batches

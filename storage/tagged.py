@@ -11,14 +11,24 @@ lines have, a CoNLL-U line conllu rejects), ``unknown_tag`` (a tag outside the c
 ``S-`` + a type for entity tags), ``empty_sentence`` (a CoNLL-U sentence with no word) and ``invalid_utf8``.
 What cannot be read at all is a :class:`TaggedError` (one line): a tag column the file does not have, a file with
 no tag column, a column of entity tags that mixes BIO and BIOES.
+
+The corpus stage (``corpus.reader.tags``, corpusforge.storage.readers) reads these files from the stream it hashes
+(``stream=``: decompressed, the digest checked after the last sentence) with ``joined=True``: ``tokens`` is then the
+words joined by one space and each tag field its tags joined so, a string per field as every corpus column is, and
+``meta`` is ``{"text": the surface text, "offsets": [[start, end], ...]}``. Joined by spaces, a word or tag must not
+be empty nor hold whitespace (a CoNLL-U FORM may, as may a LEMMA): such a sentence is quarantined as
+``token_whitespace``, naming the line. A sentence over ``limit`` bytes (reader.max_document_bytes) is ``too_large``,
+only its first bytes kept: a file without blank lines does not become one sentence held in memory whole.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from corpusforge.storage.records import RAW_CAP, RawRecord
 
@@ -104,21 +114,54 @@ def _offsets(tokens: Sequence[str], space_after: Sequence[bool]) -> tuple[str, l
     return "".join(parts).rstrip(" "), offsets
 
 
-def _blocks(path: Path) -> Iterator[tuple[int, list[tuple[int, bytes]]]]:
-    """(first line number, [(line number, line bytes)]) per sentence: lines between lines that are empty after
-    stripping whitespace (WNUT-17's train file also ends sentences at a line holding only a tab)."""
+Lines = Path | str | BinaryIO | Iterable[bytes]
+
+
+def _lines(source: Lines, limit: int | None) -> Iterator[tuple[int, bytes]]:
+    """(line number, line without its end) of a file (a path), a binary stream or an iterable of lines. With
+    ``limit``, a stream's line over it comes cut to limit + 1 bytes, the rest read and dropped (its sentence is
+    too large whatever the rest holds), so no line is held whole past the limit."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as fh:
+            yield from _lines(fh, limit)
+        return
+    if limit is not None and hasattr(source, "readline"):
+        number = 0
+        while line := source.readline(limit + 1):
+            number += 1
+            if len(line) > limit and not line.endswith(b"\n"):
+                while (more := source.readline(1 << 16)) and not more.endswith(b"\n"):
+                    pass
+            yield number, line.rstrip(b"\r\n")
+        return
+    for number, line in enumerate(source, 1):
+        yield number, line.rstrip(b"\r\n")
+
+
+def _blocks(source: Lines, limit: int | None = None) -> Iterator[tuple[int, list[tuple[int, bytes]], int]]:
+    """(first line number, [(line number, line bytes)], the sentence's size in bytes) per sentence: lines between
+    lines that are empty after stripping whitespace (WNUT-17's train file also ends sentences at a line holding
+    only a tab). ``source``: a path, or the binary stream (or lines) of one. Past ``limit`` bytes a sentence keeps
+    only its first lines (about RAW_CAP bytes, for its quarantine record); its size says it was cut."""
     block: list[tuple[int, bytes]] = []
-    with open(path, "rb") as fh:
-        for number, line in enumerate(fh, 1):
-            line = line.rstrip(b"\r\n")
-            if not line.strip():
-                if block:
-                    yield block[0][0], block
-                    block = []
-                continue
+    size = kept = 0
+    for number, line in _lines(source, limit):
+        if not line.strip():
+            if block:
+                yield block[0][0], block, size
+                block, size, kept = [], 0, 0
+            continue
+        size += len(line) + (1 if block else 0)
+        if limit is None or size <= limit or kept < RAW_CAP:
             block.append((number, line))
+            kept += len(line) + 1
     if block:
-        yield block[0][0], block
+        yield block[0][0], block, size
+
+
+def _too_large(locator: str, first: int, size: int, limit: int, block: list[tuple[int, bytes]]) -> RawRecord:
+    return _quarantine(locator, "too_large", f"line {first}: a sentence of {size} bytes > max_document_bytes {limit}",
+                       b"\n".join(line for _, line in block))
 
 
 def _decode(block: list[tuple[int, bytes]], locator: str) -> tuple[list[tuple[int, str]] | None, RawRecord | None]:
@@ -132,16 +175,22 @@ def _decode(block: list[tuple[int, bytes]], locator: str) -> tuple[list[tuple[in
     return out, None
 
 
-def read_conllu(path: str | Path, tags: TagColumns, name: str | None = None) -> Iterator[RawRecord]:
+def read_conllu(path: str | Path, tags: TagColumns, name: str | None = None, *, stream: Lines | None = None,
+                joined: bool = False, limit: int | None = None) -> Iterator[RawRecord]:
     """Sentences of a CoNLL-U file: the words (integer ids: a multiword token's range line and empty nodes are
     skipped, as UD's POS tags are on the syntactic words) with the tag columns asked for (``upos``, ``xpos``,
-    ``lemma``, ``deprel``, ... or 0-based indices into the ten CoNLL-U columns)."""
+    ``lemma``, ``deprel``, ... or 0-based indices into the ten CoNLL-U columns). ``name`` starts each locator
+    (``name:line``; the file's name by default). ``stream``: the file's lines read from there (a binary stream,
+    e.g. a decompressed one) instead of opening ``path``, which then only names the file in errors. ``joined``
+    and ``limit``: the corpus stage's form of the records and its size bound (the module docstring)."""
     import conllu
 
     path = Path(path)
     name = name or path.name
     wanted = {}
     for field_name, column in tags.columns.items():
+        if isinstance(column, str) and column.isdigit():  # "3" as --set or a CSV-minded config writes it
+            column = int(column)
         key = CONLLU_COLUMNS[column] if isinstance(column, int) and 0 <= column < 10 else str(column).lower()
         if key not in CONLLU_COLUMNS or key in ("id", "form"):
             raise TaggedError(f"{path}: CoNLL-U has no tag column {column!r} (its columns: "
@@ -151,8 +200,11 @@ def read_conllu(path: str | Path, tags: TagColumns, name: str | None = None) -> 
         raise TaggedError(f"{path}: no tag column asked for (reader.tags, e.g. {{upos: upos}})")
     schemes = {f: Scheme() for f in wanted}
     entity: dict[str, bool] = {}
-    for first, block in _blocks(path):
+    for first, block, size in _blocks(path if stream is None else stream, limit):
         locator = f"{name}:{first}"
+        if limit is not None and size > limit:
+            yield _too_large(locator, first, size, limit, block)
+            continue
         lines, bad = _decode(block, locator)
         if bad is not None:
             yield bad
@@ -181,16 +233,17 @@ def read_conllu(path: str | Path, tags: TagColumns, name: str | None = None) -> 
             columns = {f: (key, ["_" if tok[key] is None else _as_tag(tok[key]) for tok, _ in words])
                        for f, key in wanted.items()}
             yield _record(locator, first, raw, [str(tok["form"]) for tok, _ in words], columns,
-                          [n for _, n in words], tags, entity, schemes, lambda: _surface(sentence))
+                          [n for _, n in words], tags, entity, schemes, lambda: _surface(sentence), joined)
     _check_schemes(path, schemes)
 
 
 def _record(locator: str, first: int, raw: bytes, tokens: list[str], columns: Mapping[str, tuple[str, list[str]]],
             numbers: Sequence[int], tags: TagColumns, entity: dict[str, bool], schemes: Mapping[str, Scheme],
-            text_offsets) -> RawRecord:
+            text_offsets, joined: bool = False) -> RawRecord:
     """A sentence's record (its text and each word's offsets from ``text_offsets()``), or its quarantine when a tag
-    is outside its column's set; ``columns``: field -> (the column's name for its tag set, its tags). The entity
-    columns of a good sentence feed their scheme check (``numbers``: each word's line)."""
+    is outside its column's set (or, ``joined``, when a word or tag cannot be joined by spaces); ``columns``: field
+    -> (the column's name for its tag set, its tags). The entity columns of a good sentence feed their scheme check
+    (``numbers``: each word's line)."""
     fields = {"tokens": tokens}
     for field_name, (key, column) in columns.items():
         problem = _check_tags(field_name, column, _tagset(field_name, key, tags.tagsets),
@@ -198,11 +251,34 @@ def _record(locator: str, first: int, raw: bytes, tokens: list[str], columns: Ma
         if problem:
             return _quarantine(locator, "unknown_tag", f"line {first}: {problem}", raw)
         fields[field_name] = column
+    if joined:
+        problem = _unjoinable(fields, numbers)
+        if problem:
+            return _quarantine(locator, "token_whitespace", problem, raw)
     for field_name in columns:
         if entity.get(field_name):
             schemes[field_name].see(fields[field_name], numbers)
     text, offsets = text_offsets()
+    if joined:
+        return RawRecord(locator, text=text, meta={"text": text, "offsets": offsets},
+                         fields={f: " ".join(values) for f, values in fields.items()})
     return RawRecord(locator, text=text, meta={"offsets": offsets}, fields=fields)
+
+
+_WHITESPACE = re.compile(r"\s")
+
+
+def _unjoinable(fields: Mapping[str, Sequence[str]], numbers: Sequence[int]) -> str | None:
+    """Why a sentence's words and tags cannot be joined by single spaces and split back (a word or tag that is empty
+    or holds whitespace: a CoNLL-U FORM or LEMMA may hold a space), naming its line; None when they can."""
+    for field_name, values in fields.items():
+        for i, value in enumerate(values):
+            if not value or _WHITESPACE.search(value):
+                what = "word" if field_name == "tokens" else f"{field_name} tag"
+                how = "is empty" if not value else "holds whitespace"
+                return (f"line {numbers[i]}: {what} {i + 1} {value!r} {how} (a tagged corpus joins a sentence's words, "
+                        "and each tag column, with single spaces)")
+    return None
 
 
 def _surface(sentence) -> tuple[str, list[list[int]]]:
@@ -238,11 +314,13 @@ def _as_tag(value) -> str:
 
 
 def read_columns(path: str | Path, tags: TagColumns, token: str | int = 0, names: Sequence[str] | None = None,
-                 name: str | None = None) -> Iterator[RawRecord]:
+                 name: str | None = None, *, stream: Lines | None = None, joined: bool = False,
+                 limit: int | None = None) -> Iterator[RawRecord]:
     """Sentences of a CoNLL column file: one word per line, its columns split by tabs (by whitespace on a line
     without a tab), a line empty after stripping whitespace between sentences, ``-DOCSTART-`` lines skipped.
     ``names`` names the columns (CoNLL-2003: token, pos, chunk, ner) so ``token`` and the tag columns may be given by
-    name; otherwise they are 0-based indices (the word first, the tag last is ``{"ner": -1}``)."""
+    name; otherwise they are 0-based indices (the word first, the tag last is ``{"ner": -1}``). ``name``,
+    ``stream``, ``joined`` and ``limit`` as for :func:`read_conllu`."""
     path = Path(path)
     name = name or path.name
 
@@ -263,8 +341,11 @@ def read_columns(path: str | Path, tags: TagColumns, token: str | int = 0, names
     schemes = {f: Scheme() for f in wanted}
     entity: dict[str, bool] = {}
     width: int | None = None
-    for first, block in _blocks(path):
+    for first, block, size in _blocks(path if stream is None else stream, limit):
         locator = f"{name}:{first}"
+        if limit is not None and size > limit:
+            yield _too_large(locator, first, size, limit, block)
+            continue
         lines, bad = _decode(block, locator)
         if bad is not None:
             yield bad
@@ -292,7 +373,7 @@ def read_columns(path: str | Path, tags: TagColumns, token: str | int = 0, names
         tokens = [cols[token_at] for _, cols in rows]
         columns = {f: (f, [cols[at] for _, cols in rows]) for f, at in wanted.items()}
         yield _record(locator, first, raw, tokens, columns, [n for n, _ in rows], tags, entity, schemes,
-                      lambda: _offsets(tokens, [True] * len(tokens)))
+                      lambda: _offsets(tokens, [True] * len(tokens)), joined)
     _check_schemes(path, schemes)
 
 

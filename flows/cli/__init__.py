@@ -81,6 +81,7 @@ from corpusforge.cli.sentences import search as embed_search  # noqa: E402
 from corpusforge.cli.sentences import sentences as embed_sentences  # noqa: E402
 from corpusforge.cli.seq2seq import app as seq2seq_app  # noqa: E402
 from corpusforge.cli.server import app as server_app  # noqa: E402
+from corpusforge.cli.tag import app as tag_app  # noqa: E402
 from corpusforge.cli.tokenizer import app as tokenizer_app  # noqa: E402
 
 app.command()(run)
@@ -98,6 +99,7 @@ lm_app.command("merge")(lm_merge)
 app.add_typer(lm_app, name="lm")
 app.add_typer(seq2seq_app, name="seq2seq")
 app.add_typer(classify_app, name="classify")
+app.add_typer(tag_app, name="tag")
 app.add_typer(server_app, name="server")
 app.command("export")(export_command)
 

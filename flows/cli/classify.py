@@ -168,7 +168,7 @@ def evaluate(
         _fail(str(exc), 2)
     seconds = time.perf_counter() - started
     if plot is not None:
-        from corpusforge.tasks.classify.scoring import plot_confusion
+        from corpusforge.tasks.confusion import plot_confusion
 
         plot_confusion(report["confusion_matrix"], classifier.classes, plot,
                        f"{file.name}: accuracy {report['accuracy']:.3f}")

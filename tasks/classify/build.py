@@ -23,7 +23,8 @@ from typing import Any
 from corpusforge.models import contracts
 from corpusforge.storage.store import ArtifactStore, read_manifest, resolve_recorded, store_relative
 from corpusforge.tasks.classify.config import OWN_FIELDS, STEP, ClassifyStageConfig, classify_config_from_dict
-from corpusforge.tasks.classify.scoring import class_index, plot_confusion, scores
+from corpusforge.tasks.classify.scoring import class_index, scores
+from corpusforge.tasks.confusion import plot_confusion
 from corpusforge.tasks.config import ConfigError
 from corpusforge.tasks.corpus.reading import record_training_text
 from corpusforge.tasks.encoded import (

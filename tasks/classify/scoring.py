@@ -1,9 +1,8 @@
-"""Scoring a classifier's predictions: accuracy, macro F1, each class's precision/recall/F1, the confusion matrix,
-and its plot. Shared by the classify step, ``Classifier.evaluate`` and ``corpusforge classify evaluate``."""
+"""Scoring a classifier's predictions: accuracy, macro F1, each class's precision/recall/F1, the confusion matrix
+(its plot: corpusforge.tasks.confusion). Shared by the classify step, ``Classifier.evaluate`` and ``corpusforge classify evaluate``."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 
@@ -37,34 +36,3 @@ def scores(targets: list[int], predictions: list[int], classes: list[Any]) -> di
     total = len(targets)
     return {"records": total, "accuracy": sum(matrix[i][i] for i in range(n)) / total if total else 0.0,
             "f1": sum(v["f1"] for v in per_class.values()) / n, "per_class": per_class, "confusion_matrix": matrix}
-
-
-def plot_confusion(matrix: list[list[int]], classes: list[Any], path: Path, title: str) -> None:
-    """The confusion matrix as a heatmap with its counts (rows: true class, columns: predicted)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    data = np.asarray(matrix, dtype=float)
-    n = len(classes)
-    size = max(3.5, 0.6 * n + 2)
-    fig, ax = plt.subplots(figsize=(size + 1, size))
-    rows = data.sum(1, keepdims=True)
-    image = ax.imshow(np.divide(data, rows, out=np.zeros_like(data), where=rows > 0), cmap="Blues", vmin=0, vmax=1)
-    for r in range(n):
-        for c in range(n):
-            share = data[r, c] / rows[r, 0] if rows[r, 0] else 0.0
-            ax.text(c, r, f"{int(data[r, c])}", ha="center", va="center",
-                    color="white" if share > 0.5 else "black", fontsize=9)
-    names = [str(c) for c in classes]
-    ax.set_xticks(range(n), names, rotation=45 if n > 4 else 0)
-    ax.set_yticks(range(n), names)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
-    ax.set_title(title, fontsize=10)
-    fig.colorbar(image, ax=ax, label="share of the true class")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)

@@ -37,6 +37,12 @@ lemmatizer (with POS tags) in the teaching texts gives "run be consider good tha
 (tests/tasks/corpus/test_clean.py records it). It differs from WordNet elsewhere: being POS-blind it always picks
 one lemma per form (e.g. "saw" -> "see", never the noun "saw").
 
+A tagged corpus (``reader.tags``: words that each carry a tag) is cleaned one word at a time (:func:`clean_words`):
+the ops see each word alone, so they can change its characters (``nfc``, ``nfkc``, ``lowercase``, ``stem``, ...)
+but not where words begin and end. The ops that would split, merge or drop words (:func:`tagged_refusal`) are
+refused by the corpus config; a word that another op empties or gives whitespace drops its sentence as
+``alignment_changed``, never silently.
+
 Stop-word lists (tasks/data, licences in tasks/corpus/data/README.md): English uses the Glasgow IR list as shipped
 by scikit-learn (318 words; reproduces the teaching example); other languages, or ``stopword_list: iso``,
 use the stopwords-iso collection (58 languages).
@@ -217,6 +223,58 @@ def clean_expr(column: str, cfg: CleanConfig):
     for op in cfg.effective_ops:
         expr = _OP_BUILDERS[op](expr, cfg)
     return expr
+
+
+# The ops that would split, merge or drop the words of a tagged corpus (its tags would no longer line up), and how.
+WORD_BREAKING = {
+    "ptb_tokenize": "splits words (it's -> it 's)",
+    "ptb_mikolov": "splits words (it's -> it 's, 25% -> N N) and empties punctuation words",
+    "remove_stopwords": "empties every stop word",
+    "strip_punctuation": "empties every punctuation word (. , !)",
+    "strip_html": "empties tag words (<br>) and turns block tags into line breaks",
+    "strip_emails": "empties e-mail address words",
+    "strip_urls": "empties URL words",
+    "strip_emoji": "empties emoji words",
+}
+
+
+def tagged_refusal(cfg: CleanConfig) -> str | None:
+    """Why ``cfg`` cannot clean a tagged corpus (its first op that splits, merges or drops words), or None."""
+    for op in cfg.effective_ops:
+        why = WORD_BREAKING.get(op)
+        if op == "mentions" and cfg.mention_mode == "drop":
+            why = "with mention_mode drop, empties @user words (mention_mode: strip_symbol keeps them)"
+        if op == "hashtags" and cfg.hashtag_mode == "drop":
+            why = "with hashtag_mode drop, empties #tag words (hashtag_mode: strip_symbol keeps them)"
+        if why:
+            return (f"{op!r} {why}: a tagged corpus (reader.tags) is cleaned word by word and keeps every word, "
+                    f"so its tags stay aligned; leave {op} out (clean.ops, or preset lm or raw)")
+    return None
+
+
+def clean_words(tokens, cfg: CleanConfig, as_read=None):
+    """A tagged corpus's cleaning: (cleaned, problem) for a Series of records' words joined by one space. Each word
+    is cleaned alone with :func:`clean_expr` (one vectorized pass over all the words of the Series) and the words
+    joined back by one space, so a record keeps its word count. ``problem``: per record, the first word that the
+    cleaning left empty or holding whitespace (its tags would no longer line up: the record is dropped as
+    ``alignment_changed``), else null. ``as_read``: the words as read, to show in ``problem`` (default ``tokens``)."""
+    import polars as pl
+
+    as_read = tokens if as_read is None else as_read
+    if tokens.len() == 0:
+        return tokens, pl.Series(tokens.name, [None] * tokens.len(), dtype=pl.Utf8)
+    words = (pl.DataFrame({"row": pl.int_range(tokens.len(), eager=True), "word": tokens.str.split(" "),
+                           "read": as_read.str.split(" ")})
+             .explode("word", "read")
+             .with_columns(pl.int_range(pl.len()).over("row").alias("at"), clean_expr("word", cfg).alias("clean")))
+    bad = pl.col("clean").is_null() | ~pl.col("clean").str.contains(r"^\S+$")
+    how = pl.when(pl.col("clean").fill_null("") == "").then(pl.lit("is empty after cleaning")).otherwise(
+        pl.format("holds whitespace after cleaning ('{}')", "clean"))
+    words = words.with_columns(pl.when(bad).then(pl.format("word {} '{}' ", pl.col("at") + 1, "read") + how)
+                               .alias("problem"))
+    out = words.group_by("row", maintain_order=True).agg(pl.col("clean").str.join(" "),
+                                                          pl.col("problem").drop_nulls().first())
+    return out["clean"].alias(tokens.name), out["problem"].alias(tokens.name)
 
 
 def clean_texts(texts: list[str | None], cfg: CleanConfig) -> list[str | None]:

@@ -11,7 +11,7 @@ from typing import Any
 from corpusforge.storage.readers import FIELD_NAME, ReaderConfig
 from corpusforge.storage.records import RESERVED_COLUMNS, FieldSpec
 from corpusforge.tasks.config import ConfigError, check_artifact_name, from_dict
-from corpusforge.tasks.corpus.clean import CleanConfig
+from corpusforge.tasks.corpus.clean import CleanConfig, tagged_refusal
 from corpusforge.tasks.corpus.filters import FilterConfig
 from corpusforge.tasks.corpus.near_dedup import NearDedupConfig
 from corpusforge.tasks.corpus.split import SplitConfig
@@ -111,6 +111,8 @@ class CorpusConfig:
 
     def _check_fields(self) -> None:
         aligned = self.aligned
+        if self.reader.tags:
+            self._check_tagged()
         if aligned:
             if self.reader.labels:
                 raise ConfigError("corpus.reader.labels: line-aligned files hold text only; read labelled records from "
@@ -133,6 +135,18 @@ class CorpusConfig:
         if spec is None and self.filters.max_length_ratio is not None:
             raise ConfigError("corpus.filters.max_length_ratio: compares the text fields of a record; it needs named "
                               "fields (reader.fields or line-aligned files)")
+
+
+    def _check_tagged(self) -> None:
+        """A tagged corpus (reader.tags) keeps each sentence's words and tags aligned: no line-aligned sources, and
+        no clean op that splits, merges or drops words (each word is cleaned alone, tasks/corpus/clean.py)."""
+        if self.aligned:
+            raise ConfigError("corpus.reader.tags: a tagged corpus reads .conllu and CoNLL column files, not "
+                              "line-aligned files ({fields: ...} sources)")
+        why = tagged_refusal(self.clean)
+        if why:
+            key = "ops" if self.clean.ops is not None else "preset"
+            raise ConfigError(f"corpus.clean.{key}: {why}")
 
 
 def corpus_config_from_dict(data: dict[str, Any], path: str = "corpus") -> CorpusConfig:

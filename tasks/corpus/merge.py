@@ -262,7 +262,7 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
     report = write_corpus_report(out, cfg.name, accounting, metrics, examples)
     label_counts = {}
     if labels:  # class counts, for a labelled corpus (in the manifest and the report)
-        label_counts = _label_counts(kept.label_values, labels)
+        label_counts = _label_counts(kept.label_values, labels, per_word=cfg.reader.tagged)
         with report.open("a", encoding="utf-8") as fh:
             fh.write(_labels_markdown(label_counts))
     return {
@@ -273,19 +273,22 @@ def _merge(out: Path, shards: list[StepResult], cfg: CorpusConfig, store: Artifa
         "shards": [_shard_entry(s, m, Path(out).resolve().parent.parent) for s, m in zip(shards, manifests)],
         "data_docs": "data_docs.html",
         "splits": {split: f"{split}.parquet" for split in SPLITS},
-        **({"named_fields": {"text": list(text_columns), "labels": list(labels)}} if spec is not None else {}),
+        **({"named_fields": {"text": list(text_columns), "labels": list(labels),
+                             **({"tags": list(labels)} if cfg.reader.tagged else {})}} if spec is not None else {}),
         **({"label_counts": label_counts} if labels else {}),
     }
 
 
-def _label_counts(values, labels: Sequence[str]) -> dict[str, dict[str, dict[str, int]]]:
-    """{label: {split: {value: count}}} over the kept rows (values as JSON keys: strings), most frequent first."""
+def _label_counts(values, labels: Sequence[str], per_word: bool = False) -> dict[str, dict[str, dict[str, int]]]:
+    """{label: {split: {value: count}}} over the kept rows (values as JSON keys: strings), most frequent first.
+    ``per_word``: a tagged corpus's tag fields, each row's tags joined by spaces, counted tag by tag (per word)."""
     import polars as pl
 
     out: dict[str, dict[str, dict[str, int]]] = {}
     for label in labels:
-        counts = (values.group_by("split", label).len().sort(["split", "len", label], descending=[False, True, False])
-                  if values.height else pl.DataFrame())
+        each = values.select("split", pl.col(label).str.split(" ")).explode(label) if per_word else values
+        counts = (each.group_by("split", label).len().sort(["split", "len", label], descending=[False, True, False])
+                  if each.height else pl.DataFrame())
         per: dict[str, dict[str, int]] = {}
         for split in SPLITS:
             rows = counts.filter(pl.col("split") == split) if counts.height else counts

@@ -22,6 +22,12 @@ after cleaning), so exact dedup keys on all of them together; labels are carried
 not part of the key: a later record with the same texts and another label than the first is dropped as
 ``conflicting_label`` (the first is kept). ``n_chars``/``n_words`` are sums over the text fields. A corpus
 without named fields has ``text`` and hashes, ids and bytes as before fields existed.
+
+Tagged records (``reader.tags``): the text field is ``tokens`` (a sentence's words joined by one space) and each tag
+field is a text label (its tags joined so). Cleaning goes word by word (tasks/corpus/clean.py :func:`clean_words`):
+a sentence in which a word came out empty or holding whitespace is dropped as ``alignment_changed`` (a filter drop,
+its detail naming the word) before the filters run on ``tokens``. Exact dedup keys on the words; the same words
+with other tags are ``conflicting_label``. GX checks that every tag field has one tag per word.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from corpusforge.storage.records import RAW_CAP, FieldSpec, RecordBatch
 from corpusforge.storage.store import ArtifactStore
 from corpusforge.tasks.config import identity
 from corpusforge.tasks.corpus.accounting import accounting_from_tables
-from corpusforge.tasks.corpus.clean import clean_expr, word_counts
+from corpusforge.tasks.corpus.clean import clean_expr, clean_words, word_counts
 from corpusforge.tasks.corpus.filters import apply_filters
 from corpusforge.tasks.corpus.identity import SEP, add_identity
 from corpusforge.tasks.corpus.validate import columns_for, validate_frame
@@ -319,6 +325,7 @@ def _prepare(df, refs: list[SourceRef], cfg) -> tuple[Any, Any, int]:
     # NUL and other C0/C1 control characters (but tab, LF, CR) never reach the cleaned text; counted.
     controls = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
     control_chars = 0
+    as_read = df["tokens"] if cfg.reader.tagged else None
     for column in text_columns:
         per_doc = df[column].str.count_matches(controls)
         found = int(per_doc.sum() or 0)
@@ -326,14 +333,24 @@ def _prepare(df, refs: list[SourceRef], cfg) -> tuple[Any, Any, int]:
         if found:  # rewrite only the documents that hold one, not the whole column
             rows = (per_doc > 0).arg_true()
             df = df.with_columns(df[column].scatter(rows, df[column].gather(rows).str.replace_all(controls, "")))
-    df = df.with_columns(clean_expr(c, cfg.clean).alias(c) for c in text_columns)
-    df = df.with_columns(pl.lit(None, dtype=pl.Utf8).alias("lang"))  # filled by the language-id filter
     where = ["source"] if several else []  # one file: its name is added to the tables at the end
+    misaligned = []
+    if cfg.reader.tagged:  # word by word (control characters are no spaces: removing them moved no word boundary)
+        words, problem = clean_words(df["tokens"], cfg.clean, as_read)
+        bad = problem.is_not_null()
+        df = df.with_columns(words)
+        misaligned.append(df.filter(bad).select(*where, "locator", pl.lit("alignment_changed").alias("reason"),
+                                                ("tokens: " + problem.filter(bad)).alias("detail")))
+        df = df.filter(~bad)
+    else:
+        df = df.with_columns(clean_expr(c, cfg.clean).alias(c) for c in text_columns)
+    df = df.with_columns(pl.lit(None, dtype=pl.Utf8).alias("lang"))  # filled by the language-id filter
     if spec is None:
         df, filtered = apply_filters(df, cfg.filters)
         drops = [filtered]
     else:
         df, drops = _filter_fields(df, spec, cfg.filters)
+    drops = misaligned + drops
     dropped = pl.concat([d.select(*where, "locator", pl.lit("filter").alias("stage"), "reason", "detail")
                          for d in drops])
 
@@ -436,7 +453,8 @@ def _build(out: Path, refs: list[SourceRef], cfg) -> dict[str, Any]:
     q = pl.DataFrame(quarantine, schema={**dict.fromkeys(DROPPED_SCHEMA, pl.Utf8), "raw": pl.Binary})
     if df.height:
         outcome = validate_frame(df.to_pandas(), cfg.validate, out, columns=columns,
-                                 text_columns=_text_columns(spec), label_columns=spec.label_names if spec else ())
+                                 text_columns=_text_columns(spec), label_columns=spec.label_names if spec else (),
+                                 tag_columns=spec.label_names if cfg.reader.tagged else ())
         validation, data_docs = outcome.summary, outcome.data_docs
         if outcome.row_failures:
             failures = pl.DataFrame({"doc_id": list(outcome.row_failures), "reason": list(outcome.row_failures.values())})

@@ -8,7 +8,11 @@ The suite has two kinds of expectations:
   expectation's name as the reason, and the rest of the shard is published.
 
 A corpus with named fields (:func:`columns_for`) has them as columns in place of ``text``: every text field gets
-the not-null and length expectations (``min_chars``/``max_chars`` per field), every label the not-null one.
+the not-null and length expectations (``min_chars``/``max_chars`` per field), every label the not-null one. A tagged
+corpus (``reader.tags``: ``tokens`` and tag fields, each a sentence's words or tags joined by one space) also gets,
+per tag field, ``expect_column_pair_values_to_be_equal`` on two counts GX is given beside the rows (``_n_tokens``
+and ``_n_<field>``: the words and the tags of each row, split on single spaces): a row whose tags do not match its
+words one to one is quarantined under that name, as every row-level failure is.
 
 GX is paid for once per process, not per shard: it is imported once, each thread builds one ephemeral
 context with one validation definition per validation config (suite, pandas data source, batch
@@ -105,8 +109,14 @@ class ValidationOutcome:
     data_docs: str | None = None
 
 
+def count_column(column: str) -> str:
+    """The column GX is given beside a tagged corpus's rows: how many space-separated items ``column`` holds."""
+    return f"_n_{column}"
+
+
 def _suite(gx, cfg: ValidationConfig, name: str = "corpus_shard", columns: tuple[str, ...] = COLUMNS,
-           text_columns: tuple[str, ...] = ("text",), label_columns: tuple[str, ...] = ()):
+           text_columns: tuple[str, ...] = ("text",), label_columns: tuple[str, ...] = (),
+           tag_columns: tuple[str, ...] = ()):
     suite = gx.ExpectationSuite(name=name)
     suite.add_expectation(gx.expectations.ExpectTableColumnsToMatchOrderedList(column_list=list(columns)))
     suite.add_expectation(gx.expectations.ExpectColumnValuesToBeUnique(column="doc_id"))
@@ -120,6 +130,9 @@ def _suite(gx, cfg: ValidationConfig, name: str = "corpus_shard", columns: tuple
         )
     for label in label_columns:
         suite.add_expectation(gx.expectations.ExpectColumnValuesToNotBeNull(column=label))
+    for tag in tag_columns:  # one tag per word
+        suite.add_expectation(gx.expectations.ExpectColumnPairValuesToBeEqual(
+            column_A=count_column("tokens"), column_B=count_column(tag)))
     for exp in cfg.expectations:
         class_name = "".join(part.capitalize() for part in exp["type"].split("_"))
         cls = getattr(gx.expectations, class_name, None)
@@ -151,12 +164,13 @@ def _no_batch_fingerprint() -> None:
 
 
 def validation_for(cfg: ValidationConfig, columns: tuple[str, ...] = COLUMNS, text_columns: tuple[str, ...] = ("text",),
-                   label_columns: tuple[str, ...] = ()):
+                   label_columns: tuple[str, ...] = (), tag_columns: tuple[str, ...] = ()):
     """This thread's GX validation definition for ``cfg`` (and the shard's columns): built on first use (context,
     data source, suite, validation definition), then reused for every shard this thread validates."""
     import great_expectations as gx
 
-    shape = {} if columns == COLUMNS else {"columns": columns, "text": text_columns, "labels": label_columns}
+    shape = {} if columns == COLUMNS else {"columns": columns, "text": text_columns, "labels": label_columns,
+                                           **({"tags": tag_columns} if tag_columns else {})}
     key = json.dumps({"min_chars": cfg.min_chars, "max_chars": cfg.max_chars, "expectations": cfg.expectations,
                       **shape}, sort_keys=True, default=str)
     cache = getattr(_PER_THREAD, "definitions", None)
@@ -170,7 +184,7 @@ def validation_for(cfg: ValidationConfig, columns: tuple[str, ...] = COLUMNS, te
     if key not in cache:
         context = _PER_THREAD.context
         name = f"corpus_shard_{len(cache)}"
-        suite = context.suites.add(_suite(gx, cfg, name, columns, text_columns, label_columns))
+        suite = context.suites.add(_suite(gx, cfg, name, columns, text_columns, label_columns, tag_columns))
         batch = (context.data_sources.add_pandas(name).add_dataframe_asset("shard")
                  .add_batch_definition_whole_dataframe("all"))
         cache[key] = context.validation_definitions.add(gx.ValidationDefinition(data=batch, suite=suite, name=name))
@@ -197,15 +211,22 @@ def run_validation(definition, frame):
 
 def validate_frame(frame, cfg: ValidationConfig, out_dir: Path | None,
                    static_root: Path | None = None, *, columns: tuple[str, ...] = COLUMNS,
-                   text_columns: tuple[str, ...] = ("text",), label_columns: tuple[str, ...] = ()) -> ValidationOutcome:
+                   text_columns: tuple[str, ...] = ("text",), label_columns: tuple[str, ...] = (),
+                   tag_columns: tuple[str, ...] = ()) -> ValidationOutcome:
     """Validate a pandas DataFrame of shard rows (``columns``, of which ``text_columns`` hold text and
-    ``label_columns`` labels). Writes the Data Docs page under ``out_dir`` if given (its assets under
-    ``static_root``, see :func:`write_data_docs`)."""
+    ``label_columns`` labels; ``tag_columns``: a tagged corpus's tag fields, each checked to hold one tag per word
+    of ``tokens``). Writes the Data Docs page under ``out_dir`` if given (its assets under ``static_root``, see
+    :func:`write_data_docs`)."""
     if not cfg.enabled:
         return ValidationOutcome({}, {"enabled": False})
     from great_expectations.util import convert_to_json_serializable
 
-    result = run_validation(validation_for(cfg, tuple(columns), tuple(text_columns), tuple(label_columns)), frame)
+    if tag_columns:  # the counts the pair expectations compare, given to GX only (never published)
+        counted = ("tokens", *tag_columns)
+        frame = frame.assign(**{count_column(c): frame[c].str.count(" ") + 1 for c in counted})
+        columns = (*columns, *(count_column(c) for c in counted))
+    result = run_validation(validation_for(cfg, tuple(columns), tuple(text_columns), tuple(label_columns),
+                                           tuple(tag_columns)), frame)
     docs = None
     if out_dir is not None and cfg.data_docs:
         docs = write_data_docs(result, out_dir, static_root)
@@ -215,7 +236,7 @@ def validate_frame(frame, cfg: ValidationConfig, out_dir: Path | None,
     for r in result.results:
         cfg_ = r.expectation_config
         kind = cfg_.type
-        column = cfg_.kwargs.get("column")
+        column = cfg_.kwargs.get("column") or cfg_.kwargs.get("column_B")  # a pair: the tag field's count
         res = convert_to_json_serializable(r.result or {})  # what r.to_json_dict()["result"] holds
         expectations.append({"expectation": kind, "column": column, "success": bool(r.success),
                              "unexpected_count": res.get("unexpected_count", 0)})

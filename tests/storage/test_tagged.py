@@ -134,3 +134,41 @@ def test_wnut17_counts_as_its_readme():
         assert all(r.ok for r in records) and len(records) == sentences
         assert sum(len(r.fields["tokens"]) for r in records) == tokens
         assert len(get_entities([r.fields["ner"] for r in records])) == entities
+
+
+def test_the_corpus_form_read_from_a_stream_joined_and_bounded(tmp_path):
+    """What the corpus stage reads (storage/readers.py): the lines of the stream it hashes and decompresses, each
+    sentence's words and tags joined by single spaces (a word or tag that could not be: ``token_whitespace``, naming
+    its line), the text and offsets in meta, and no sentence held past ``limit`` bytes (``too_large``)."""
+    import io
+
+    path = write(tmp_path, "a.conllu", CONLLU)
+    tags = TagColumns({"upos": "upos"})
+    records = list(read_conllu("d/a.conllu", tags, "line", stream=io.BufferedReader(io.BytesIO(CONLLU.encode())),
+                               joined=True))
+    listed = list(read_conllu(path, tags))
+    assert [r.locator for r in records] == [r.locator.replace("a.conllu", "line") for r in listed]
+    assert [r.reason for r in records] == [r.reason for r in listed]
+    first = records[0]
+    assert first.fields == {"tokens": "They did n't go .", "upos": "PRON AUX PART VERB PUNCT"}
+    assert first.meta == {"text": "They didn't go.", "offsets": listed[0].meta["offsets"]}
+    with pytest.raises(TaggedError, match="^d/a.conllu: CoNLL-U has no tag column"):  # the stream's name in errors
+        list(read_conllu("d/a.conllu", TagColumns({"ner": "ner"}), stream=io.BytesIO(b"")))
+
+    lines = [b"New York\tNNP", b"is\tVBZ", b"", b"word\t", b"", b"fine\tJJ", b""]  # an iterable of lines works too
+    bad = {r.locator: (r.reason, r.detail) for r in read_columns("c.conll", TagColumns({"pos": 1}), stream=lines,
+                                                                 joined=True)}
+    assert bad["c.conll:1"][0] == "token_whitespace"
+    assert bad["c.conll:1"][1].startswith("line 1: word 1 'New York' holds whitespace")
+    assert bad["c.conll:4"][0] == "token_whitespace" and bad["c.conll:4"][1].startswith("line 4: pos tag 1 '' is empty")
+    assert bad["c.conll:6"] == (None, "")
+
+    long = b"".join(b"w%d\tX\n" % i for i in range(200)) + b"\nshort\tX\n"
+    out = list(read_columns("big.conll", TagColumns({"pos": 1}), stream=io.BufferedReader(io.BytesIO(long)),
+                            joined=True, limit=300))
+    assert [(r.locator, r.reason) for r in out] == [("big.conll:1", "too_large"), ("big.conll:202", None)]
+    assert out[0].detail == f"line 1: a sentence of {len(long) - 10} bytes > max_document_bytes 300"
+    assert out[0].raw.startswith(b"w0\tX\nw1\tX") and len(out[0].raw) < 4200
+    # with a stream the path only names the file: it need not exist
+    assert [r.fields for r in read_columns(tmp_path / "none.conll", TagColumns({"pos": 1}), stream=[b"a\tX"])] == [
+        {"tokens": ["a"], "pos": ["X"]}]

@@ -1,0 +1,64 @@
+"""The tag stage's pieces that need no training: the vocabularies, raw text split into words with offsets, and
+the scores a split gets (entity tags by seqeval, part of speech by accuracy and confusion counts)."""
+
+from __future__ import annotations
+
+import pytest
+
+from corpusforge.tasks.tag.data import Vocab, is_entity_tags, scheme_of, split_words
+from corpusforge.tasks.tag.inference import score
+
+
+def test_vocab_keeps_frequent_words_and_every_character():
+    words = [["the", "cat", "sat"], ["the", "dog"]]
+    tags = [["DET", "NOUN", "VERB"], ["DET", "NOUN"]]
+    v = Vocab.build(words, tags, min_count=2)
+    assert v.words == ["<pad>", "<unk>", "the"] and v.tags == ["DET", "NOUN", "VERB"]
+    ids, chars = v.encode(["the", "cow"])
+    assert ids == [2, 1]  # an unseen word is <unk> ...
+    assert chars[1] == [v.char_id["c"], v.char_id["o"], 1]  # ... its characters still read ('w' unseen: unknown)
+    assert Vocab.build(words, tags, min_count=1, lowercase=True).encode(["The"])[0] == [Vocab.build(
+        words, tags, min_count=1, lowercase=True).word_id["the"]]
+    with pytest.raises(ValueError, match="'ADJ' is not one the training split has"):
+        v.tag_ids(["ADJ"], "valid")
+    assert v.coverage([["the", "cow"]]) == 0.5
+
+
+def test_vocab_round_trips(tmp_path):
+    v = Vocab.build([["a", "b"]], [["X", "Y"]], min_count=1)
+    v.save(tmp_path / "vocab.json")
+    w = Vocab.load(tmp_path / "vocab.json")
+    assert w.to_dict() == v.to_dict()
+
+
+@pytest.mark.parametrize("text, words", [
+    ("I don't know.", ["I", "do", "n't", "know", "."]),
+    ("It's 3.5 km to @bob's #party http://x.org/a?b=1 now!", ["It", "'s", "3.5", "km", "to", "@bob", "'s", "#party",
+                                                              "http://x.org/a?b=1", "now", "!"]),
+    ("well-known e-mail...", ["well-known", "e-mail", "..."]),
+    ("", []),
+])
+def test_split_words_gives_words_and_their_offsets(text, words):
+    got, offsets = split_words(text)
+    assert got == words
+    assert [text[a:b] for a, b in offsets] == words
+
+
+def test_entity_tags_are_told_apart():
+    assert is_entity_tags(["O", "B-person", "I-person"]) and scheme_of(["O", "B-x", "I-x"]) == "IOB2"
+    assert scheme_of(["O", "S-x", "B-y", "E-y"]) == "IOBES"
+    assert not is_entity_tags(["NOUN", "VERB"]) and not is_entity_tags(["O"])
+
+
+def test_score_entities_and_part_of_speech():
+    words = [["Bob", "lives", "in", "New", "York"]]
+    gold = [["B-person", "O", "O", "B-location", "I-location"]]
+    pred = [["B-person", "O", "O", "B-location", "O"]]  # the location cut short: a wrong entity
+    tags = ["B-location", "B-person", "I-location", "O"]
+    s = score(words, gold, pred, tags, train=(words, gold))
+    assert s["precision"] == 0.5 and s["recall"] == 0.5 and s["f1"] == 0.5 and s["entities"] == 2
+    assert s["per_type"]["person"]["f1"] == 1.0 and s["per_type"]["location"]["f1"] == 0.0
+    assert s["accuracy"] == 0.8 and s["baseline_accuracy"] == 1.0  # the baseline saw these very words
+    assert s["frequent_errors"] == [{"word": "York", "gold": "I-location", "predicted": "O", "count": 1}]
+    pos = score([["a", "b"]], [["X", "Y"]], [["X", "X"]], ["X", "Y"])
+    assert pos["confusion"] == {"tags": ["X", "Y"], "counts": [[1, 0], [1, 0]]} and "f1" not in pos
