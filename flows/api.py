@@ -558,18 +558,18 @@ def tag_config(train: PathLike, preset: str, valid: PathLike | None = None, test
                init: str | None = None, overrides: Sequence[str] = ()) -> dict:
     """The pipeline config for ``tag train``: a tagged file (CoNLL-U, or a CoNLL column file: a word and its tags on
     each line, a blank line between sentences), the ``--valid``/``--test`` files pinned to their splits, the
-    preset's corpus reader (which tag column: ``corpus.reader.tags``) and tag section. --set keys without a section
-    prefix address the tag section. Every file is read before any work (:func:`check_tagged`): a file that is not
+    preset's corpus reader (which tag column: ``corpus.reader.tags``) and tag section, and ``init`` (a pre-trained
+    BERT to fine-tune: bert_tagger presets) as ``tag.init``. --set keys without a section prefix address the tag
+    section. Every file is read before any work (:func:`check_tagged`): a file that is not
     tagged, a tag column it lacks, BIO mixed with BIOES or an empty sentence is a ConfigError of one line."""
     from corpusforge.tasks.config import ConfigError, apply_overrides
 
     data = load_preset(preset, "tag")
     name = Path(preset).stem
     required = list(data.pop("requires", None) or [])
-    if init or "init" in required:
-        raise ConfigError(f"--preset {name}: starting a tagger from a pre-trained checkpoint (--init, BERT token "
-                          "classification) is not built yet; use a BiLSTM preset ("
-                          + ", ".join(p for p in preset_names("tag") if "bert" not in p) + ")")
+    if "init" in required and not init and not any(s.startswith(("init=", "tag.init=")) for s in overrides):
+        raise ConfigError(f"--preset {name}: fine-tunes a pre-trained BERT; give --init ID (a bert lm artifact, e.g. "
+                          "one `corpusforge lm train ... --preset bert-mlm-small` made)")
     given = {"train": train, "valid": valid, "test": test}
     for split, path in given.items():
         if path is not None and not Path(path).is_file():
@@ -584,7 +584,7 @@ def tag_config(train: PathLike, preset: str, valid: PathLike | None = None, test
         "name": f"tag-{name}",
         "corpus": {"name": Path(train).stem.split(".")[0][:40] or "tagged", **corpus, "split": split,
                    "sources": [str(p) for p in given.values() if p]},
-        "tag": dict(data.get("tag") or {}),
+        "tag": {**(data.get("tag") or {}), **({"init": init} if init else {})},
         "runner": data.get("runner", {"kind": "threads", "workers": 2}),
     }
     if "tracking" in data:

@@ -54,8 +54,8 @@ def train(
     test: Annotated[Optional[Path], typer.Option("--test", metavar="FILE",
                                                  help="Test sentences, scored after training.")] = None,
     init: Annotated[Optional[str], typer.Option("--init", metavar="ID", help=(
-        "Start from a pre-trained checkpoint (BERT token classification): not built yet; refused with a "
-        "one-line error."))] = None,
+        "Fine-tune this pre-trained checkpoint (the -bert presets): a bert lm artifact (`lm train --preset "
+        "bert-mlm-small`) or a tag artifact of the bert_tagger family; its shape and its tokenizer are used."))] = None,
     set_: SetOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,

@@ -69,7 +69,9 @@ class Tagging(Objective):
     def _collate(self, model, split: str, indices: list[int]) -> tuple[torch.Tensor, ...]:
         sentences, tags = self.splits[split]
         inputs = model.collate([sentences[i] for i in indices])
-        return (*inputs, pad_tags([tags[i] for i in indices], inputs[-1].shape[1]))
+        mask = inputs[-1]
+        # a word the model did not read (cut by its max_len, or its sub-words past a BERT's block) carries no label
+        return (*inputs, pad_tags([tags[i] for i in indices], mask.shape[1]).masked_fill(~mask, IGNORE))
 
     def batch(self, index: int, gen: torch.Generator) -> Batch:
         indices, _ = self.batches.get(index)

@@ -31,13 +31,16 @@ SPLITS = ("train", "valid", "test")
 def build_tag(upstream: StepResult, cfg: TagStageConfig, store: ArtifactStore,
               on_metrics: Callable[[int, dict[str, float]], None] | None = None,
               refs: Mapping[str, StepResult] | None = None) -> StepResult:
-    """Train (or reuse) the tagger on the corpus artifact ``upstream``."""
-    return training_step(upstream, cfg, store, step=STEP, version=TAG_VERSION, family=cfg.family,
-                         libraries=("torch", "safetensors", "polars", "seqeval"),
-                         build=lambda out, src, scratch, found: _train(out, src, cfg, scratch, on_metrics))
+    """Train (or reuse) the tagger on the corpus artifact ``upstream``. ``refs``: the ``init`` checkpoint when the
+    pipeline resolved it (called without, an id is looked up in the store)."""
+    return training_step(upstream, cfg, store, step=STEP, version=TAG_VERSION, section="tag", family=cfg.family,
+                         refs=refs, libraries=("torch", "safetensors", "polars", "seqeval"),
+                         build=lambda out, src, scratch, found: _train(out, src, cfg, scratch, on_metrics,
+                                                                       {k: Path(r.path) for k, r in found.items()}))
 
 
-def _train(out: Path, corpus_dir: Path, cfg: TagStageConfig, scratch: Path, on_metrics) -> dict[str, Any]:
+def _train(out: Path, corpus_dir: Path, cfg: TagStageConfig, scratch: Path, on_metrics,
+           refs: Mapping[str, Path]) -> dict[str, Any]:
     import torch
 
     from corpusforge.models.objectives import build as build_objective
@@ -52,10 +55,11 @@ def _train(out: Path, corpus_dir: Path, cfg: TagStageConfig, scratch: Path, on_m
     if data["valid"] is None or not len(data["valid"]):
         raise ValueError("the tag step needs a validation split: give tag train --valid FILE, or set "
                          "corpus.split.valid > 0")
-    vocab = Vocab.build(train.words, train.tags, cfg.min_count, cfg.lowercase)
+    warnings: list[str] = []
+    start = _start(cfg, refs.get("init"), train, warnings) if cfg.init else None
+    vocab = start["vocab"] if start else Vocab.build(train.words, train.tags, cfg.min_count, cfg.lowercase)
     if len(vocab.tags) < 2:
         raise ValueError(f"the train split has one tag only ({vocab.tags[0]!r}): a tagger needs two or more")
-    warnings: list[str] = []
     splits = {}
     for split, found in data.items():
         if found is None or not len(found) or (split == "test" and not cfg.evaluate_test):
@@ -68,9 +72,15 @@ def _train(out: Path, corpus_dir: Path, cfg: TagStageConfig, scratch: Path, on_m
                             f"{len(found) - len(known)} sentence(s) that hold one")
         splits[split] = ([vocab.encode(found.words[i]) for i in known],
                          [vocab.tag_ids(found.tags[i], split) for i in known])
-    mcfg = model_config(cfg, vocab_size=len(vocab.words), pad_id=0, n_chars=len(vocab.chars), n_tags=len(vocab.tags))
+    if start:
+        mcfg = start["model"]
+    else:
+        mcfg = model_config(cfg, vocab_size=len(vocab.words), pad_id=0, n_chars=len(vocab.chars),
+                            n_tags=len(vocab.tags))
     torch.manual_seed(cfg.train.seed)  # the weights' init
     model = build_model(cfg.family, mcfg)
+    if start:
+        _load_start(model, start, warnings)
     objective = build_objective(cfg.objective, mcfg, splits)
     result, record, metrics, seconds = fit(model, objective, cfg.train, scratch, on_metrics)
     model = model.cpu().eval()
@@ -101,6 +111,10 @@ def _train(out: Path, corpus_dir: Path, cfg: TagStageConfig, scratch: Path, on_m
     extra = {"tag": {"tags": cfg.tags, "entities": entities, "strict": cfg.strict, "scored_split": headline,
                      "min_count": cfg.min_count, "lowercase": cfg.lowercase},
              "data": {"corpus": store_relative(corpus_dir, root), "corpus_id": (read_manifest(corpus_dir) or {}).get("id")}}
+    if start:
+        extra["tokenizer"] = {"path": store_relative(start["tokenizer_dir"], root), "id": start["tokenizer_id"],
+                              "vocab_size": start["model"].vocab_size}
+        extra["tag"]["init"] = start["report"]
     record_training_text(extra, corpus_dir)  # how new text is read: as this text was, word by word
     extra["tag"]["reader"] = _reader_of(corpus_dir, cfg.tags)  # how `tag evaluate` reads a file of this kind
     spec_json = save_trained(out, model, stage="tag", name=cfg.name, objective=cfg.objective, train_cfg=cfg.train,
@@ -116,6 +130,61 @@ def _train(out: Path, corpus_dir: Path, cfg: TagStageConfig, scratch: Path, on_m
                        f"{cfg.name}: {cfg.tags} on the {headline} split, accuracy {head['accuracy']:.3f}")
     record.write(out, metrics, title=f"{cfg.family} {cfg.name}")
     return {"metrics": metrics, "device": spec_json["device"], "warnings": warnings}
+
+
+def _start(cfg: TagStageConfig, parent: Path | None, train, warnings: list[str]) -> dict[str, Any]:
+    """Where a sub-word tagger starts (tag.init): the checkpoint, its tokenizer (each word split into its
+    sub-words), the model config with the checkpoint's shape and the tokenizer's special ids, the tags (a tag
+    artifact's own, which must hold every training tag; else the train split's)."""
+    from corpusforge.models.family import family
+    from corpusforge.models.tokenization import load_tokenizer
+    from corpusforge.tasks.config import ConfigError, derived_model_config
+    from corpusforge.tasks.encoded import checkpoint, checkpoint_tokenizer, role_ids, shape_from
+    from corpusforge.tasks.tag.config import OWN_FIELDS
+    from corpusforge.tasks.tag.data import SubwordVocab
+
+    if parent is None:
+        raise ConfigError(f"tag.init: {cfg.init!r} was not resolved to an artifact")
+    spec, step, parent_id = checkpoint(parent)
+    allowed = family(cfg.family).starts_from
+    if allowed and spec.get("family") not in allowed:
+        raise ConfigError(f"tag.init: {parent.name} is a {spec.get('family')} checkpoint; family {cfg.family} starts "
+                          f"from {', '.join(sorted(allowed))}")
+    found = checkpoint_tokenizer(parent, spec)
+    if found is None:
+        raise ConfigError(f"tag.init: {parent.name} records no tokenizer: its sub-words cannot be read")
+    tok = load_tokenizer(found[0])
+    tags = sorted({t for ts in train.tags for t in ts})
+    if step == STEP:
+        known = list(json.loads((parent / "vocab.json").read_text(encoding="utf-8"))["tags"])
+        missing = sorted(set(tags) - set(known))
+        if missing:
+            raise ConfigError(f"tag.init: {parent.name} knows no tag {', '.join(missing[:5])}; train a new head from a "
+                              "bert checkpoint instead")
+        tags = known
+    mcfg = derived_model_config(cfg.family, cfg.model, tok.vocab_size, role_ids(tok))
+    mcfg = model_config(cfg, **{f: getattr(mcfg, f) for f in ("vocab_size", "cls_id", "sep_id", "pad_id")},
+                        n_tags=len(tags))
+    mcfg, changed = shape_from(mcfg, spec["model"], OWN_FIELDS + ("n_tags",))
+    if changed:
+        warnings.append(f"init {parent.name}: model {', '.join(changed)} taken from the checkpoint")
+    return {"vocab": SubwordVocab(tok, tags), "model": mcfg, "parent": parent, "tokenizer_dir": found[0],
+            "tokenizer_id": found[1], "report": {"id": parent_id, "step": step, "family": spec.get("family")}}
+
+
+def _load_start(model, start: dict[str, Any], warnings: list[str]) -> None:
+    """The checkpoint's weights into the new model, by name; what did not load is reported (the new head)."""
+    from safetensors.torch import load_file
+
+    from corpusforge.models.zoo import load_weights
+
+    parent = start["parent"]
+    report = load_weights(model, load_file(str(parent / "model.safetensors")))
+    start["report"].update(loaded=len(report["loaded"]), **{k: v for k, v in report.items() if k != "loaded"})
+    for what in ("missing", "mismatched"):
+        if report[what]:
+            warnings.append(f"init {parent.name}: {what} {', '.join(report[what][:8])}"
+                            + (f" (+{len(report[what]) - 8} more)" if len(report[what]) > 8 else ""))
 
 
 def _reader_of(corpus_dir: Path, field: str) -> dict[str, Any]:

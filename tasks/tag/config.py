@@ -11,11 +11,17 @@ from typing import Any
 
 from corpusforge.models.configs import TrainConfig
 from corpusforge.models.family import FamilyConfigs
-from corpusforge.tasks.config import ConfigError, check_artifact_name, from_dict, model_identity, objective_field, settle_family
+from corpusforge.tasks.config import (
+    ConfigError, artifact_ref, check_artifact_name, from_dict, model_identity, objective_field, settle_family,
+)
 
 STEP = "tag"
 # the stage trains the families that learn from token-aligned records (corpusforge.models.family: trains_on "tagged")
 TAGGED_FAMILIES = FamilyConfigs("tagged")
+# the families that read sub-words with a pre-trained checkpoint's tokenizer, and so start from one (tag.init)
+SUBWORD_FAMILIES = ("bert_tagger",)
+# the model fields a fine-tuned checkpoint does not fix: the rest of its shape comes from the checkpoint
+OWN_FIELDS = ("dropout", "classifier_dropout", "max_len")
 TOKENS = "tokens"  # the corpus field of a tagged record's words (corpus.reader.tags: storage/readers.py)
 
 
@@ -27,7 +33,8 @@ class TagStageConfig:
     name: str = field(default="tagger", metadata={"doc": "Artifact name (and the registered model's name)."})
     family: str = field(default="tagger", metadata={"doc":
         "The model family (a folder under models/ that trains on tagged records): tagger (a BiLSTM over word "
-        "embeddings and a character CNN, with a softmax or a CRF head: model.head)."})
+        "embeddings and a character CNN, with a softmax or a CRF head: model.head), or bert_tagger (BERT token "
+        "classification, started from a pre-trained bert checkpoint: init)."})
     model: object | None = field(default=None, metadata={"doc":
         "The family's config (corpusforge.models.tagger.config.TaggerConfig; null: its defaults); vocab_size, "
         "pad_id, n_chars and n_tags are set from the training words, characters and tags.",
@@ -35,6 +42,11 @@ class TagStageConfig:
     objective: object | None = objective_field()
     train: TrainConfig = field(default_factory=TrainConfig, metadata={"doc":
         "How to train (corpusforge.models.configs.TrainConfig): the same keys as lm.train."})
+    init: str | None = field(default=None, metadata=artifact_ref(("lm", "tag"), doc=(
+        "bert_tagger: the pre-trained checkpoint it starts from (an artifact id or unique prefix): a bert lm "
+        "artifact (its body loads by name, its shape and its own WordPiece tokenizer are used: each word is split "
+        "into its sub-words, the first one's state is tagged), or a tag artifact of that family to train further. "
+        "What did not load is reported. The tagger family trains from scratch (null).")))
     tags: str = field(default="upos", metadata={"doc":
         "The corpus's tag field to learn (a key of corpus.reader.tags: upos, xpos, ner, ...)."})
     min_count: int = field(default=2, metadata={"doc":
@@ -56,6 +68,12 @@ class TagStageConfig:
             raise ValueError(f"tags: the corpus's tag field (a key of corpus.reader.tags), got {self.tags!r}")
         if not isinstance(self.min_count, int) or self.min_count < 1:
             raise ValueError(f"min_count: an integer >= 1, got {self.min_count!r}")
+        if self.family in SUBWORD_FAMILIES and not self.init:
+            raise ValueError(f"init: family {self.family} starts from a pre-trained BERT and reads words with its "
+                             "tokenizer; give init (--init ID: a bert lm artifact)")
+        if self.init and self.family not in SUBWORD_FAMILIES:
+            raise ValueError(f"init: family {self.family} trains from scratch on the corpus's own words; a "
+                             f"pre-trained checkpoint is for {', '.join(SUBWORD_FAMILIES)}")
 
 
 def tag_config_from_dict(data: dict[str, Any]) -> TagStageConfig:
@@ -76,9 +94,9 @@ def corpus_for(cfg: TagStageConfig, corpus_cfg: Any) -> Any:
     return corpus_cfg
 
 
-def model_config(cfg: TagStageConfig, vocab_size: int, pad_id: int, n_chars: int, n_tags: int) -> Any:
-    """The family's config with what the training data sets."""
+def model_config(cfg: TagStageConfig, **derived: Any) -> Any:
+    """The family's config with what the training data (or the checkpoint's tokenizer) sets."""
     try:
-        return dataclasses.replace(cfg.model, vocab_size=vocab_size, pad_id=pad_id, n_chars=n_chars, n_tags=n_tags)
+        return dataclasses.replace(cfg.model, **derived)
     except ValueError as exc:
         raise ConfigError(f"tag.model.{exc}") from None

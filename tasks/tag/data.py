@@ -121,6 +121,51 @@ class Vocab:
         return cls(data["words"], data["chars"], data["tags"], data.get("lowercase", False))
 
 
+class SubwordVocab(Vocab):
+    """The tags, and a pre-trained checkpoint's tokenizer that splits each word into its sub-word ids (BERT token
+    classification: models/bert_tagger). ``encode`` gives a sentence's words as sub-word id lists; a word the
+    tokenizer has no piece for reads as its unknown token."""
+
+    def __init__(self, tokenizer, tags: Sequence[str]):
+        super().__init__([], [], tags)
+        self.tokenizer = tokenizer
+        self._cache: dict[str, list[int]] = {}
+        unk = getattr(tokenizer, "unk_id", None)
+        self._unk = [] if unk is None else [int(unk)]
+
+    def _pieces(self, words: Sequence[str]) -> list[list[int]]:
+        new = [w for w in dict.fromkeys(words) if w not in self._cache]
+        if new:
+            for w, ids in zip(new, self.tokenizer.encode_batch(list(new))):
+                self._cache[w] = list(ids) or list(self._unk)
+        return [self._cache[w] for w in words]
+
+    def encode(self, words: Sequence[str]) -> list[list[int]]:  # type: ignore[override]
+        return self._pieces(words)
+
+    def coverage(self, words: Sequence[Sequence[str]]) -> float:
+        """The share of ``words`` that are not only the unknown token."""
+        flat = [w for ws in words for w in ws]
+        if not flat:
+            return 0.0
+        return sum(p != self._unk for p in self._pieces(flat)) / len(flat)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tags": self.tags, "subwords": True}
+
+
+def load_vocab(model_dir: Path, tokenizer_dir: Path | None = None) -> Vocab:
+    """A trained tagger's vocabulary (``vocab.json``): words and characters, or, for a sub-word tagger, the tags and
+    the tokenizer its config.json records (``tokenizer_dir`` when given: a registered model carries its own copy)."""
+    data = json.loads((Path(model_dir) / "vocab.json").read_text(encoding="utf-8"))
+    if not data.get("subwords"):
+        return Vocab(data["words"], data["chars"], data["tags"], data.get("lowercase", False))
+    from corpusforge.models.tokenization import load_tokenizer
+    from corpusforge.tasks.encoded import model_tokenizer_dir
+
+    return SubwordVocab(load_tokenizer(tokenizer_dir or model_tokenizer_dir(Path(model_dir))), data["tags"])
+
+
 # Raw text into words as tagged corpora split them (Universal Dependencies, CoNLL, WNUT tweets): a URL, an
 # @mention or #hashtag, a number with its separators, a word with inner hyphens, clitics split off the way the
 # Penn Treebank and UD English write them (do|n't, it|'s, we|'re), any other symbol on its own.

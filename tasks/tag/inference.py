@@ -14,29 +14,36 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from corpusforge.tasks.tag.data import Vocab, is_entity_tags, scheme_of, split_words
+from corpusforge.tasks.tag.data import Vocab, is_entity_tags, load_vocab, scheme_of, split_words
 
 
 def predict_words(model, vocab: Vocab, sentences: Sequence[Sequence[str]], batch_size: int = 128) -> list[list[str]]:
     """The tags of each sentence (a list of words), batched by length; an empty sentence gets no tag. A sentence
-    longer than the model reads at once (model.max_len words) is tagged in pieces of that many words, never cut."""
+    longer than the model reads at once (model.max_len words; a BERT's block of sub-words) is tagged in pieces, the
+    next one starting at the first word the last did not read: never cut."""
     import torch
 
     from corpusforge.models.objectives import evaluating
 
     limit = model.cfg.max_len
-    pieces = [(i, start) for i, ws in enumerate(sentences) for start in range(0, len(ws), limit)]
-    pieces.sort(key=lambda p: len(sentences[p[0]][p[1]:p[1] + limit]))
-    found: dict[tuple[int, int], list[str]] = {}
+    found: list[list[str]] = [[] for _ in sentences]
+    pending = [(i, 0) for i, ws in enumerate(sentences) if len(ws)]
     device = next(model.parameters()).device
     with evaluating(model), torch.no_grad():
-        for start in range(0, len(pieces), batch_size):
-            chunk = pieces[start:start + batch_size]
-            inputs = model.collate([vocab.encode(sentences[i][s:s + limit]) for i, s in chunk])
-            inputs = tuple(t.to(device) for t in inputs)
-            for key, row in zip(chunk, model.decode(model(*inputs), inputs[-1])):
-                found[key] = [vocab.tags[t] for t in row]
-    return [[t for s in range(0, len(ws), limit) for t in found[(i, s)]] for i, ws in enumerate(sentences)]
+        while pending:
+            pending.sort(key=lambda p: min(limit, len(sentences[p[0]]) - p[1]))
+            after = []
+            for start in range(0, len(pending), batch_size):
+                chunk = pending[start:start + batch_size]
+                inputs = model.collate([vocab.encode(sentences[i][s:s + limit]) for i, s in chunk])
+                inputs = tuple(t.to(device) for t in inputs)
+                for (i, s), row in zip(chunk, model.decode(model(*inputs), inputs[-1])):
+                    row = row[: len(sentences[i]) - s]
+                    found[i].extend(vocab.tags[t] for t in row)
+                    if s + len(row) < len(sentences[i]):
+                        after.append((i, s + max(1, len(row))))
+            pending = after
+    return found
 
 
 class TextTagger:
@@ -120,13 +127,16 @@ def _word_cleaner(spec: dict[str, Any]):
     return run
 
 
-def load_tagger(model_dir: str | Path, device: str = "cpu") -> TextTagger:
-    """The tagger saved in ``model_dir`` (config.json, vocab.json, model.safetensors; nothing unpickled)."""
+def load_tagger(model_dir: str | Path, tokenizer_dir: str | Path | None = None, device: str = "cpu") -> TextTagger:
+    """The tagger saved in ``model_dir`` (config.json, vocab.json, model.safetensors; nothing unpickled), with the
+    tokenizer its config.json records when it reads sub-words (``tokenizer_dir`` when given: a registered model
+    carries its own copy)."""
     from corpusforge.models.zoo import load_model
 
     model_dir = Path(model_dir)
     spec = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    return TextTagger(load_model(model_dir, device=device), Vocab.load(model_dir / "vocab.json"), spec)
+    vocab = load_vocab(model_dir, Path(tokenizer_dir) if tokenizer_dir else None)
+    return TextTagger(load_model(model_dir, device=device), vocab, spec)
 
 
 def load_artifact(artifact_dir: Path, manifest: dict[str, Any]) -> TextTagger:

@@ -2,7 +2,8 @@
 its words, their tags and the entity spans (JSON text: a list of {type, start, end, text, ...}).
 
 MLflow imports this module by name (the model's ``loader_module``) and calls ``_load_pyfunc(data_path)``. Nothing is
-pickled: the data directory holds ``tag/`` (``config.json``, ``vocab.json``, ``model.safetensors``). The PyTorch
+pickled: the data directory holds ``tag/`` (``config.json``, ``vocab.json``, ``model.safetensors``) and, for a
+sub-word tagger (BERT), ``tokenizer/``. The PyTorch
 module itself is ``get_raw_model()``.
 
 Input: a string, a list of strings, a dict with ``text``, or a DataFrame (its ``text`` column, else its first).
@@ -23,7 +24,8 @@ class TaggerModel:
     """What ``mlflow.pyfunc.load_model`` wraps: the tagger and a ``predict`` that tags."""
 
     def __init__(self, data_path: str | Path):
-        self.tagger = load_tagger(Path(data_path) / "tag")
+        data = Path(data_path)
+        self.tagger = load_tagger(data / "tag", tokenizer_dir=data / "tokenizer" if (data / "tokenizer").is_dir() else None)
 
     def get_raw_model(self):
         """The torch ``nn.Module`` (what ``PyFuncModel.get_raw_model()`` returns)."""

@@ -17,8 +17,8 @@ def tags(model_dir: Path) -> bool:
 
 
 def register_tagger(tracker, run_id: str, manifest: dict[str, Any], model_dir: Path) -> dict[str, str]:
-    """Register a trained tagger as a pyfunc: ``data/tag`` (config.json, vocab.json and the weights), nothing
-    pickled. Each new artifact adds a version (``models:/NAME@latest``)."""
+    """Register a trained tagger as a pyfunc: ``data/tag`` (config.json, vocab.json and the weights) and, for a
+    sub-word tagger, ``data/tokenizer``; nothing pickled. Each new artifact adds a version (``models:/NAME@latest``)."""
     from corpusforge.storage.tracking import pyfunc_requirements
 
     spec = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
@@ -26,8 +26,13 @@ def register_tagger(tracker, run_id: str, manifest: dict[str, Any], model_dir: P
     labels = {"corpusforge.artifact_id": manifest["id"], "corpusforge.step": "tag",
               "corpusforge.family": str(spec.get("family")), "corpusforge.tag_field": str(spec["tag"]["tags"]),
               "corpusforge.tags": ",".join(vocab["tags"])[:4000]}
+    dirs = {"tag": Path(model_dir)}
+    if spec.get("tokenizer"):  # a sub-word tagger reads words with its checkpoint's tokenizer: a copy goes along
+        from corpusforge.tasks.encoded import model_tokenizer_dir
+
+        dirs["tokenizer"] = model_tokenizer_dir(model_dir)
     return tracker.register_pyfunc_model(
-        run_id, str(manifest["name"]), {"tag": Path(model_dir)},
+        run_id, str(manifest["name"]), dirs,
         loader_module="corpusforge.tasks.tag.pyfunc", pip_requirements=pyfunc_requirements(), params=None,
         tags=labels, kind="tag", artifact_key="tag",
         outputs={"words": "string", "tags": "string", "spans": "string"})

@@ -26,10 +26,15 @@ SMALL_CLASSIFICATION = ["--set", "classify.train.max_iters=20", "--set", "classi
                         "--set", "classify.train.log_interval=10", "--set", "embeddings.epochs=1"]
 
 
-PIPELINES = (("demo.yaml", SMALL), ("demo-translation.yaml", SMALL_TRANSLATION),
-             ("demo-classification.yaml", SMALL_CLASSIFICATION))
+# and its tagging pipeline (configs/demo-tagging.yaml)
+SMALL_TAGGING = ["--set", "tag.train.max_iters=20", "--set", "tag.train.eval_interval=10",
+                 "--set", "tag.train.log_interval=10"]
 
-# The three `corpusforge run` commands in one fresh interpreter, through the console script's own entry point
+
+PIPELINES = (("demo.yaml", SMALL), ("demo-translation.yaml", SMALL_TRANSLATION),
+             ("demo-classification.yaml", SMALL_CLASSIFICATION), ("demo-tagging.yaml", SMALL_TAGGING))
+
+# The four `corpusforge run` commands in one fresh interpreter, through the console script's own entry point
 # (corpusforge.cli:main, as `corpusforge` calls it): one process of its own (its own hash seed, nothing imported,
 # cached or seeded by the first build), paying the imports once instead of once per command (issue 43).
 IN_ONE_PROCESS = """
@@ -63,13 +68,13 @@ def build_demo(prefect_harness: str, store: Path, subprocess: bool) -> Path:
     done = sp.run([sys.executable, "-c", IN_ONE_PROCESS, json.dumps(commands)], env={**os.environ, **env},
                   capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    assert done.stdout.count('"id"') >= 3, done.stdout[-2000:]  # three runs, each printed its JSON
+    assert done.stdout.count('"id"') >= len(PIPELINES), done.stdout[-2000:]  # every run printed its JSON
     return store
 
 
 @pytest.fixture(scope="module")
 def demo_store(prefect_harness, tmp_path_factory) -> Path:
-    """The demo's three pipelines, built in this process (tests/commands.py); the byte-identity test builds them
+    """The demo's four pipelines, built in this process (tests/commands.py); the byte-identity test builds them
     again in a fresh interpreter of their own, through the console script's entry point."""
     return build_demo(prefect_harness, tmp_path_factory.mktemp("demo") / "store", subprocess=False)
 
@@ -106,7 +111,7 @@ def test_every_artifact_of_the_demo_verifies(demo_store):
     dirs = list(store.iter_artifact_dirs())
     steps = {json.loads((d / "manifest.json").read_text())["step"] for d in dirs}
     assert {"corpus_shard", "corpus", "tokenizer", "encode", "embeddings", "ngram", "lm", "lm_sample", "seq2seq",
-            "seq2seq_eval", "classify", "sentence_embeddings"} <= steps, steps
+            "seq2seq_eval", "classify", "sentence_embeddings", "tag"} <= steps, steps
     for d in dirs:
         manifest = json.loads((d / "manifest.json").read_text())
         on_disk = {p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file() and p.name != "manifest.json"}

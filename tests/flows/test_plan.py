@@ -115,7 +115,7 @@ def test_missing_source_is_refused_before_anything_starts(tmp_path):
     assert not (tmp_path / "s" / "mlflow.db").exists()
 
 
-DEMOS = ["demo.yaml", "demo-translation.yaml", "demo-classification.yaml"]
+DEMOS = ["demo.yaml", "demo-translation.yaml", "demo-classification.yaml", "demo-tagging.yaml"]
 
 
 @pytest.mark.parametrize("name", DEMOS)
@@ -148,6 +148,6 @@ def test_every_stage_that_evaluates_on_a_held_out_split_is_checked_before_the_ru
 def test_the_training_stages_declare_the_split_they_evaluate_on():
     from corpusforge.stages import stage_for
 
-    for section in ("lm", "seq2seq", "classify", "sentence_embeddings", "post_training"):
+    for section in ("lm", "seq2seq", "classify", "sentence_embeddings", "post_training", "tag"):
         stage = stage_for(section)
         assert stage.needs_split and stage.needs_split_hint, section

@@ -50,8 +50,12 @@ def test_a_missing_tag_column_and_an_empty_sentence_are_config_errors(tmp_path):
     empty.write_text(text[0] + "\n\n# sent_id = nothing\n# text = \n\n" + text[1] + "\n\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="a sentence without a word"):
         tag_config(empty, "ewt-upos-bilstm-cpu", valid=DEV_FILE)
-    with pytest.raises(ConfigError, match="not built yet"):
-        tag_config(TRAIN_FILE, "ewt-upos-bilstm-cpu", valid=DEV_FILE, init="abcd1234")
+    with pytest.raises(ConfigError, match="give --init ID"):
+        tag_config(TRAIN_FILE, "ewt-upos-bert-cpu", valid=DEV_FILE)
+    from corpusforge.pipeline_config import pipeline_config_from_dict
+
+    with pytest.raises(ConfigError, match="family tagger trains from scratch"):  # when the config is read
+        pipeline_config_from_dict(tag_config(TRAIN_FILE, "ewt-upos-bilstm-cpu", valid=DEV_FILE, init="abcd1234"))
 
 
 def test_the_preset_config_reads_the_file_and_pins_the_splits():
@@ -108,3 +112,58 @@ def test_train_predict_evaluate_and_the_registered_model(prefect_harness, tmp_pa
     again = cf.tag.train(TRAIN_FILE, preset="ewt-upos-bilstm-crf-cpu", valid=DEV_FILE, overrides=QUICK, store=store)
     assert again.id == out["id"] and again.reused
     assert again.load().tag(text)[0]["tags"] == row["tags"]
+
+
+@pytest.mark.e2e
+def test_bert_token_classification_from_our_own_pre_training(prefect_harness, tmp_path, monkeypatch):
+    """A tiny BERT pre-trained on the slice's sentences (lm train), then fine-tuned as a tagger (--init): its body
+    loads by name, its own WordPiece tokenizer splits the words, each word gets one tag (its first sub-word's), the
+    model registers with a copy of that tokenizer and tags text through MLflow."""
+    import corpusforge as cf
+
+    store = tmp_path / "store"
+    monkeypatch.setenv("PREFECT_API_URL", prefect_harness)
+    monkeypatch.setenv("CORPUSFORGE_LOCAL_SERVER", "off")
+    text = tmp_path / "sentences.txt"
+    text.write_text("\n".join(line[len("# text = "):] for line in TRAIN_FILE.read_text(encoding="utf-8").splitlines()
+                              if line.startswith("# text = ")) + "\n", encoding="utf-8")
+    bert = tmp_path / "bert.yaml"
+    bert.write_text(json.dumps({
+        "corpus": {"reader": {"txt_mode": "line"}, "split": {"valid": 0.05, "test": 0.0, "seed": 0}},
+        "tokenizer": {"kind": "wordpiece", "vocab_size": 300, "normalizers": ["nfc"], "pre_tokenizer": "bert",
+                      "unk_token": "[UNK]", "roles": {"cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]",
+                                                      "pad": "[PAD]"}},
+        "lm": {"name": "tiny-bert", "family": "bert", "sample": {"max_new_tokens": 0},
+               "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 48, "dropout": 0.0},
+               "train": {"max_iters": 30, "eval_interval": 30, "batch_size": 16, "cpu_threads": 1,
+                         "log_interval": 10, "eval_iters": 0}}}), encoding="utf-8")
+    pre = cf.lm.train([text], str(bert), store=store)
+    tagger = cf.tag.train(TRAIN_FILE, preset="ewt-upos-bert-cpu", valid=DEV_FILE, init=pre.id, store=store,
+                          overrides=["train.max_iters=30", "train.eval_interval=30", "train.cpu_threads=1",
+                                     "train.batch_size=16", "model.max_len=20"])
+    spec = json.loads((Path(tagger.path) / "config.json").read_text())
+    assert spec["family"] == "bert_tagger" and spec["model"]["n_layer"] == 2  # the checkpoint's shape won
+    init = spec["tag"]["init"]
+    assert init["id"] == pre.id and init["loaded"] > 10 and not [k for k in init["missing"] if k.startswith("body.")]
+    assert init["missing"] == ["classifier.bias", "classifier.weight"]  # the head is new
+    pre_spec = json.loads((Path(pre.path) / "config.json").read_text())
+    assert spec["tokenizer"]["id"] == pre_spec["tokenizer"]["id"]  # the words were read with its tokenizer
+    assert pre.id in {i["id"] for i in json.loads((Path(tagger.path) / "manifest.json").read_text())["inputs"]}
+    assert json.loads((Path(tagger.path) / "vocab.json").read_text())["subwords"] is True
+    m = tagger.metrics
+    assert 0.0 < m["accuracy"] <= 1.0 and "baseline_accuracy" in m
+    loaded = tagger.load()
+    sentence = "Unbelievably , the AP story comes from Washington ."  # a word split into several sub-words
+    (row,) = loaded.tag(sentence)
+    assert row["words"] == sentence.split() and len(row["tags"]) == len(row["words"])
+    long = " ".join(["word"] * 50)  # past model.max_len (20 words): tagged in pieces, every word gets a tag
+    assert len(loaded.tag(long)[0]["tags"]) == 50
+
+    import mlflow
+
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+    model = mlflow.pyfunc.load_model("models:/ewt-upos-bert-cpu@latest")  # the name is the preset's tag.name
+    frame = model.predict([sentence])
+    assert frame["tags"][0].split(" ") == row["tags"]
