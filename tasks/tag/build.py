@@ -70,8 +70,12 @@ def _train(out: Path, corpus_dir: Path, cfg: TagStageConfig, scratch: Path, on_m
             warnings.append(f"the {split} split has tags the train split lacks ({', '.join(unknown[:5])}): every "
                             f"word with one counts as an error, and its validation loss leaves out the "
                             f"{len(found) - len(known)} sentence(s) that hold one")
-        splits[split] = ([vocab.encode(found.words[i]) for i in known],
-                         [vocab.tag_ids(found.tags[i], split) for i in known])
+        sentences = [vocab.encode(found.words[i]) for i in known]
+        tag_ids = [vocab.tag_ids(found.tags[i], split) for i in known]
+        if cfg.subword_labels == "all":  # every sub-word a unit of its own, with its word's tag
+            tag_ids = [[t for pieces, t in zip(s, ts) for _ in (pieces or [None])] for s, ts in zip(sentences, tag_ids)]
+            sentences = [[unit for pieces in s for unit in ([[p] for p in pieces] or [[]])] for s in sentences]
+        splits[split] = (sentences, tag_ids)
     if start:
         mcfg = start["model"]
     else:

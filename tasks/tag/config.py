@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from corpusforge.models.configs import TrainConfig
 from corpusforge.models.family import FamilyConfigs
@@ -47,6 +47,11 @@ class TagStageConfig:
         "artifact (its body loads by name, its shape and its own WordPiece tokenizer are used: each word is split "
         "into its sub-words, the first one's state is tagged), or a tag artifact of that family to train further. "
         "What did not load is reported. The tagger family trains from scratch (null).")))
+    subword_labels: Literal["first", "all"] = field(default="first", metadata={
+        "identity": lambda cfg: cfg.subword_labels != "first",
+        "doc": "bert_tagger: which sub-words of a word carry its tag in training: first (BERT's NER setting: the "
+               "others are not trained on) or all (each sub-word learns the word's tag). Either way a word's "
+               "prediction is its first sub-word's."})
     tags: str = field(default="upos", metadata={"doc":
         "The corpus's tag field to learn (a key of corpus.reader.tags: upos, xpos, ner, ...)."})
     min_count: int = field(default=2, metadata={"doc":
@@ -71,6 +76,9 @@ class TagStageConfig:
         if self.family in SUBWORD_FAMILIES and not self.init:
             raise ValueError(f"init: family {self.family} starts from a pre-trained BERT and reads words with its "
                              "tokenizer; give init (--init ID: a bert lm artifact)")
+        if self.subword_labels != "first" and self.family not in SUBWORD_FAMILIES:
+            raise ValueError(f"subword_labels: {self.subword_labels} is for a family that reads sub-words "
+                             f"({', '.join(SUBWORD_FAMILIES)}); {self.family} reads whole words")
         if self.init and self.family not in SUBWORD_FAMILIES:
             raise ValueError(f"init: family {self.family} trains from scratch on the corpus's own words; a "
                              f"pre-trained checkpoint is for {', '.join(SUBWORD_FAMILIES)}")

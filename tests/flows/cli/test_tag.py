@@ -164,6 +164,11 @@ def test_bert_token_classification_from_our_own_pre_training(prefect_harness, tm
     uri = f"sqlite:///{store / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+    # every sub-word trained on its word's tag (tag.subword_labels: all): a model of its own, predicting per word
+    every = cf.tag.train(TRAIN_FILE, preset="ewt-upos-bert-cpu", valid=DEV_FILE, init=pre.id, store=store,
+                         overrides=["train.max_iters=10", "train.eval_interval=10", "train.cpu_threads=1",
+                                    "train.batch_size=16", "subword_labels=all", "tag.name=every-subword"])
+    assert every.id != tagger.id and len(every.load().tag(sentence)[0]["tags"]) == len(row["words"])
     model = mlflow.pyfunc.load_model("models:/ewt-upos-bert-cpu@latest")  # the name is the preset's tag.name
     frame = model.predict([sentence])
     assert frame["tags"][0].split(" ") == row["tags"]

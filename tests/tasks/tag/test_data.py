@@ -62,3 +62,20 @@ def test_score_entities_and_part_of_speech():
     assert s["frequent_errors"] == [{"word": "York", "gold": "I-location", "predicted": "O", "count": 1}]
     pos = score([["a", "b"]], [["X", "Y"]], [["X", "X"]], ["X", "Y"])
     assert pos["confusion"] == {"tags": ["X", "Y"], "counts": [[1, 0], [1, 0]]} and "f1" not in pos
+
+
+def test_a_tagged_sentence_is_rendered_with_its_spans(tmp_path):
+    from corpusforge.models.tag_eval import spans
+    from corpusforge.tasks.tag.render import plot_tagged, terminal
+
+    words, tags = ["Bob", "lives", "in", "New", "York"], ["B-person", "O", "O", "B-location", "I-location"]
+    text = "Bob lives in New York"
+    offsets = [[0, 3], [4, 9], [10, 12], [13, 16], [17, 21]]
+    row = {"words": words, "tags": tags, "spans": spans(words, tags, offsets, text)}
+    assert terminal(row) == "[Bob]person lives in [New York]location"
+    assert "\x1b[" in terminal(row, colour=True) and terminal(row, colour=True).count("\x1b[0m") == 2
+    assert terminal({"words": ["a", "cat"], "tags": ["DET", "NOUN"], "spans": []}) == "a/DET cat/NOUN"
+    png = plot_tagged({**row, "gold": tags, "text": text, "offsets": offsets}, tmp_path / "t.png", "a sentence")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000
+    pos = plot_tagged({"words": ["a", "cat"], "tags": ["DET", "NOUN"], "gold": ["DET", "VERB"]}, tmp_path / "p.png", "x")
+    assert pos.stat().st_size > 1000
