@@ -25,9 +25,7 @@ def terminal(result: dict[str, Any], colour: bool = False) -> str:
     """One tagged text as a line: entity spans as ``[words]TYPE`` (coloured by type with ``colour``), other tags
     as ``word/TAG``."""
     words, tags, spans = result["words"], result["tags"], result.get("spans") or []
-    if not spans and any(t != "O" for t in tags) and all(t == "O" or t[:2] in ("B-", "I-", "E-", "S-") for t in tags):
-        spans = []  # entity tags without an entity: nothing to mark
-    if spans or all(t == "O" for t in tags):
+    if spans or all(t == "O" for t in tags):  # entity tags: the spans marked, the rest plain words
         colours = _colours(s["type"] for s in spans)
         parts, at = [], 0
         for s in spans:

@@ -79,3 +79,23 @@ def test_a_tagged_sentence_is_rendered_with_its_spans(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000
     pos = plot_tagged({"words": ["a", "cat"], "tags": ["DET", "NOUN"], "gold": ["DET", "VERB"]}, tmp_path / "p.png", "x")
     assert pos.stat().st_size > 1000
+
+
+def test_a_tag_section_needs_a_tagged_corpus_with_its_field():
+    from corpusforge.pipeline_config import pipeline_config_from_dict
+    from corpusforge.tasks.config import ConfigError
+
+    corpus = {"name": "c", "sources": ["x.conllu"]}
+    with pytest.raises(ConfigError, match=r"no tagged records; set corpus.reader.tags"):
+        pipeline_config_from_dict({"name": "p", "corpus": corpus, "tag": {}})
+    with pytest.raises(ConfigError, match=r"tag.tags: 'upos' is not a tag field of the corpus \(corpus.reader.tags has ner\)"):
+        pipeline_config_from_dict({"name": "p", "corpus": {**corpus, "reader": {"tags": {"ner": -1}}}, "tag": {}})
+    cfg = pipeline_config_from_dict({"name": "p", "corpus": {**corpus, "reader": {"tags": {"ner": -1}}},
+                                     "tag": {"tags": "ner", "model": {"head": "crf"}}})
+    assert cfg.tag.model.head == "crf" and cfg.tag.family == "tagger"
+    with pytest.raises(ConfigError, match="subword_labels: all is for a family that reads sub-words"):
+        pipeline_config_from_dict({"name": "p", "corpus": {**corpus, "reader": {"tags": {"ner": -1}}},
+                                   "tag": {"tags": "ner", "subword_labels": "all"}})
+    with pytest.raises(ConfigError, match="family bert_tagger starts from a pre-trained BERT"):
+        pipeline_config_from_dict({"name": "p", "corpus": {**corpus, "reader": {"tags": {"ner": -1}}},
+                                   "tag": {"tags": "ner", "family": "bert_tagger"}})
