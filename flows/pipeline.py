@@ -18,7 +18,7 @@ from prefect.futures import as_completed
 from prefect.utilities.annotations import unmapped
 
 from corpusforge.pipeline_config import RunnerConfig, pipeline_config_from_dict
-from corpusforge.plan import check_store_references, pipeline_summary, stage_references
+from corpusforge.plan import check_store_references, pipeline_summary, remember_run, stage_references
 from corpusforge.stages import STAGES
 from corpusforge.storage.locks import store_in_use
 from corpusforge.storage.store import ArtifactStore, resolve_store_root
@@ -302,6 +302,7 @@ def pipeline_flow(config: dict[str, Any], store: str | None = None, base_dir: st
     summary = pipeline_summary(cfg, store_root, results, outputs, tracking_uri=tracker.tracking_uri,
                                experiment_id=getattr(tracker, "experiment_id", None), run_id=parent.run_id,
                                counts=counts)
+    remember_run(cfg, store_root, results)
     create_markdown_artifact(key="corpusforge-steps", markdown=_summary_markdown(cfg.name, results),
                              description="Which steps were computed and which were reused from the store")
     if parent.run_id:

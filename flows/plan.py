@@ -185,4 +185,21 @@ def answer_from_store(cfg: PipelineConfig, store_root: Path, plan: Plan) -> dict
                                tracking_uri=default_tracking_uri(store_root) if cfg.tracking.enabled else None,
                                experiment_id=None, run_id=None, counts=counts)
     summary["answered_from_store"] = True
+    remember_run(cfg, store_root, plan.results)
     return summary
+
+
+def remember_run(cfg: PipelineConfig, store_root: Path, results: list[StepResult]) -> None:
+    """Record the artifacts this run used or made as its pipeline's latest run (corpusforge.storage.gc.record_run:
+    gc keeps them). A store that cannot take the record (read-only, an object store's cache) is said, not fatal:
+    the run's artifacts are published either way."""
+    import logging
+
+    from corpusforge.storage.gc import record_run
+
+    try:
+        record_run(Path(store_root), cfg.name, [r.id for r in results])
+    except OSError as exc:
+        logging.getLogger("corpusforge").warning("could not record pipeline %s's latest run in %s (%s): "
+                                                 "`artifacts gc` will not know which artifacts it used",
+                                                 cfg.name, store_root, exc)

@@ -3,7 +3,9 @@
 
 What is kept is chosen by a policy: the ``keep_latest`` newest artifacts of each (step, name), every artifact
 newer than ``keep_newer_than`` seconds, and always every artifact a registered MLflow model was made from (the
-store's registry, and its ledger ``.tracking/registry.json``); then, transitively, every artifact a kept one
+store's registry, and its ledger ``.tracking/registry.json``) and every artifact a pipeline's latest run used
+(``.runs/``, :func:`record_run`: two pipelines whose word2vec sections are both named ``embeddings`` each keep
+theirs under ``--keep-latest 1``); then, transitively, every artifact a kept one
 depends on (its manifest's artifact inputs, and any artifact folder its manifest or top-level JSON files name,
 such as a model's tokenizer path). Everything else goes. Without a policy nothing is an artifact to remove, and
 gc only sweeps what killed writers left (``ArtifactStore.sweep_leftovers``).
@@ -18,10 +20,11 @@ manifest names) that the next gc removes. A dry run is the default; it reads onl
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,7 +48,9 @@ _OTHER = {"mlflow.db": "MLflow's database (runs, registered models)",
           ".verified": "reuse records (file stats last hashed)", ".locks": "locks", ".tracking": "registry ledger",
           ".remote.json": "this cache's object-store URL", "_static": "shared Data Docs assets",
           ".scratch": "training scratch (checkpoints, caches)",
-          "prefect": "PREFECT_HOME of CLI runs, the local server's state", "logs": "the local server's log"}
+          "prefect": "PREFECT_HOME of CLI runs, the local server's state", "logs": "the local server's log",
+          ".runs": "each pipeline's latest run: the artifacts it used (gc keeps them)"}
+RUNS = ".runs"
 
 
 SCRATCH = ".scratch"
@@ -376,9 +381,40 @@ def _json_texts(e: Entry) -> Iterable[tuple[str, str]]:
             continue
 
 
+def record_run(root: Path, pipeline: str, ids: Sequence[str]) -> None:
+    """Remember the artifacts a pipeline's run used or made (its latest run replaces the one before):
+    ``<store>/.runs/<digest of the name>.json``. gc keeps them whatever its policy, so a pipeline whose artifacts
+    share a (step, name) with another's (two pipelines' word2vec both named ``embeddings``) never loses the ones its
+    latest run stands on."""
+    import hashlib
+
+    folder = Path(root) / RUNS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(pipeline.encode('utf-8')).hexdigest()[:16]}.json"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"pipeline": pipeline, "finished": time.time(), "ids": list(dict.fromkeys(ids))},
+                              indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def latest_runs(root: Path) -> dict[str, list[str]]:
+    """pipeline -> the artifact ids its latest run used (:func:`record_run`); a file that cannot be read is
+    skipped (it protects nothing, which gc's report then does not claim)."""
+    out: dict[str, list[str]] = {}
+    folder = Path(root) / RUNS
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            out[str(data["pipeline"])] = [str(i) for i in data["ids"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
 def plan(entries: list[Entry], keep_latest: int | None, keep_newer_than: float | None,
-         now: float | None = None) -> tuple[list[Entry], list[Entry]]:
-    """(to remove, in removal order: dependents before their inputs; kept), each with ``why``."""
+         now: float | None = None, runs: Mapping[str, Sequence[str]] | None = None) -> tuple[list[Entry], list[Entry]]:
+    """(to remove, in removal order: dependents before their inputs; kept), each with ``why``. ``runs``: each
+    pipeline's latest run's artifact ids (:func:`latest_runs`), kept whatever the policy."""
     now = time.time() if now is None else now
     by_id = {e.id: e for e in entries}
     kept: dict[str, str] = {}
@@ -387,6 +423,10 @@ def plan(entries: list[Entry], keep_latest: int | None, keep_newer_than: float |
             kept[e.id] = "referenced by registered model " + ", ".join(e.registered)
         elif e.problem:
             kept[e.id] = f"left alone: {e.problem}"
+    for pipeline, ids in (runs or {}).items():
+        for aid in ids:
+            if aid in by_id:
+                kept.setdefault(aid, f"used by pipeline {pipeline}'s latest run")
     if keep_latest is None and keep_newer_than is None:
         for e in entries:
             kept.setdefault(e.id, "no policy given (--keep-latest N, --keep-newer-than AGE)")
@@ -474,7 +514,7 @@ def _run(store: ArtifactStore, keep_latest: int | None, seconds: float | None, s
     registered = registered_artifacts(store.root) if (keep_latest is not None or seconds is not None) else \
         _ledger_registered(store.root)
     entries = inventory(store, registered)
-    remove, kept = plan(entries, keep_latest, seconds)
+    remove, kept = plan(entries, keep_latest, seconds, runs=latest_runs(store.root))
     report = GcReport(store.uri_for_humans, dry_run, policy, [], kept, [])
     if keep_latest is None and seconds is None and entries:
         report.notes.append("no artifact policy given: only what killed writers left was looked at (give "

@@ -123,6 +123,21 @@ def test_every_artifact_of_the_demo_verifies(demo_store):
         assert Catalog(store).verify(manifest["id"]).ok
 
 
+def test_each_pipelines_latest_run_is_recorded_for_gc(demo_store):
+    """Issue 50, item 3: every pipeline of the demo recorded the artifacts its run used (storage/gc.py record_run),
+    so `artifacts gc --keep-latest 1` keeps each pipeline's word2vec although two share a name elsewhere."""
+    from corpusforge.storage.gc import latest_runs
+    from corpusforge.storage.store import ArtifactStore
+
+    runs = latest_runs(demo_store)
+    assert set(runs) == {"demo", "demo-translation", "demo-classification", "demo-tagging"}
+    published = {json.loads((d / "manifest.json").read_text())["id"]: json.loads((d / "manifest.json").read_text())["step"]
+                 for d in ArtifactStore(demo_store).iter_artifact_dirs()}
+    for pipeline, used in runs.items():
+        assert used and set(used) <= set(published), pipeline
+    assert "tag" in {published[i] for i in runs["demo-tagging"]}
+
+
 def test_a_step_cannot_return_the_fields_the_store_owns(store_root):
     from corpusforge.storage.store import ArtifactStore, StoreError
 

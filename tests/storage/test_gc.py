@@ -155,6 +155,31 @@ def test_an_artifact_a_registered_model_was_made_from_is_kept(store_root, lineag
     assert brief[a["t0"]]["registered"] == [f"tok-model v{version}"] and "registered" not in brief[a["c2"]]
 
 
+def test_what_a_pipelines_latest_run_used_is_kept_whatever_its_name_shares(store_root, lineage):
+    """Issue 50, item 3: two pipelines whose tokenizers share a (step, name) (t0 and t1 are both "tokenizer t");
+    --keep-latest 1 kept only the newest, removing the other pipeline's t0 and the c2 it stands on. A pipeline's
+    latest run is recorded (.runs/), and gc keeps what it used, saying so."""
+    from corpusforge.storage.gc import latest_runs, record_run
+
+    a = {k: v.manifest["id"] for k, v in lineage.items()}
+    record_run(store_root, "demo", [a["s1"], a["c1"], a["t1"]])
+    record_run(store_root, "sst2-bilstm", [a["s2"], a["c2"], a["t0"]])
+    record_run(store_root, "sst2-bilstm", [a["s2"], a["c2"], a["t0"]])  # its latest run replaces the one before
+    assert latest_runs(store_root) == {"demo": [a["s1"], a["c1"], a["t1"]], "sst2-bilstm": [a["s2"], a["c2"], a["t0"]]}
+    (store_root / ".runs" / "broken.json").write_text("{not json", encoding="utf-8")  # skipped, protects nothing
+    report = gc(ArtifactStore(store_root), keep_latest=1, dry_run=False)
+    kept = {e.id: e.why for e in report.kept}
+    assert kept[a["t0"]] == "used by pipeline sst2-bilstm's latest run"
+    assert kept[a["c2"]] == "used by pipeline sst2-bilstm's latest run"
+    assert report.removed == [] and listed(store_root) == set(a.values())
+    # a later run of that pipeline that no longer uses t0 lets it go
+    record_run(store_root, "sst2-bilstm", [a["s2"], a["c3"]])
+    report = gc(ArtifactStore(store_root), keep_latest=1, dry_run=False)
+    assert ids(report.removed) == {a["t0"], a["c2"]}
+    other = {row["where"]: row["what"] for row in du(ArtifactStore(store_root)).to_dict()["other"]}
+    assert other[".runs"].startswith("each pipeline's latest run")
+
+
 def test_an_unreadable_registry_stops_gc_before_it_removes(store_root, lineage):
     (store_root / "mlflow.db").write_bytes(b"this is not a sqlite database" * 100)
     with pytest.raises(GcError, match="cannot read the MLflow registry"):
