@@ -46,9 +46,7 @@ def main() -> None:
     records = [r for r in read_conllu(args.file, TagColumns({"upos": "upos"})) if r.ok]
     texts = [r.text for r in records]
     served = mlflow.pyfunc.load_model(f"models:/{args.model}@latest")
-    tagger = served.unwrap_python_model().tagger if hasattr(served, "unwrap_python_model") else None
-    if tagger is None:  # a custom-loader pyfunc: its implementation holds the tagger
-        tagger = served._model_impl.tagger
+    tagger = served._model_impl.tagger  # a custom-loader pyfunc (tasks/tag/pyfunc.py): its implementation holds it
     words = [r.fields["tokens"] for r in records]
     n_words = sum(len(w) for w in words)
 
