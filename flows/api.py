@@ -422,6 +422,23 @@ def _header(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
         raise ConfigError(str(exc)) from exc
 
 
+def _split_files(command: str, train: PathLike, valid: PathLike | None,
+                 test: PathLike | None) -> tuple[dict[str, PathLike | None], dict[str, str]]:
+    """A one-file command's train, --valid and --test files (split -> path) and the names of those given, each one
+    source named after its file: a ConfigError of one line when a file is missing or two share a name."""
+    from corpusforge.tasks.config import ConfigError
+
+    given = {"train": train, "valid": valid, "test": test}
+    for split, path in given.items():
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{path}: no such file ({split})")
+    names = {split: Path(p).name for split, p in given.items() if p}
+    if len(set(names.values())) < len(names):
+        raise ConfigError(f"{command}: the train, --valid and --test files need names of their own (each is one "
+                          f"source named after its file: {', '.join(names.values())})")
+    return given, names
+
+
 def classify_config(train: PathLike, preset: str, valid: PathLike | None = None, test: PathLike | None = None,
                     init: str | None = None, overrides: Sequence[str] = (), text_column: str | None = None,
                     label_column: str | None = None) -> dict:
@@ -439,14 +456,7 @@ def classify_config(train: PathLike, preset: str, valid: PathLike | None = None,
     if "init" in required and not init and not any(s.startswith(("init=", "classify.init=")) for s in overrides):
         raise ConfigError(f"--preset {name}: fine-tunes a pre-trained encoder; give --init ID (a bert lm artifact, "
                           "e.g. one `corpusforge lm train ... --preset bert-mlm-small` made)")
-    given = {"train": train, "valid": valid, "test": test}
-    for split, path in given.items():
-        if path is not None and not Path(path).is_file():
-            raise ConfigError(f"{path}: no such file ({split})")
-    names = {split: Path(p).name for split, p in given.items() if p}
-    if len(set(names.values())) < len(names):
-        raise ConfigError("classify train: the train, --valid and --test files need names of their own (each is one "
-                          f"source named after its file: {', '.join(names.values())})")
+    given, names = _split_files("classify train", train, valid, test)
     columns, rows = _header(Path(train))
     text = text_column or next((c for c in TEXT_COLUMNS if c in columns), None)
     label = label_column or next((c for c in LABEL_COLUMNS if c in columns), None)
@@ -570,14 +580,7 @@ def tag_config(train: PathLike, preset: str, valid: PathLike | None = None, test
     if "init" in required and not init and not any(s.startswith(("init=", "tag.init=")) for s in overrides):
         raise ConfigError(f"--preset {name}: fine-tunes a pre-trained BERT; give --init ID (a bert lm artifact, e.g. "
                           "one `corpusforge lm train ... --preset bert-mlm-small` made)")
-    given = {"train": train, "valid": valid, "test": test}
-    for split, path in given.items():
-        if path is not None and not Path(path).is_file():
-            raise ConfigError(f"{path}: no such file ({split})")
-    names = {split: Path(p).name for split, p in given.items() if p}
-    if len(set(names.values())) < len(names):
-        raise ConfigError("tag train: the train, --valid and --test files need names of their own (each is one "
-                          f"source named after its file: {', '.join(names.values())})")
+    given, names = _split_files("tag train", train, valid, test)
     corpus = dict(data.get("corpus") or {})
     split = pin_held_out(corpus.pop("split", None) or {}, {part: names.get(part) for part in ("valid", "test")})
     base = {
