@@ -256,7 +256,7 @@ def test_screenshot_offline_shows_styled_table_and_icons(tmp_path, chromium):
                 jquery: typeof window.jQuery,
                 logo_loaded: [...document.images].every(img => img.complete && img.naturalWidth > 0),
             }})""")
-            page.screenshot(path=str(shot))
+            red, green = photographed_until_painted(page, shot)
         finally:
             browser.close()
     assert asked == [], f"the page asked the network for {asked}"
@@ -272,9 +272,8 @@ def test_screenshot_offline_shows_styled_table_and_icons(tmp_path, chromium):
     white = sum(n for n, c in colors if min(c) >= 250)
     assert len(colors) > 50 and white < 0.9 * img.width * img.height, "blank screenshot"
     # the failed check's red cross and the passed checks' green circles are painted
-    pixels = img.getdata()
-    assert any(r > 180 and g < 80 and b < 80 for r, g, b in pixels), "no red status icon painted"
-    assert any(g > 120 and r < 80 and b < 120 for r, g, b in pixels), "no green status icon painted"
+    assert red, "no red status icon painted"
+    assert green, "no green status icon painted"
 
 
 # ---------------------------------------------------------------- the MLflow UI's copy
@@ -341,7 +340,6 @@ def test_font_subset_is_cut_once_per_store_and_checked_when_reused(tmp_path):
 
 def test_mlflow_ui_iframe_screenshot(tmp_path, chromium):
     """As MLflow 3's UI shows an .html artifact: a blob: URL in an iframe sandboxed to scripts only."""
-    from PIL import Image
     from playwright.sync_api import sync_playwright
 
     _, html = logged_page(tmp_path)
@@ -373,16 +371,7 @@ def test_mlflow_ui_iframe_screenshot(tmp_path, chromium):
                 tables: document.querySelectorAll('table.table').length,
                 jquery: typeof window.jQuery,
             })""")
-            # the fonts are loaded but a busy machine may not have painted the icons yet: look again for up
-            # to 10 s (the page itself is never changed, only photographed)
-            for _ in range(40):
-                page.screenshot(path=str(shot))
-                pixels = list(Image.open(shot).convert("RGB").getdata())
-                red = any(r > 180 and g < 80 and b < 80 for r, g, b in pixels)
-                green = any(g > 120 and r < 80 and b < 120 for r, g, b in pixels)
-                if red and green:
-                    break
-                page.wait_for_timeout(250)
+            red, green = photographed_until_painted(page, shot)
         finally:
             browser.close()
     assert asked == []
@@ -390,6 +379,23 @@ def test_mlflow_ui_iframe_screenshot(tmp_path, chromium):
     assert state["navbar_display"] == "flex" and state["tables"] >= 3 and state["jquery"] == "function"
     assert red, "no red status icon painted"
     assert green, "no green status icon painted"
+
+
+def photographed_until_painted(page, shot: Path) -> tuple[bool, bool]:
+    """Screenshots of ``page`` into ``shot`` until a red (failed check) and a green (passed check) status icon
+    are both painted, for up to 10 s: with the fonts loaded, a busy machine may not have painted them yet (seen
+    once). The page is only photographed, never changed. Returns (red seen, green seen) of the last screenshot."""
+    from PIL import Image
+
+    for _ in range(40):
+        page.screenshot(path=str(shot))
+        pixels = list(Image.open(shot).convert("RGB").getdata())
+        red = any(r > 180 and g < 80 and b < 80 for r, g, b in pixels)
+        green = any(g > 120 and r < 80 and b < 120 for r, g, b in pixels)
+        if red and green:
+            break
+        page.wait_for_timeout(250)
+    return red, green
 
 
 def test_a_dead_writers_temp_folder_is_swept(tmp_path):
