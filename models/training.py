@@ -91,8 +91,20 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> 
     # decay matrices and embeddings, not biases and LayerNorm gains (nanoGPT)
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    fused = device.type == "cuda"
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=fused)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=fused_adamw(params, device))
+
+
+def fused_adamw(params: Sequence[torch.Tensor], device: torch.device) -> bool:
+    """Whether AdamW's fused kernel can update ``params`` on ``device``: on GPU, and on CPU too (one kernel per
+    tensor instead of a dozen foreach passes: an optimizer step 4-9x faster on the CPU-sized models, issue 51;
+    the same update to float rounding, and deterministic). Not for sparse gradients or non-float weights."""
+    try:
+        from torch.optim.optimizer import _get_fused_kernels_supported_devices
+
+        supported = set(_get_fused_kernels_supported_devices())
+    except ImportError:  # a torch without the helper: the GPU only, as before
+        supported = {"cuda"}
+    return device.type in supported and all(p.is_floating_point() and not p.is_sparse for p in params)
 
 
 # --- the loop --------------------------------------------------------------------------------------
