@@ -7,7 +7,8 @@ A translate model gives (corpusforge.models.seq2seq, corpusforge.models.transfor
 - ``decode_step(memory, src_mask, prev_ids (B, t), cache, return_attention) -> (logits (B, V), cache, attention
   (B, heads, S) or None)``: the next token after the prefix; ``cache=None`` reads the whole prefix, a cache only
   its last token;
-- ``reorder_cache(cache, index)``: keep the rows ``index`` (each surviving hypothesis continues its parent's).
+- ``reorder_cache(cache, index)``: keep the rows ``index`` (each surviving hypothesis continues its parent's);
+  ``index`` only moves rows among the beams of one source, so what depends on the source alone may stay as it is.
 
 Hypotheses start with bos; a hypothesis ends at eos (the eos is scored, not returned) or after ``max_len``
 tokens. Beam search keeps ``beam`` hypotheses per sentence and ranks finished ones by
@@ -121,12 +122,16 @@ def beam_search(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, bos
     lengths = src_mask.sum(1).tolist()
     finished: list[list[tuple[float, list[int], torch.Tensor | None]]] = [[] for _ in range(B)]
     done = [False] * B
+    device = src.device
+    n_finished = [0] * B
     with _evaluating(model):
         memory = map_batch(model.encode(src, src_mask), lambda t: t.repeat_interleave(K, dim=0))
         mask = src_mask.repeat_interleave(K, dim=0)
-        ids = torch.full((B * K, 1), bos_id, dtype=torch.long, device=src.device)
-        scores = torch.zeros(B, K, device=src.device)
+        ids = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)
+        scores = torch.zeros(B, K, device=device)
         scores[:, 1:] = float("-inf")  # the K beams start as one hypothesis: expand only the first
+        first_row = torch.arange(B, device=device).unsqueeze(1) * K  # (B, 1): each sentence's first beam row
+        live = torch.ones(B, 1, dtype=torch.bool, device=device)  # sentences still searched
         cache, history = None, None  # history: the attention of every step (B * K, t, heads, S)
         for t in range(max_len):
             logits, cache, attention = model.decode_step(memory, mask, ids, cache, return_attention)
@@ -136,41 +141,46 @@ def beam_search(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, bos
             logp = F.log_softmax(logits.float(), dim=-1)
             V = logp.shape[-1]
             candidates = (scores.unsqueeze(-1) + logp.view(B, K, V)).view(B, K * V)
-            # 2K candidates: K continuations survive even if K of the best end here
-            top, where = candidates.topk(min(2 * K, K * V), dim=1)
-            top, where = top.tolist(), where.tolist()
-            rows, tokens, kept_scores = [], [], []
-            for b in range(B):
-                keep: list[tuple[int, int, float]] = []
-                if not done[b]:
-                    for rank, (score, flat) in enumerate(zip(top[b], where[b])):
-                        if score == float("-inf"):
-                            break
-                        row, token = b * K + flat // V, flat % V
-                        if token == eos_id:
-                            if rank < K:  # an eos outside the K best is not taken (fairseq)
-                                finished[b].append((score / gnmt_penalty(t + 1, length_penalty), ids[row, 1:].tolist(),
-                                                    history[row] if history is not None else None))
-                        elif len(keep) < K:
-                            keep.append((row, token, score))
-                        if len(keep) == K:
-                            break
-                    if t == max_len - 1:  # out of room: the live hypotheses end here, without eos
-                        for row, token, score in keep:
-                            finished[b].append((score / gnmt_penalty(t + 1, length_penalty), ids[row, 1:].tolist() + [token],
-                                                history[row] if history is not None else None))
-                    done[b] = len(finished[b]) >= K or t == max_len - 1
-                while len(keep) < K:  # a finished sentence's rows idle (never expanded again)
-                    keep.append((b * K, eos_id, float("-inf")))
-                for row, token, score in keep:
-                    rows.append(row)
-                    tokens.append(token)
-                    kept_scores.append(score)
-            if all(done):
-                break
-            index = torch.tensor(rows, device=src.device)
-            ids = torch.cat([ids.index_select(0, index), torch.tensor(tokens, device=src.device)[:, None]], dim=1)
-            scores = torch.tensor(kept_scores, device=src.device).view(B, K)
+            # 2K candidates: K continuations survive even if K of the best end here. Every sentence at once, on
+            # the device (fairseq's way): no Python loop over the candidates, one host sync per step.
+            C = min(2 * K, K * V)
+            top, where = candidates.topk(C, dim=1)  # (B, C), best first
+            rows, tokens = first_row + torch.div(where, V, rounding_mode="floor"), where % V
+            rank = torch.arange(C, device=device).unsqueeze(0)
+            usable = live & (top > float("-inf"))
+            is_eos = tokens == eos_id
+            ends = usable & is_eos & (rank < K)  # an eos outside the K best is not taken (fairseq)
+            goes_on = usable & ~is_eos
+            keep = goes_on & (goes_on.cumsum(1) <= K)  # the K best continuations, in rank order
+            chosen = torch.where(keep, rank, rank + C).argsort(dim=1)[:, :K]  # kept first, each in rank order
+            kept = keep.gather(1, chosen)
+            # a finished sentence's rows idle on its first row (never expanded again)
+            next_rows = torch.where(kept, rows.gather(1, chosen), first_row)
+            next_tokens = torch.where(kept, tokens.gather(1, chosen), eos_id)
+            next_scores = torch.where(kept, top.gather(1, chosen), float("-inf"))
+            last = t == max_len - 1
+            if last or bool(ends.any()):
+                penalty = gnmt_penalty(t + 1, length_penalty)
+                for b, c in ends.nonzero().tolist():  # row-major: each sentence's in rank order
+                    row = int(rows[b, c])
+                    finished[b].append((float(top[b, c]) / penalty, ids[row, 1:].tolist(),
+                                        history[row] if history is not None else None))
+                    n_finished[b] += 1
+                if last:  # out of room: the live hypotheses end here, without eos
+                    for b, k in kept.nonzero().tolist():
+                        row = int(next_rows[b, k])
+                        finished[b].append((float(next_scores[b, k]) / penalty,
+                                            ids[row, 1:].tolist() + [int(next_tokens[b, k])],
+                                            history[row] if history is not None else None))
+                for b in range(B):
+                    if n_finished[b] >= K or last:
+                        done[b] = True
+                if all(done):
+                    break
+                live = torch.tensor([not d for d in done], device=device).unsqueeze(1)
+            index = next_rows.view(-1)
+            ids = torch.cat([ids.index_select(0, index), next_tokens.view(-1, 1)], dim=1)
+            scores = next_scores
             cache = model.reorder_cache(cache, index)
             if history is not None:
                 history = history.index_select(0, index)

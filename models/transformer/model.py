@@ -247,5 +247,7 @@ class Transformer(nn.Module):
         return logits[:, -1], cache, (maps[-1][:, :, -1] if return_attention else None)
 
     def reorder_cache(self, cache: Cache, index: torch.Tensor) -> Cache:
-        """Keep the rows ``index`` of every cached tensor (beam search: each hypothesis continues its parent's)."""
-        return tuple(tuple(t.index_select(0, index) for t in layer) for layer in cache)
+        """Keep the rows ``index`` of the self-attention keys and values (beam search: each hypothesis continues
+        its parent's). ``index`` moves rows only among the beams of one source (the decoding contract), whose
+        cross-attention keys and values are the same: those are kept as they are, not copied (issue 51 item 3)."""
+        return tuple((k.index_select(0, index), v.index_select(0, index), *cross) for k, v, *cross in cache)

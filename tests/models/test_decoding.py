@@ -134,3 +134,21 @@ def test_bad_beam_sizes_are_refused():
     src, mask = sources()
     with pytest.raises(ValueError, match="beam: must be >= 1"):
         decoding.beam_search(model, src, mask, BOS, EOS, beam=0)
+
+
+def test_the_transformer_reorders_its_self_attention_cache_and_keeps_the_cross_attention_one():
+    """Issue 51 item 3: beam search moves rows only among one source's beams, whose cross-attention keys and values
+    are equal, so the reorder keeps those tensors as they are (no copy) and moves the self-attention ones."""
+    model = untrained("transformer")
+    src, src_mask = sources()
+    K = 3
+    memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)
+    mask = src_mask.repeat_interleave(K, dim=0)
+    prev = torch.randint(3, 13, (src.shape[0] * K, 2))
+    _, cache, _ = model.decode_step(memory, mask, prev, None)
+    index = torch.arange(src.shape[0] * K).view(-1, K).flip(1).reshape(-1)  # each source's beams in reverse
+    moved = model.reorder_cache(cache, index)
+    for (k, v, ck, cv), (k2, v2, ck2, cv2) in zip(cache, moved, strict=True):
+        assert ck2 is ck and cv2 is cv
+        assert torch.equal(k2, k[index]) and torch.equal(v2, v[index])
+        assert torch.equal(ck2, ck[index]) and torch.equal(cv2, cv[index])  # what a copy would have held
