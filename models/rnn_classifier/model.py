@@ -1,5 +1,5 @@
 """A many-to-one recurrent classifier in one readable file: embedding -> dropout -> (Bi)LSTM/GRU over the real
-tokens (packed: padding is never read) -> one vector per text -> dropout -> linear layer over the classes.
+tokens (padding is never read: corpusforge.models.recurrent) -> one vector per text -> dropout -> linear layer over the classes.
 
 The vector is, with ``pooling: last``, the top layer's final hidden state, the forward direction's after the last
 token joined to the backward direction's after the first (what a bidirectional RNN knows of the whole text from
@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 
 from corpusforge.models.pooling import pool
+from corpusforge.models.recurrent import run_padded
 from corpusforge.models.rnn_classifier.config import RNNClassifierConfig
 
 
@@ -41,15 +42,10 @@ class RNNClassifier(nn.Module):
     def features(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, n_hidden * directions): the text's vector the classifier reads."""
         mask = mask.to(torch.bool)
-        lengths = mask.sum(1).clamp_min(1).cpu()
         x = self.drop(self.wte(ids))
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        outputs, hidden = self.rnn(packed)
+        out, finals = run_padded(self.rnn, x, mask.sum(1))  # padding never read, at the padded kernel's speed
         if self.cfg.pooling == "last":
-            h = hidden[0] if isinstance(hidden, tuple) else hidden  # (layers * directions, B, H)
-            top = h[-2:] if self.cfg.bidirectional else h[-1:]
-            return torch.cat(list(top), dim=-1)
-        out, _ = nn.utils.rnn.pad_packed_sequence(outputs, batch_first=True, total_length=ids.shape[1])
+            return torch.cat(list(finals), dim=-1)  # forward after the last token, backward after the first
         return pool(out, mask, self.cfg.pooling)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

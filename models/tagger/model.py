@@ -1,7 +1,7 @@
 """A BiLSTM tagger in one readable file (Lample et al. 2016; Ma & Hovy 2016; Plank et al. 2016's bilty):
 
     word ids -> word embedding ┐
-    characters -> char embedding -> CNN -> max over the word ┴ joined -> dropout -> BiLSTM (packed: padding is
+    characters -> char embedding -> CNN -> max over the word ┴ joined -> dropout -> BiLSTM (run_padded: padding is
     never read) -> dropout -> linear layer: a score per tag at each word (the emissions)
 
 and a head over the emissions: ``softmax`` picks each word's tag on its own (cross-entropy per word); ``crf`` scores
@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from corpusforge.models.crf import CRF
 from corpusforge.models.objectives.base import IGNORE
+from corpusforge.models.recurrent import run_padded
 from corpusforge.models.tagger.config import TaggerConfig
 
 
@@ -89,10 +90,7 @@ class Tagger(nn.Module):
         if self.chars is not None:
             x = torch.cat([x, self.chars(chars)], dim=-1)
         x = self.drop(x)
-        lengths = mask.sum(1).clamp_min(1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        out, _ = self.rnn(packed)
-        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=words.shape[1])
+        out, _ = run_padded(self.rnn, x, mask.sum(1))  # padding never read, at the padded kernel's speed
         return self.out(self.drop(out))
 
     def tag_loss(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, int]:
