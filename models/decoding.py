@@ -75,12 +75,44 @@ def _crop(attention: torch.Tensor, steps: int, src_len: int) -> torch.Tensor:
     return attention[:steps, :, :src_len].float().cpu()
 
 
+def _constrained(logp: torch.Tensor, ids: torch.Tensor, eos_id: int, min_len: int, no_repeat_ngram_size: int
+                 ) -> torch.Tensor:
+    """``logp`` (R, V) for the token after ``ids`` (R, 1 + t: bos, then t tokens) with what the options forbid set to
+    -inf: eos while fewer than ``min_len`` tokens are out; with ``no_repeat_ngram_size`` n, any token that would
+    repeat an n-gram the row already holds (bos not counted; fairseq's and HF's option). On the device, no loop."""
+    t = ids.shape[1] - 1
+    if t < min_len:
+        logp = logp.clone()
+        logp[:, eos_id] = float("-inf")
+    n = no_repeat_ngram_size
+    if n > 0 and t >= n:  # t - n + 1 earlier n-grams; the next completes one whose n - 1 first tokens end the row
+        out = ids[:, 1:]
+        grams = out.unfold(1, n, 1)  # (R, t - n + 1, n)
+        same = (grams[:, :, :-1] == out[:, t - n + 1:].unsqueeze(1)).all(-1) if n > 1 else \
+            torch.ones(grams.shape[:2], dtype=torch.bool, device=ids.device)
+        rows, which = same.nonzero(as_tuple=True)
+        if rows.numel():
+            logp = logp.clone()
+            logp[rows, grams[rows, which, -1]] = float("-inf")
+    return logp
+
+
+def _check_options(min_len: int, no_repeat_ngram_size: int) -> None:
+    if min_len < 0:
+        raise ValueError(f"min_len: must be >= 0, got {min_len}")
+    if no_repeat_ngram_size < 0:
+        raise ValueError(f"no_repeat_ngram_size: must be >= 0 (0: off), got {no_repeat_ngram_size}")
+
+
 def greedy(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, bos_id: int, eos_id: int,
-           max_len: int | None = None, return_attention: bool = False, use_cache: bool = True):
+           max_len: int | None = None, return_attention: bool = False, use_cache: bool = True,
+           min_len: int = 0, no_repeat_ngram_size: int = 0):
     """The most likely next token at every step, for a batch of sources. Returns the token lists (no bos/eos);
     with ``return_attention`` also, per sentence, the attention of each step (steps, heads, src_len): one row per
     returned token, plus the eos's row when it ended (None for a model without attention). ``use_cache=False``
-    recomputes the whole prefix at every step (to measure what the cache saves)."""
+    recomputes the whole prefix at every step (to measure what the cache saves). ``min_len``: no eos before that
+    many tokens; ``no_repeat_ngram_size`` n > 0: no n-gram twice in an output."""
+    _check_options(min_len, no_repeat_ngram_size)
     max_len = _max_len(model, max_len)
     with _evaluating(model):
         memory = model.encode(src, src_mask)
@@ -91,7 +123,10 @@ def greedy(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, bos_id: 
         for _ in range(max_len):
             logits, new_cache, attention = model.decode_step(memory, src_mask, ids, cache, return_attention)
             cache = new_cache if use_cache else None
-            token = F.log_softmax(logits.float(), dim=-1).argmax(-1)
+            logp = F.log_softmax(logits.float(), dim=-1)
+            if min_len or no_repeat_ngram_size:
+                logp = _constrained(logp, ids, eos_id, min_len, no_repeat_ngram_size)
+            token = logp.argmax(-1)
             token = token.masked_fill(done, eos_id)  # a finished row idles on eos
             ids = torch.cat([ids, token[:, None]], dim=1)
             steps.append(attention)
@@ -112,11 +147,13 @@ def greedy(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, bos_id: 
 
 def beam_search(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, bos_id: int, eos_id: int,
                 beam: int = 4, max_len: int | None = None, length_penalty: float = 0.6,
-                return_attention: bool = False):
+                return_attention: bool = False, min_len: int = 0, no_repeat_ngram_size: int = 0):
     """The best of ``beam`` hypotheses per sentence, ranked by log-probability over GNMT's length penalty
-    (``length_penalty`` is its alpha). Returns what :func:`greedy` returns."""
+    (``length_penalty`` is its alpha). Returns what :func:`greedy` returns; ``min_len`` and
+    ``no_repeat_ngram_size`` constrain every hypothesis as they do greedy's output."""
     if beam < 1:
         raise ValueError(f"beam: must be >= 1, got {beam}")
+    _check_options(min_len, no_repeat_ngram_size)
     max_len, K = _max_len(model, max_len), beam
     B = src.shape[0]
     lengths = src_mask.sum(1).tolist()
@@ -139,6 +176,8 @@ def beam_search(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor, bos
                 step = attention.unsqueeze(1)
                 history = step if history is None else torch.cat([history, step], dim=1)
             logp = F.log_softmax(logits.float(), dim=-1)
+            if min_len or no_repeat_ngram_size:
+                logp = _constrained(logp, ids, eos_id, min_len, no_repeat_ngram_size)
             V = logp.shape[-1]
             candidates = (scores.unsqueeze(-1) + logp.view(B, K, V)).view(B, K * V)
             # 2K candidates: K continuations survive even if K of the best end here. Every sentence at once, on

@@ -117,15 +117,17 @@ def _load(path: Path):
 
 
 def _decode_defaults(model_path: Path | None = None, store: Optional[Path] = None) -> dict:
-    """How the model is decoded unless flags say otherwise (beam, length penalty, most target tokens): as its newest
-    evaluation in the store decoded it (its run's ``seq2seq.decode``, in the evaluation's scores.json: a model
-    trained with ``decode.beam=1`` translates greedily), else seq2seq.decode's defaults."""
+    """How the model is decoded unless flags say otherwise (beam, length penalty, most and fewest target tokens, no
+    repeated n-gram): as its newest evaluation in the store decoded it (its run's ``seq2seq.decode``, in the
+    evaluation's scores.json: a model trained with ``decode.beam=1`` translates greedily), else seq2seq.decode's
+    defaults."""
     import json
 
     from corpusforge.tasks.seq2seq.config import DecodeConfig
 
     cfg = DecodeConfig()
-    settings = {"beam": cfg.beam, "length_penalty": cfg.length_penalty, "max_len": cfg.max_len}
+    settings = {"beam": cfg.beam, "length_penalty": cfg.length_penalty, "max_len": cfg.max_len,
+                "min_len": cfg.min_len, "no_repeat_ngram_size": cfg.no_repeat_ngram_size}
     if model_path is not None:
         from corpusforge.storage.catalog import Catalog
         from corpusforge.storage.store import ArtifactStore, read_manifest

@@ -185,7 +185,8 @@ def _evaluate(out: Path, model_dir: Path, encoded_dir: Path, cfg: Seq2SeqStageCo
             sources = [list(d.prefix_ids) + list(ids) for ids in frame[meta["fields"][d.source]].to_list()]
             hyps = [translator.tokenizer.decode(ids)
                     for ids in translator.translate_ids(sources, dec.beam, dec.length_penalty, dec.max_len,
-                                                        dec.batch_size)]
+                                                        dec.batch_size, min_len=dec.min_len,
+                                                        no_repeat_ngram_size=dec.no_repeat_ngram_size)]
             refs = text[d.target].to_list()
             sentences += len(hyps)
             (out / "translations" / f"{split}.{d.key}.txt").write_text(

@@ -35,11 +35,20 @@ class DecodeConfig:
     max_len: int = field(default=128, metadata={
         "doc": "Most target tokens a translation may have (also capped by the model's max_len)."})
     batch_size: int = field(default=64, metadata={"doc": "Sentences decoded together (speed only).", **NOT_IN_ID})
+    min_len: int = field(default=0, metadata={
+        "doc": "Fewest target tokens: the eos is held back until that many are out (0: none; summaries).",
+        "identity": lambda cfg: cfg.min_len != 0})
+    no_repeat_ngram_size: int = field(default=0, metadata={
+        "doc": "n > 0: no n-gram twice in one output (fairseq's and HF's option; 3 is usual for summaries); 0: off.",
+        "identity": lambda cfg: cfg.no_repeat_ngram_size != 0})
 
     def __post_init__(self) -> None:
         for name in ("beam", "max_len", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        for name in ("min_len", "no_repeat_ngram_size"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
         if self.length_penalty < 0:
             raise ValueError(f"length_penalty: must be >= 0, got {self.length_penalty}")
 

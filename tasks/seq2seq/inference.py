@@ -69,10 +69,12 @@ class Translator:
 
     def translate_ids(self, sources: Sequence[Sequence[int]], beam: int = DEFAULT_BEAM,
                       length_penalty: float = DEFAULT_LENGTH_PENALTY, max_len: int = DEFAULT_MAX_LEN,
-                      batch_size: int = DEFAULT_BATCH, return_attention: bool = False):
+                      batch_size: int = DEFAULT_BATCH, return_attention: bool = False, min_len: int = 0,
+                      no_repeat_ngram_size: int = 0):
         """Target ids (no bos/eos) for each source id list, in order; batches of similar length are decoded together.
         With ``return_attention``: ``(ids, attentions)``, per sentence a (steps, heads, T_src) tensor, one row per
-        returned token plus the eos's when it ended (corpusforge.models.decoding), or None."""
+        returned token plus the eos's when it ended (corpusforge.models.decoding), or None. ``min_len`` and
+        ``no_repeat_ngram_size``: corpusforge.models.decoding's options (0: off)."""
         import torch
 
         from corpusforge.models.batching import pad
@@ -95,10 +97,12 @@ class Translator:
                 src, mask = src.to(device), mask.to(device)
                 if beam == 1:
                     found = greedy(self.model, src, mask, self.bos_id, self.eos_id, cap,
-                                   return_attention=return_attention)
+                                   return_attention=return_attention, min_len=min_len,
+                                   no_repeat_ngram_size=no_repeat_ngram_size)
                 else:
                     found = beam_search(self.model, src, mask, self.bos_id, self.eos_id, beam, cap, length_penalty,
-                                        return_attention=return_attention)
+                                        return_attention=return_attention, min_len=min_len,
+                                        no_repeat_ngram_size=no_repeat_ngram_size)
                 ids, attention = found if return_attention else (found, [None] * len(chunk))
                 for i, hyp, att in zip(chunk, ids, attention):
                     out[i], maps[i] = [int(t) for t in hyp], att
@@ -106,24 +110,27 @@ class Translator:
 
     def translate(self, texts: str | Sequence[str], beam: int = DEFAULT_BEAM,
                   length_penalty: float = DEFAULT_LENGTH_PENALTY, max_len: int = DEFAULT_MAX_LEN,
-                  direction: str | None = None, batch_size: int = DEFAULT_BATCH) -> list[str]:
+                  direction: str | None = None, batch_size: int = DEFAULT_BATCH, min_len: int = 0,
+                  no_repeat_ngram_size: int = 0) -> list[str]:
         """One detokenized translation per text (a single string gives a list of one)."""
         texts = [texts] if isinstance(texts, str) else list(texts)
         if not texts:
             return []
         d = self.direction(direction)
-        ids = self.translate_ids(self.encode(texts, d), beam, length_penalty, max_len, batch_size)
+        ids = self.translate_ids(self.encode(texts, d), beam, length_penalty, max_len, batch_size,
+                                 min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size)
         return [self.tokenizer.decode(x) for x in ids]
 
     def alignment(self, text: str, beam: int = 1, direction: str | None = None, max_len: int = DEFAULT_MAX_LEN,
-                  length_penalty: float = DEFAULT_LENGTH_PENALTY):
+                  length_penalty: float = DEFAULT_LENGTH_PENALTY, min_len: int = 0, no_repeat_ngram_size: int = 0):
         """(source tokens, output tokens, attention (heads, T_out, T_src), the translation) of one sentence, decoded
         once (``beam`` 1: greedy): what the alignment heatmap draws, and the text ``translate`` gives for the same
         settings. The source tokens include the prefix's (cut to the model's max_len, as the model read them); the
         output tokens end with the eos when the translation ended with one."""
         d = self.direction(direction)
         source = self.encode([text], d)[0][: self.model_max_len]
-        ids, maps = self.translate_ids([source], beam, length_penalty, max_len, 1, return_attention=True)
+        ids, maps = self.translate_ids([source], beam, length_penalty, max_len, 1, return_attention=True,
+                                       min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size)
         if maps[0] is None:
             raise ValueError(f"a {self.spec.get('family')} model gives no attention map")
         attention = maps[0].permute(1, 0, 2)  # (heads, steps, T_src)

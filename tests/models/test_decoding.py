@@ -152,3 +152,58 @@ def test_the_transformer_reorders_its_self_attention_cache_and_keeps_the_cross_a
         assert ck2 is ck and cv2 is cv
         assert torch.equal(k2, k[index]) and torch.equal(v2, v[index])
         assert torch.equal(ck2, ck[index]) and torch.equal(cv2, cv[index])  # what a copy would have held
+
+
+def ngrams(tokens: list[int], n: int) -> list[tuple[int, ...]]:
+    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+
+
+class EosEager(torch.nn.Module):
+    """A real model whose eos logit is raised by ``boost``: it ends early, so a minimum length has work to do."""
+
+    def __init__(self, inner: torch.nn.Module, boost: float):
+        super().__init__()
+        self.inner, self.boost, self.cfg = inner, boost, inner.cfg
+
+    def encode(self, src, src_mask):
+        return self.inner.encode(src, src_mask)
+
+    def decode_step(self, *args):
+        logits, cache, attention = self.inner.decode_step(*args)
+        logits = logits.clone()
+        logits[:, EOS] += self.boost
+        return logits, cache, attention
+
+    def reorder_cache(self, cache, index):
+        return self.inner.reorder_cache(cache, index)
+
+
+@pytest.mark.parametrize("kind", ["transformer", "bahdanau"])
+def test_no_repeated_ngram_and_a_minimum_length(kind):
+    """Issue 47 item 1: ``no_repeat_ngram_size`` n leaves no n-gram twice in an output, ``min_len`` no output shorter
+    (eos is held back), in greedy and beam search alike; beam 1 is still greedy with both options."""
+    model = untrained(kind)
+    src, src_mask = sources()
+    L = 15
+    plain = decoding.greedy(model, src, src_mask, BOS, EOS, max_len=L)
+    repeats = [len(ngrams(t, 2)) - len(set(ngrams(t, 2))) for t in plain]
+    assert sum(repeats) > 0  # this untrained model repeats itself: the option has something to remove
+    for n in (1, 2, 3):
+        for decode in (lambda **kw: decoding.greedy(model, src, src_mask, BOS, EOS, max_len=L, **kw),
+                       lambda **kw: decoding.beam_search(model, src, src_mask, BOS, EOS, beam=3, max_len=L, **kw)):
+            for tokens in decode(no_repeat_ngram_size=n):
+                assert len(set(ngrams(tokens, n))) == len(ngrams(tokens, n)), (n, tokens)
+    eager = EosEager(model, boost=8.0)
+    wanted = 5
+    for decode in (lambda **kw: decoding.greedy(eager, src, src_mask, BOS, EOS, max_len=L, **kw),
+                   lambda **kw: decoding.beam_search(eager, src, src_mask, BOS, EOS, beam=3, max_len=L, **kw)):
+        assert min(len(t) for t in decode()) < wanted  # without the option some output is shorter
+        assert all(len(t) >= wanted for t in decode(min_len=wanted))
+    options = {"min_len": 4, "no_repeat_ngram_size": 2}
+    for m in (model, eager):
+        assert decoding.beam_search(m, src, src_mask, BOS, EOS, beam=1, max_len=L, length_penalty=0.0,
+                                    **options) == decoding.greedy(m, src, src_mask, BOS, EOS, max_len=L, **options)
+    with pytest.raises(ValueError, match="min_len"):
+        decoding.greedy(model, src, src_mask, BOS, EOS, min_len=-1)
+    with pytest.raises(ValueError, match="no_repeat_ngram_size"):
+        decoding.beam_search(model, src, src_mask, BOS, EOS, no_repeat_ngram_size=-2)

@@ -147,3 +147,17 @@ def test_a_preset_that_holds_out_nothing_needs_valid_files():
         seq2seq_config("x/a.de", "x/a.en", "multi30k-gru", valid=("y/a.de", "y/a.en"))
     with pytest.raises(ConfigError, match="no such preset"):
         seq2seq_config("a.de", "a.en", "nope", valid=("v.de", "v.en"))
+
+
+def test_decoding_options_for_summaries_enter_the_id_only_when_set():
+    """Issue 47 item 1: ``decode.min_len`` and ``decode.no_repeat_ngram_size`` (0: off) leave the id of every
+    evaluation that does not use them as it was; set, they are in it; negative values are refused in one line."""
+    from corpusforge.tasks.seq2seq.config import DecodeConfig
+
+    plain = identity(DecodeConfig())
+    assert "min_len" not in plain and "no_repeat_ngram_size" not in plain
+    assert identity(DecodeConfig(min_len=5, no_repeat_ngram_size=3)) == {**plain, "min_len": 5,
+                                                                         "no_repeat_ngram_size": 3}
+    for name in ("min_len", "no_repeat_ngram_size"):
+        with pytest.raises(ValueError, match=f"{name}: must be >= 0"):
+            DecodeConfig(**{name: -1})
