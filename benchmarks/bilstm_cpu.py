@@ -4,7 +4,7 @@ weights and batches: the sst2-bilstm preset (15k words x 300, one bidirectional 
 
 - ours: ``RNNClassifier`` (each LSTM direction run over the padded batch by corpusforge.models.recurrent, the
   backward one over each row's real tokens reversed: no padding read) with the trainer's optimizer
-  (``make_optimizer``: fused AdamW), clip 1.0;
+  (``make_optimizer``: on CPU torch's default AdamW, as the anchor), clip 1.0;
 - anchor: what a plain PyTorch loop writes: embedding, dropout, ``nn.LSTM`` over the padded batch (it reads the
   padding: the backward direction starts on it), max over real positions, dropout, linear; torch's default AdamW,
   clip 1.0. The anchor does no less work per step than ours (its pass is one call, ours is two plus a gather).

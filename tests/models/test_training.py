@@ -236,29 +236,3 @@ def test_noam_schedule_warms_up_then_falls_as_the_inverse_square_root():
         assert learning_rate(step - 1, paper) == pytest.approx(d ** -0.5 * min(step ** -0.5, step * w ** -1.5))
     assert learning_rate(w - 1, paper) == pytest.approx(d ** -0.5 * w ** -0.5, rel=1e-3)
 
-
-def test_adamw_is_fused_on_cpu_and_updates_as_the_foreach_one():
-    """Issue 51 item 2: the fused AdamW kernel is used on CPU (an optimizer step 4-9x faster there); it makes the
-    same update as the default (foreach) AdamW to float rounding, decayed and undecayed groups alike."""
-    from corpusforge.models.training import make_optimizer
-
-    torch.manual_seed(0)
-    model = RNNLM(RNNConfig(vocab_size=50, n_embd=16, n_hidden=16, n_layer=1, cell="lstm"))
-    twin = RNNLM(model.cfg)
-    twin.load_state_dict(model.state_dict())
-    start = {name: p.detach().clone() for name, p in model.named_parameters()}
-    cfg = TrainConfig(lr=1e-2, weight_decay=0.1)
-    fused = make_optimizer(model, cfg, torch.device("cpu"))
-    assert all(group["fused"] for group in fused.param_groups)
-    plain = torch.optim.AdamW([{"params": [p for p in twin.parameters() if p.dim() >= 2], "weight_decay": 0.1},
-                               {"params": [p for p in twin.parameters() if p.dim() < 2], "weight_decay": 0.0}],
-                              lr=1e-2, betas=(cfg.beta1, cfg.beta2))
-    for step in range(5):
-        grads = {name: torch.randn_like(p) for name, p in model.named_parameters()}
-        for net, opt in ((model, fused), (twin, plain)):
-            for name, p in net.named_parameters():
-                p.grad = grads[name].clone()
-            opt.step()
-    for (name, a), b in zip(model.named_parameters(), twin.parameters(), strict=True):
-        assert torch.allclose(a, b, atol=1e-6, rtol=1e-5), name
-        assert (a - start[name]).abs().max() > 1e-3, name  # five steps moved every weight
