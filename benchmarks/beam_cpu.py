@@ -22,12 +22,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, emit, header, loadavg, row  # noqa: E402
+from common import REPO, emit, header, interleave, loadavg, row, timed  # noqa: E402
 
 BEFORE = "b24192c"
 
@@ -84,14 +83,10 @@ def main() -> None:
           f"same tokens: {a == b}")
     if a != b:
         raise SystemExit("the two beam searches disagree: no timing")
-    times = {"ours": [], "before": []}
-    for i in range(args.repeat):
-        for side in (("ours", "before") if i % 2 == 0 else ("before", "ours")):
-            start = time.perf_counter()
-            run(decoding, ours) if side == "ours" else run(before, theirs)
-            times[side].append(time.perf_counter() - start)
-    med = {s: statistics.median(v) for s, v in times.items()}
-    low = {s: min(v) for s, v in times.items()}
+    got = interleave({"ours": timed(lambda: run(decoding, ours)), "before": timed(lambda: run(before, theirs))},
+                     args.repeat)
+    med = {side: got[side]["s"].median for side in got}
+    low = {side: got[side]["s"].min for side in got}
     print(f"   s per batch: ours median {med['ours']:.3f} (min {low['ours']:.3f}), {BEFORE} median "
           f"{med['before']:.3f} (min {low['before']:.3f}); speed-up {med['before'] / med['ours']:.2f}x")
     print(f"   load average after: {loadavg()}")

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import emit, header, loadavg, row  # noqa: E402
+from common import emit, header, interleave, loadavg, row, sst2_bilstm, timed  # noqa: E402
 
 
 def main() -> None:
@@ -39,15 +37,11 @@ def main() -> None:
 
     from corpusforge.models.configs import TrainConfig
     from corpusforge.models.pooling import pool
-    from corpusforge.models.rnn_classifier.config import RNNClassifierConfig
-    from corpusforge.models.rnn_classifier.model import RNNClassifier
     from corpusforge.models.training import make_optimizer
 
     torch.set_num_threads(args.threads)
     header(f"BiLSTM classifier training step: ours vs a plain padded nn.LSTM loop, {args.threads} thread(s)")
-    torch.manual_seed(0)
-    ours = RNNClassifier(RNNClassifierConfig(vocab_size=15000, pad_id=0, cell="lstm", n_embd=300, n_hidden=300,
-                                             n_layer=1, bidirectional=True, pooling="max", dropout=0.5, max_len=64))
+    ours, batches = sst2_bilstm(8)
 
     class Plain(nn.Module):
         def __init__(self):
@@ -73,14 +67,6 @@ def main() -> None:
             return m.classifier(m.drop(pool(out, mask, "max")))
 
     plain, packed = Plain(), Packed()
-    gen = torch.Generator().manual_seed(0)
-    batches = []
-    for _ in range(8):
-        lengths = torch.clamp(torch.poisson(torch.full((64,), 9.4), generator=gen).long() + 1, 1, 64)
-        T = int(lengths.max())
-        mask = torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)
-        batches.append((torch.randint(1, 15000, (64, T), generator=gen) * mask, mask,
-                        torch.randint(0, 2, (64,), generator=gen)))
     with torch.no_grad():  # ours and the packed run are the same function (dropout off); the plain loop is not:
         for model in (ours, plain, packed):  # its backward direction starts on the padding
             model.eval()
@@ -110,17 +96,9 @@ def main() -> None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
-    for name in sides:
-        step(name)
-    times = {name: [] for name in sides}
-    order = list(sides)
-    for i in range(args.repeat):
-        for name in (order if i % 2 == 0 else order[::-1]):
-            start = time.perf_counter()
-            step(name)
-            times[name].append(time.perf_counter() - start)
-    med = {s: statistics.median(v) * 1e3 for s, v in times.items()}
-    low = {s: min(v) * 1e3 for s, v in times.items()}
+    got = interleave({name: timed(lambda name=name: step(name)) for name in sides}, args.repeat)
+    med = {name: got[name]["s"].median * 1e3 for name in sides}
+    low = {name: got[name]["s"].min * 1e3 for name in sides}
     for name in sides:
         print(f"   {name:6s} ms per training step: median {med[name]:.1f} (min {low[name]:.1f})")
     print(f"   ours vs plain: {med['plain'] / med['ours']:.2f}x; ours vs packed (before): "

@@ -162,6 +162,38 @@ def interleave(sides: dict[str, Callable[[], dict[str, float]]], repeats: int,
     return out
 
 
+def timed(fn: Callable[[], Any]) -> Callable[[], dict[str, float]]:
+    """``fn`` as an :func:`interleave` side: its wall seconds per call, under the key ``s``."""
+    def side() -> dict[str, float]:
+        start = time.perf_counter()
+        fn()
+        return {"s": time.perf_counter() - start}
+    return side
+
+
+def sst2_bilstm(batches: int = 1):
+    """The sst2-bilstm preset's classifier (15k words x 300, one bidirectional LSTM of 300, max pooling, dropout
+    0.5; seed 0) and ``batches`` batches of 64 with SST-2-like lengths (Poisson(9.4) + 1 words): (model, [(ids,
+    mask, labels), ...]). Shared by the CPU benchmarks of issue 51."""
+    import torch
+
+    from corpusforge.models.rnn_classifier.config import RNNClassifierConfig
+    from corpusforge.models.rnn_classifier.model import RNNClassifier
+
+    torch.manual_seed(0)
+    model = RNNClassifier(RNNClassifierConfig(vocab_size=15000, pad_id=0, cell="lstm", n_embd=300, n_hidden=300,
+                                              n_layer=1, bidirectional=True, pooling="max", dropout=0.5, max_len=64))
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for _ in range(batches):
+        lengths = torch.clamp(torch.poisson(torch.full((64,), 9.4), generator=gen).long() + 1, 1, 64)
+        T = int(lengths.max())
+        mask = torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)
+        out.append((torch.randint(1, 15000, (64, T), generator=gen) * mask, mask,
+                    torch.randint(0, 2, (64,), generator=gen)))
+    return model, out
+
+
 def loadavg() -> list[float]:
     try:
         return [round(x, 2) for x in os.getloadavg()]

@@ -19,31 +19,18 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import emit, header, loadavg, row  # noqa: E402
+from common import emit, header, interleave, loadavg, row, sst2_bilstm, timed  # noqa: E402
 
 
 def bilstm():
     import torch
 
-    from corpusforge.models.rnn_classifier.config import RNNClassifierConfig
-    from corpusforge.models.rnn_classifier.model import RNNClassifier
-
-    model = RNNClassifier(RNNClassifierConfig(vocab_size=15000, pad_id=0, cell="lstm", n_embd=300, n_hidden=300,
-                                              n_layer=1, bidirectional=True, pooling="max", dropout=0.5,
-                                              max_len=64))
-    gen = torch.Generator().manual_seed(0)
-    lengths = torch.clamp(torch.poisson(torch.full((64,), 9.4), generator=gen).long() + 1, 1, 64)
-    T = int(lengths.max())
-    mask = torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)
-    ids = torch.randint(1, 15000, (64, T), generator=gen) * mask
-    labels = torch.randint(0, 2, (64,), generator=gen)
+    model, [(ids, mask, labels)] = sst2_bilstm(1)
     return model, lambda m: torch.nn.functional.cross_entropy(m(ids, mask), labels)
 
 
@@ -116,16 +103,9 @@ def main() -> None:
             opt.step()
 
         for name, fn in (("step", step), ("train", train)):
-            for side in nets:
-                fn(side)  # warm up
-            times = {"ours": [], "default": []}
-            for i in range(args.repeat):
-                for side in (("ours", "default") if i % 2 == 0 else ("default", "ours")):
-                    start = time.perf_counter()
-                    fn(side)
-                    times[side].append(time.perf_counter() - start)
-            med = {s: statistics.median(v) * 1e3 for s, v in times.items()}
-            low = {s: min(v) * 1e3 for s, v in times.items()}
+            got = interleave({side: timed(lambda side=side: fn(side)) for side in nets}, args.repeat)
+            med = {side: got[side]["s"].median * 1e3 for side in nets}
+            low = {side: got[side]["s"].min * 1e3 for side in nets}
             ratio = med["default"] / med["ours"]
             print(f"   {name:5s} ms: ours (fused) median {med['ours']:.1f} (min {low['ours']:.1f}), default "
                   f"median {med['default']:.1f} (min {low['default']:.1f}); speed-up {ratio:.2f}x")
