@@ -88,8 +88,7 @@ def _constrained(logp: torch.Tensor, ids: torch.Tensor, eos_id: int, min_len: in
     if n > 0 and t >= n:  # t - n + 1 earlier n-grams; the next completes one whose n - 1 first tokens end the row
         out = ids[:, 1:]
         grams = out.unfold(1, n, 1)  # (R, t - n + 1, n)
-        same = (grams[:, :, :-1] == out[:, t - n + 1:].unsqueeze(1)).all(-1) if n > 1 else \
-            torch.ones(grams.shape[:2], dtype=torch.bool, device=ids.device)
+        same = (grams[:, :, :-1] == out[:, t - n + 1:].unsqueeze(1)).all(-1)  # n = 1: all() of nothing is True
         rows, which = same.nonzero(as_tuple=True)
         if rows.numel():
             logp = logp.clone()
