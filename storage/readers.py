@@ -159,8 +159,18 @@ class ReaderConfig:
             "doc": "Label fields, carried with the record and never cleaned: {field: column} (an int label) or "
                    "{field: {column: c, type: int|str}}. Without fields, the text is {text: text_field}. The same "
                    "text with another label than its first occurrence is dropped as conflicting_label."})
+    join_lists: str | None = field(
+        default=None, metadata={
+            "identity": lambda cfg: cfg.join_lists is not None,
+            "doc": "Named fields (reader.fields) whose JSON/Parquet value is a list of strings, such as an abstract's "
+                   "sentences or a paper's several reference summaries: the items joined by this separator (\"\\n\": "
+                   "one item per line, which the seq2seq stage's summarize task reads back as sentences and "
+                   "references), each stripped, the separator inside an item made a space, empty items left out. "
+                   "null: a list is quarantined as text_not_string."})
 
     def __post_init__(self) -> None:
+        if self.join_lists is not None and (not isinstance(self.join_lists, str) or not self.join_lists):
+            raise ValueError(f"join_lists: a non-empty separator such as \"\\n\", got {self.join_lists!r}")
         if not self.text_field:
             raise ValueError("text_field: must be a non-empty field name")
         self._check_tags()
@@ -238,7 +248,7 @@ class ReaderConfig:
         else:
             return None
         labels = tuple((name, spec.column, spec.type) for name, spec in self.labels.items())  # type: ignore[union-attr]
-        return FieldSpec(text, labels)
+        return FieldSpec(text, labels, join=self.join_lists)
 
 
 class SourceError(ValueError):

@@ -123,10 +123,15 @@ class FieldSpec:
     ``text``: (field, key) pairs, in column order; ``labels``: (field, key, type) with type ``int`` or ``str``.
     A record is good only if every field is: the first bad field makes the whole record a quarantine record
     whose detail names that field (``missing_text_field``, ``text_not_string``, ``missing_label``,
-    ``bad_label``)."""
+    ``bad_label``).
+
+    ``join``: a text field whose value is a list of strings (an abstract's sentences, several reference summaries)
+    becomes its items joined by this separator: each item stripped, the separator inside an item turned into one
+    space (so the items can be split again), empty items left out. None: a list is ``text_not_string``."""
 
     text: tuple[tuple[str, str], ...]
     labels: tuple[tuple[str, str, str], ...] = ()
+    join: str | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -159,8 +164,14 @@ class FieldSpec:
             where = f"field {name!r}" + (f" ({key!r})" if key != name else "")
             if not found or value is None:
                 return bad("missing_text_field", f"{where}: {'null' if found else 'absent'}")
+            if isinstance(value, list) and self.join is not None:
+                if not all(isinstance(item, str) for item in value):
+                    kinds = sorted({type(item).__name__ for item in value if not isinstance(item, str)})
+                    return bad("text_not_string", f"{where}: a list with {', '.join(kinds)} items")
+                value = join_items(value, self.join)
             if not isinstance(value, str):
-                return bad("text_not_string", f"{where}: {type(value).__name__}")
+                return bad("text_not_string", f"{where}: {type(value).__name__}"
+                           + (" (set reader.join_lists to join a list of strings)" if isinstance(value, list) else ""))
             values[name] = value
         for name, key, kind in self.labels:
             found, value = lookup(key)
@@ -195,6 +206,12 @@ class FieldSpec:
             data[name] = [r.fields[name] for r in records]  # type: ignore[index]
         data["meta"] = [meta_json(r.meta) for r in records]
         return RecordBatch(frame=pl.DataFrame(data, schema=self.polars_schema()))
+
+
+def join_items(items: list[str], separator: str) -> str:
+    """A list-valued text field as one text (:class:`FieldSpec` ``join``)."""
+    cleaned = (item.replace(separator, " ").strip() for item in items)
+    return separator.join(item for item in cleaned if item)
 
 
 def parse_label(value: Any, kind: str) -> tuple[bool, Any]:
