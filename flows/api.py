@@ -365,41 +365,85 @@ SEQ2SEQ_PIPELINE_KEYS = pipeline_keys("seq2seq")
 PairPaths = tuple[PathLike, PathLike]
 
 
-def seq2seq_config(src: PathLike, tgt: PathLike, preset: str, valid: PairPaths | None = None,
-                   test: PairPaths | None = None, overrides: Sequence[str] = ()) -> dict:
+def seq2seq_config(src: PathLike, tgt: PathLike | None, preset: str, valid: PairPaths | PathLike | None = None,
+                   test: PairPaths | PathLike | None = None, overrides: Sequence[str] = ()) -> dict:
     """The pipeline config for ``seq2seq train``: the line-aligned files as pairs (fields ``src``/``tgt``), the
     ``--valid``/``--test`` pairs pinned to their splits (the preset's fractions then hold out nothing more), the
     preset's tokenizer and seq2seq sections. --set keys without a section prefix address the seq2seq section. A
-    preset that holds out no validation pairs, run without ``valid``, is a ConfigError (the model needs them)."""
+    preset that holds out no validation pairs, run without ``valid``, is a ConfigError (the model needs them).
+
+    A preset that reads records (its ``corpus.reader.fields``, as the summarization presets: a JSONL file whose
+    ``source`` and ``target`` are lists of sentences and of reference summaries) takes one file each: ``src`` the
+    train file, ``tgt`` None, ``valid``/``test`` a path each.
+
+    A preset with a ``pretrain`` section (scitldr-bart-cpu) gives the config of its pre-training run under the key
+    ``pretrain`` (:func:`split_pretraining` takes it out): the same corpus and tokenizer, the seq2seq section's
+    family and model with the pretrain section's settings (``task: denoise``); ``--set pretrain.KEY=V`` reaches it.
+    The pre-trained model's id becomes the main run's ``seq2seq.init``."""
     from corpusforge.tasks.config import ConfigError, apply_overrides
 
     data = load_preset(preset, "seq2seq")
     name = Path(preset).stem
-    given = {"train": (src, tgt), "valid": valid, "test": test}
-    names = {split: f"{Path(pair[0]).name}+{Path(pair[1]).name}" for split, pair in given.items() if pair}
-    if len(set(names.values())) < len(names):
-        raise ConfigError("seq2seq train: the train, --valid and --test files need names of their own (each pair of "
-                          f"files is one source named after them: {', '.join(names.values())})")
+    records = bool(((data.get("corpus") or {}).get("reader") or {}).get("fields"))
+    if records and tgt is not None:
+        raise ConfigError(f"--preset {name}: reads one file of records (JSONL with its reader.fields), not line-aligned "
+                          f"files: give `seq2seq train FILE.jsonl [--valid FILE.jsonl]`")
+    if not records and tgt is None:
+        raise ConfigError(f"--preset {name}: reads line-aligned pairs: give SRC_FILE TGT_FILE (and --valid SRC TGT)")
+    for split, part in (("--valid", valid), ("--test", test)):
+        if part is not None and records != (not isinstance(part, (tuple, list))):
+            raise ConfigError(f"{split}: --preset {name} takes {'one file' if records else 'two files, SRC TGT'}")
+    if records:
+        given, names = _split_files("seq2seq train", src, valid, test)
+        stem = Path(src).stem.split(".")[0][:40] or "records"
+        sources: list[Any] = [str(p) for p in given.values() if p]
+    else:
+        given = {"train": (src, tgt), "valid": valid, "test": test}
+        names = {split: f"{Path(pair[0]).name}+{Path(pair[1]).name}" for split, pair in given.items() if pair}
+        if len(set(names.values())) < len(names):
+            raise ConfigError("seq2seq train: the train, --valid and --test files need names of their own (each pair "
+                              f"of files is one source named after them: {', '.join(names.values())})")
+        stem = "-".join(sorted({Path(p).stem.split(".")[0] for p in (src, tgt)}))[:40] or "pairs"
+        sources = [{"fields": {"src": str(p[0]), "tgt": str(p[1])}} for p in given.values() if p]
     corpus = {k: v for k, v in (data.get("corpus") or {}).items()}
     split = pin_held_out(corpus.pop("split", None) or {}, {part: names.get(part) for part in ("valid", "test")})
-    stem = "-".join(sorted({Path(p).stem.split(".")[0] for p in (src, tgt)}))[:40] or "pairs"
     base = {
         "name": f"seq2seq-{name}",
-        "corpus": {"name": stem, **corpus, "split": split,
-                   "sources": [{"fields": {"src": str(p[0]), "tgt": str(p[1])}} for p in given.values() if p]},
+        "corpus": {"name": stem, **corpus, "split": split, "sources": sources},
         "tokenizer": {"name": f"{name}-tok", **(data.get("tokenizer") or {})},
         "seq2seq": data.get("seq2seq") or {},
         "runner": data.get("runner", {"kind": "threads", "workers": 2}),
     }
     if "tracking" in data:
         base["tracking"] = data["tracking"]
-    fixed = [s if s.startswith(SEQ2SEQ_PIPELINE_KEYS) else f"seq2seq.{s}" for s in overrides]
+    pretraining = [s for s in overrides if s.startswith("pretrain.")]
+    fixed = [s if s.startswith(SEQ2SEQ_PIPELINE_KEYS) else f"seq2seq.{s}" for s in overrides if s not in pretraining]
+    if pretraining and "pretrain" not in data:
+        raise ConfigError(f"--set {pretraining[0]}: --preset {name} has no pre-training step (a pretrain section)")
     config = apply_overrides(base, fixed)
+    if "pretrain" in data:  # its own run (seq2seq_pretrain_config); its model becomes seq2seq.init
+        pre = dict(data["pretrain"] or {})
+        section = {**{k: v for k, v in config["seq2seq"].items() if k in ("family", "model", "max_source_len")},
+                   "name": f"{config['seq2seq'].get('name', name)}-denoise", **(pre.get("seq2seq") or {})}
+        pre_config = apply_overrides({**config, "name": f"{config['name']}-pretrain", "seq2seq": section},
+                                     [f"seq2seq.{s.removeprefix('pretrain.')}" for s in pretraining])
+        config = {**config, "pretrain": pre_config}
     held_out = (config.get("corpus") or {}).get("split") or {}
     if not valid and not float(held_out.get("valid", 0.05) or 0):
         raise ConfigError(f"--preset {name}: holds out no validation pairs (corpus.split.valid: 0) and no --valid "
                           "SRC TGT was given; the model is scored on them: give --valid, or --set corpus.split.valid=0.05")
     return config
+
+
+def split_pretraining(config: dict) -> tuple[dict | None, dict]:
+    """(the pre-training run's config or None, the main config without it): :func:`seq2seq_config`'s ``pretrain``."""
+    config = dict(config)
+    return config.pop("pretrain", None), config
+
+
+def with_init(config: dict, model_id: str) -> dict:
+    """The main config of a preset with pre-training, starting from the pre-trained model ``model_id``."""
+    return {**config, "seq2seq": {**config["seq2seq"], "init": model_id}}
 
 
 CLASSIFY_PIPELINE_KEYS = (*pipeline_keys("classify"), "embeddings.")
@@ -799,14 +843,18 @@ def _lm_train(sources: Sequence[PathLike], preset: str, overrides: Sequence[str]
                               store))["lm"]
 
 
-def _seq2seq_train(src: PathLike, tgt: PathLike, preset: str, valid: PairPaths | None = None,
-                   test: PairPaths | None = None, overrides: Sequence[str] = (),
+def _seq2seq_train(src: PathLike, tgt: PathLike | None, preset: str, valid: PairPaths | PathLike | None = None,
+                   test: PairPaths | PathLike | None = None, overrides: Sequence[str] = (),
                    store: PathLike | None = None) -> Artifact:
-    """``corpusforge seq2seq train``: pairs from two line-aligned files, the joint tokenizer and the preset's
-    encoder-decoder, then its evaluation. Returns the model (its metrics: loss and perplexity); ``.load()`` gives a
+    """``corpusforge seq2seq train``: pairs from two line-aligned files (or, with a summarization preset, one JSONL
+    file of records and ``tgt`` None: ``cf.seq2seq.train("train.jsonl", None, "scitldr-transformer-cpu",
+    valid="dev.jsonl")``), the joint tokenizer and the preset's encoder-decoder, then its evaluation. Returns the model (its metrics: loss and perplexity); ``.load()`` gives a
     translator (``.translate(texts, beam=...)``). BLEU and chrF are the evaluation's, an artifact of its own (editing
     the decoding re-scores without retraining): ``cf.artifacts.find(step="seq2seq_eval", input_id=model.id)``."""
-    return _result(run_config(seq2seq_config(src, tgt, preset, valid, test, overrides), store))["seq2seq"]
+    pretraining, config = split_pretraining(seq2seq_config(src, tgt, preset, valid, test, overrides))
+    if pretraining is not None:  # the preset's denoising pre-training first; the model starts from it
+        config = with_init(config, _result(run_config(pretraining, store))["seq2seq"].id)
+    return _result(run_config(config, store))["seq2seq"]
 
 
 def _classify_train(train: PathLike, preset: str, valid: PathLike | None = None, test: PathLike | None = None,

@@ -14,7 +14,8 @@ config, sentence-transformers' losses that wrap the model). One module per kind 
   :class:`BertPretraining` (masked LM plus next-sentence prediction over ``[CLS] A [SEP] B [SEP]`` pairs);
 - :mod:`.classification`: :class:`Classification` (labelled sequences);
 - :mod:`.tagging`: :class:`Tagging` (sentences with a tag per word: a tagger's softmax or CRF loss per word);
-- :mod:`.seq2seq`: :class:`Seq2Seq` (source-target pairs: teacher forcing, label smoothing, padding ignored);
+- :mod:`.seq2seq`: :class:`Seq2Seq` (source-target pairs: teacher forcing, label smoothing, padding ignored) and
+  :class:`Denoising` (BART's pre-training: a text rebuilt from its copy with spans masked and sentences shuffled);
 - :mod:`.contrastive`: :class:`Contrastive` (sentence pairs, in-batch negatives);
 - :mod:`.sft` and :mod:`.preference`: post-training's :class:`SFT` and :class:`DPO` on records.
 
@@ -66,6 +67,30 @@ class Seq2SeqSettings:
         "doc": "Share of the target's probability spread over the vocabulary (0: none; the Transformer paper: 0.1)."})
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing: must be in [0, 1), got {self.label_smoothing}")
+
+
+@dataclass(frozen=True)
+class DenoisingSettings:
+    """BART's denoising objective (Lewis et al. 2020): an encoder-decoder rebuilds a text from a corrupted copy."""
+
+    kind: str = field(default="denoising", metadata={"doc": "The objective (corpusforge.models.objectives.KINDS)."})
+    mask_ratio: float = field(default=0.3, metadata={
+        "doc": "Text infilling: the share of a text's tokens hidden in spans, each span one <mask> (BART: 0.3)."})
+    poisson_lambda: float = field(default=3.0, metadata={
+        "doc": "Text infilling: span lengths drawn from Poisson(lambda) (BART: 3; a 0-length span inserts a mask)."})
+    permute_sentences: bool = field(default=True, metadata={
+        "doc": "Sentence permutation: a text's sentences (its lines) shuffled before infilling (BART's base model "
+               "combines both)."})
+    label_smoothing: float = field(default=0.0, metadata={
+        "doc": "Share of the target's probability spread over the vocabulary (0: none)."})
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.mask_ratio < 1.0:
+            raise ValueError(f"mask_ratio: must be in [0, 1), got {self.mask_ratio}")
+        if not 0.0 < self.poisson_lambda <= 64.0:
+            raise ValueError(f"poisson_lambda: must be in (0, 64], got {self.poisson_lambda}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing: must be in [0, 1), got {self.label_smoothing}")
 
@@ -139,6 +164,8 @@ KINDS: dict[str, ObjectiveKind] = {k.name: k for k in (
                   "a tag per word: each word's cross-entropy (softmax) or the CRF's sentence log-likelihood, per word"),
     ObjectiveKind("seq2seq", f"{_HERE}.seq2seq:seq2seq", Seq2SeqSettings, "pairs",
                   "teacher-forced, label-smoothed cross-entropy over the target tokens"),
+    ObjectiveKind("denoising", f"{_HERE}.seq2seq:denoising", DenoisingSettings, "pairs",
+                  "BART's text infilling and sentence permutation: rebuild each text from its corrupted copy"),
     ObjectiveKind("contrastive", f"{_HERE}.contrastive:contrastive", ContrastiveSettings, "pairs",
                   "in-batch contrastive loss over sentence pairs"),
     ObjectiveKind("sft", f"{_HERE}.sft:sft", SFTSettings, "records",
@@ -261,7 +288,7 @@ _EXPORTS = {
     "masked": ("MaskedLM", "BertPretraining", "BertPretrainingLoss", "sentences_of", "masked_lm", "bert_pretraining"),
     "classification": ("Classification", "ClassifierLoss"),
     "tagging": ("Tagging", "TaggerLoss"),
-    "seq2seq": ("Seq2Seq", "Seq2SeqLoss"),
+    "seq2seq": ("Seq2Seq", "Seq2SeqLoss", "Denoising", "corrupt"),
     "contrastive": ("Contrastive", "ContrastiveLoss", "in_batch_loss", "retrieval_scores"),
     "sft": ("SFT", "sft_targets", "fit_prompt"),
     "preference": ("DPO", "DPOLoss", "dpo_loss", "disable_dropout", "token_logps", "sequence_logps",

@@ -6,6 +6,7 @@ from corpusforge.models.transformer.config import TransformerConfig
 SPEC = FamilySpec(
     name="transformer", config=TransformerConfig, module="corpusforge.models.transformer.model:Transformer",
     objective="seq2seq",
+    objectives=frozenset({"denoising"}),  # BART's pre-training on plain text (the seq2seq stage's task: denoise)
     doc="the encoder-decoder Transformer of 'Attention is all you need' (post-LN or pre-LN, sinusoidal or learned "
         "positions, shared embeddings, tied output), trained on source-target pairs",
     trains_on="pairs",

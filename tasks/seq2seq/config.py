@@ -12,8 +12,8 @@ from typing import Any, Literal
 from corpusforge.models.configs import TrainConfig
 from corpusforge.models.family import FamilyConfigs
 from corpusforge.tasks.config import (
-    NOT_IN_ID, ConfigError, check_artifact_name, derived_model_config, from_dict, model_identity, objective_field,
-    roles_to_add, settle_family,
+    NOT_IN_ID, ConfigError, artifact_ref, check_artifact_name, derived_model_config, from_dict, model_identity,
+    objective_field, roles_to_add, settle_family,
 )
 
 MODEL_STEP, EVAL_STEP = "seq2seq", "seq2seq_eval"
@@ -22,6 +22,8 @@ PAIR_FAMILIES = FamilyConfigs("pairs", "translate")
 # T5's task prefix (Raffel et al. 2020: "translate English to German: ..."); {source}/{target}: the languages' names
 T5_PREFIX = "translate {source} to {target}: "
 Direction = Literal["forward", "backward", "both"]
+Task = Literal["translate", "summarize", "denoise"]
+RougeRule = Literal["best", "rouge1"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,11 @@ class DecodeConfig:
     no_repeat_ngram_size: int = field(default=0, metadata={
         "doc": "n > 0: no n-gram twice in one output (fairseq's and HF's option; 3 is usual for summaries); 0: off.",
         "identity": lambda cfg: cfg.no_repeat_ngram_size != 0})
+    rouge_rule: RougeRule = field(default="best", metadata={
+        "doc": "task summarize, a document with several references: best (each ROUGE metric takes its best "
+               "reference, as most papers report SciTLDR) or rouge1 (the SciTLDR authors' rule: the reference with the "
+               "best ROUGE-1 gives all three); corpusforge.models.summ_eval.",
+        "identity": lambda cfg: cfg.rouge_rule != "best"})
 
     def __post_init__(self) -> None:
         for name in ("beam", "max_len", "batch_size"):
@@ -51,6 +58,8 @@ class DecodeConfig:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
         if self.length_penalty < 0:
             raise ValueError(f"length_penalty: must be >= 0, got {self.length_penalty}")
+        if self.rouge_rule not in ("best", "rouge1"):
+            raise ValueError(f"rouge_rule: best or rouge1, got {self.rouge_rule!r}")
 
 
 def _prefixed(cfg: Seq2SeqStageConfig) -> bool:
@@ -87,6 +96,27 @@ class Seq2SeqStageConfig:
         "to {target}: ' for both."})
     languages: dict[str, str] = field(default_factory=dict, metadata={"steps": MODEL, "identity": _prefixed, "doc":
         "The languages' names in prefixes, by field: {src: German, tgt: English} (default: the field names)."})
+    task: Task = field(default="translate", metadata={"steps": MODEL, "identity": lambda cfg: cfg.task != "translate",
+                                                      "doc":
+        "translate: one target per source, scored with BLEU/chrF (translations/). summarize: the source is a document "
+        "and the target holds one or more reference summaries, one per line (a JSON list read with reader.join_lists: "
+        "\"\\n\"); the model learns from each (document, reference) pair and its summaries (summaries/) are scored "
+        "with ROUGE-1/2/L against all of a document's references, beside the Lead-1 baseline (the first source line) "
+        "and the one-sentence extractive oracle on the same split. denoise: BART's pre-training on plain text (the "
+        "source field alone; objective: {kind: denoising}): the model rebuilds each text from a corrupted copy "
+        "(spans masked, sentences shuffled), so that a summarizer or translator can start from it (init)."})
+    init: str | None = field(default=None, metadata={"steps": MODEL, **artifact_ref(("seq2seq",), doc=(
+        "A trained encoder-decoder to start from (a seq2seq artifact id, e.g. a task: denoise model): its weights, "
+        "its shape (model fields other than dropout follow it) and its tokenizer (the pairs are encoded again with "
+        "it when the run's differs). null: a fresh init."))})
+    max_source_len: int | None = field(default=None, metadata={"steps": MODEL, "identity": lambda cfg: cfg.max_source_len is not None,
+                                                               "doc":
+        "Source tokens read (prefix included): longer sources are cut, in training and when decoding; null: the "
+        "model's max_len. Documents want more than their summaries."})
+    max_target_len: int | None = field(default=None, metadata={"steps": MODEL, "identity": lambda cfg: cfg.max_target_len is not None,
+                                                               "doc":
+        "Target tokens trained on (with the bos or eos); a longer target is cut and loses its eos. null: the model's "
+        "max_len. Decoding's own cap is decode.max_len."})
     decode: DecodeConfig = field(default_factory=DecodeConfig, metadata={"steps": ("seq2seq_eval",), "doc":
         "How the held-out splits are translated for BLEU/chrF (the seq2seq_eval step: editing it retrains nothing)."})
     evaluate_test: bool = field(default=True, metadata={"doc":
@@ -106,6 +136,18 @@ class Seq2SeqStageConfig:
                 self.prefix.format(source="", target="")
             except (KeyError, IndexError, ValueError) as exc:
                 raise ValueError(f"prefix: only {{source}} and {{target}} may be filled in ({exc})") from None
+        if self.task not in ("translate", "summarize", "denoise"):
+            raise ValueError(f"task: translate, summarize or denoise, got {self.task!r}")
+        if self.task != "translate" and self.direction != "forward":
+            raise ValueError(f"direction: task {self.task} reads the source field forward, not {self.direction}")
+        denoising = getattr(self.objective, "kind", None) == "denoising"
+        if denoising != (self.task == "denoise"):
+            raise ValueError("task: denoise trains with objective: {kind: denoising} and that objective only with task: "
+                             f"denoise (got task {self.task}, objective {getattr(self.objective, 'kind', None)})")
+        for name in ("max_source_len", "max_target_len"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 2):
+                raise ValueError(f"{name}: at least 2 tokens (or null: the model's max_len), got {value!r}")
         if self.direction == "both" and self.prefix == "":
             raise ValueError("prefix: both directions need a task prefix, so the model knows which way to translate")
         if self.direction == "both" and "{source}" not in self.prefix_template and "{target}" not in self.prefix_template:
@@ -149,16 +191,20 @@ def tokenizer_for(cfg: Seq2SeqStageConfig, tokenizer_cfg: Any) -> Any:
     two fields encoded into ``<field>_ids`` columns (format parquet). The model adds bos/eos itself, so a tokenizer
     that wraps every text in them is refused."""
     added = roles_to_add(cfg.family, tokenizer_cfg)
+    if cfg.task == "denoise" and "mask" not in (tokenizer_cfg.roles or {}):
+        added["mask"] = "<mask>"  # text infilling's one token per hidden span
     changes: dict[str, Any] = {"roles": {**(tokenizer_cfg.roles or {}), **added}} if added else {}
     prefixes = [p for p in (cfg.prefix_for(a, b) for a, b in cfg.directions()) if p]
     missing = [p for p in prefixes if p not in tokenizer_cfg.special_tokens]
     if missing:  # one token each: a vocabulary trained on the pairs alone may lack the prefixes' words
         changes["special_tokens"] = (*tokenizer_cfg.special_tokens, *missing)
+    read = (cfg.source,) if cfg.task == "denoise" else (cfg.source, cfg.target)
     if not tokenizer_cfg.fields:
-        changes.update(fields=(cfg.source, cfg.target), format="parquet")
-    elif not {cfg.source, cfg.target} <= set(tokenizer_cfg.fields):
+        changes.update(fields=read, format="parquet")
+    elif not set(read) <= set(tokenizer_cfg.fields):
         raise ConfigError(f"tokenizer.fields: {list(tokenizer_cfg.fields)} lacks the seq2seq stage's "
-                          f"{cfg.source}/{cfg.target}; add them (or set seq2seq.source/target)")
+                          f"{'/'.join(read)}; add {'it' if len(read) == 1 else 'them'} (or set seq2seq.source"
+                          f"{'' if len(read) == 1 else '/target'})")
     if tokenizer_cfg.add_special_tokens:
         raise ConfigError("tokenizer.add_special_tokens: the seq2seq stage reads plain ids (the model puts bos/eos "
                           "around the target itself); set it to false")

@@ -43,6 +43,10 @@ class Translator:
         cfg = model.cfg
         self.pad_id, self.bos_id, self.eos_id = int(cfg.pad_id), int(cfg.bos_id), int(cfg.eos_id)
         self.model_max_len = getattr(cfg, "max_len", None)
+        self.task = translation.get("task", "translate")
+        # the source as training cut it: the stage's max_source_len (a summarizer's), at most the model's max_len
+        given = translation.get("max_source_len")
+        self.source_max_len = min(x for x in (given, self.model_max_len) if x) if (given or self.model_max_len) else None
 
     # --- directions ---------------------------------------------------------------------------------------------
 
@@ -92,8 +96,8 @@ class Translator:
             for start in range(0, len(order), batch_size):
                 chunk = order[start: start + batch_size]
                 # the source as the objective builds it in training (corpusforge.models.objectives.Seq2Seq.collate):
-                # the ids as they are, padded, cut to the model's max_len
-                src, mask = pad([list(sources[i]) for i in chunk], self.pad_id, self.model_max_len)
+                # the ids as they are, padded, cut to the model's max_len (the stage's max_source_len)
+                src, mask = pad([list(sources[i]) for i in chunk], self.pad_id, self.source_max_len)
                 src, mask = src.to(device), mask.to(device)
                 if beam == 1:
                     found = greedy(self.model, src, mask, self.bos_id, self.eos_id, cap,
@@ -107,6 +111,14 @@ class Translator:
                 for i, hyp, att in zip(chunk, ids, attention):
                     out[i], maps[i] = [int(t) for t in hyp], att
         return (out, maps) if return_attention else out
+
+    def summarize(self, texts: str | Sequence[str], **decode: Any) -> list[str]:
+        """One summary per document (a summarization model's :meth:`translate`: the same decoding, read as what
+        it does). A document's sentences may be given as a list of strings; they are read one per line, as the
+        stage read them (reader.join_lists: "\\n")."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        docs = ["\n".join(s.strip() for s in t if str(s).strip()) if isinstance(t, (list, tuple)) else t for t in texts]
+        return self.translate(docs, **decode)
 
     def translate(self, texts: str | Sequence[str], beam: int = DEFAULT_BEAM,
                   length_penalty: float = DEFAULT_LENGTH_PENALTY, max_len: int = DEFAULT_MAX_LEN,
@@ -128,7 +140,7 @@ class Translator:
         settings. The source tokens include the prefix's (cut to the model's max_len, as the model read them); the
         output tokens end with the eos when the translation ended with one."""
         d = self.direction(direction)
-        source = self.encode([text], d)[0][: self.model_max_len]
+        source = self.encode([text], d)[0][: self.source_max_len]
         ids, maps = self.translate_ids([source], beam, length_penalty, max_len, 1, return_attention=True,
                                        min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size)
         if maps[0] is None:

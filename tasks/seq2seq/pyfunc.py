@@ -6,8 +6,10 @@ pickled: the data directory holds ``seq2seq/`` (``config.json`` + ``model.safete
 tokenizer artifact's files). The PyTorch module itself is ``get_raw_model()``.
 
 Input: a string, a list of strings, a dict with ``text``, or a DataFrame (its ``text`` column, else its first).
-Output: one translation per text. Params (all optional): see ``DEFAULT_PARAMS``; ``direction`` "" is the model's
-first (headline) direction, else ``forward``/``backward`` or ``<from>-<to>`` with the corpus's field names.
+Output: one translation per text (a summarization model's summary: a document's sentences one per line, as it was
+trained). Params (all optional): see ``DEFAULT_PARAMS``; ``direction`` "" is the model's first (headline) direction,
+else ``forward``/``backward`` or ``<from>-<to>`` with the corpus's field names; ``min_len`` and
+``no_repeat_ngram_size`` as seq2seq.decode's (0: off).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from corpusforge.tasks.seq2seq.inference import DEFAULT_BEAM, DEFAULT_LENGTH_PEN
 
 # MLflow params need concrete values (their types come from these defaults)
 DEFAULT_PARAMS: dict[str, Any] = {"beam": DEFAULT_BEAM, "length_penalty": DEFAULT_LENGTH_PENALTY,
-                                  "max_len": DEFAULT_MAX_LEN, "direction": ""}
+                                  "max_len": DEFAULT_MAX_LEN, "direction": "", "min_len": 0, "no_repeat_ngram_size": 0}
 
 
 class Seq2SeqTranslator:
@@ -41,7 +43,8 @@ class Seq2SeqTranslator:
         p = {**DEFAULT_PARAMS, **(params or {})}
         return self.translator.translate(pyfunc_texts(model_input, 'text'), beam=int(p["beam"]),
                                          length_penalty=float(p["length_penalty"]), max_len=int(p["max_len"]),
-                                         direction=str(p["direction"]) or None)
+                                         direction=str(p["direction"]) or None, min_len=int(p["min_len"]),
+                                         no_repeat_ngram_size=int(p["no_repeat_ngram_size"]))
 
 
 def _load_pyfunc(data_path: str) -> Seq2SeqTranslator:

@@ -10,10 +10,14 @@ from typing import Any
 
 
 def translates(model_dir: Path) -> bool:
-    """Registered when its family can translate (every pair family does today; asked, not assumed)."""
+    """Registered when its family can translate (every pair family does today; asked, not assumed) and it was
+    trained to translate or summarize: a denoising pre-training checkpoint is a start for those, not a model to
+    serve (its artifact id is what ``seq2seq.init`` takes)."""
     from corpusforge.models.family import family
 
-    return family(json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))["family"]).can("translate")
+    spec = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    return (family(spec["family"]).can("translate")
+            and (spec.get("translation") or {}).get("task", "translate") != "denoise")
 
 
 def register_seq2seq(tracker, run_id: str, manifest: dict[str, Any], model_dir: Path) -> dict[str, str]:

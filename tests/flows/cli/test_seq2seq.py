@@ -128,3 +128,47 @@ def test_train_refuses_pair_files_that_do_not_line_up_before_any_work(tmp_path):
     assert "\n" not in error, error
     assert "train.src (src) has 3,000 lines" in error and "train.tgt (tgt) has 2,990 lines" in error
     assert not store.exists() or not [p for p in store.glob("*/*/manifest.json")]
+
+
+@pytest.mark.e2e
+def test_summarization_preset_pretrains_then_summarizes_one_records_file(prefect_harness, tmp_path):
+    """Issue 47: `seq2seq train FILE.jsonl --valid FILE.jsonl --preset P` with a preset that reads records (lists of
+    sentences and of references, reader.join_lists) and pre-trains by denoising first (a pretrain section): two
+    runs, the second starting from the first (seq2seq.init), its ROUGE beside Lead-1 and the oracle; the Python API
+    is the same call and answers from the store."""
+    from tests.tasks.seq2seq.test_summarize import documents, write_jsonl
+
+    train = write_jsonl(tmp_path / "data" / "train.jsonl", documents(300, 1, 1))
+    valid = write_jsonl(tmp_path / "data" / "dev.jsonl", documents(20, 2, 2))
+    model = {**GRU["model"], "max_len": 12}
+    tiny = tmp_path / "tiny-bart.yaml"
+    tiny.write_text(yaml.safe_dump({
+        "corpus": {"reader": {"fields": {"src": "source", "tgt": "target"}, "join_lists": "\n"},
+                   "dedup": {"exact": False}, "split": {"valid": 0.0, "test": 0.0}},
+        "tokenizer": {**WORD_TOKENIZER, "roles": {"pad": "<pad>", "bos": "<s>", "eos": "</s>", "mask": "<mask>"},
+                      "format": "parquet", "fields": ["src", "tgt"]},
+        "pretrain": {"seq2seq": {"task": "denoise", "objective": {"kind": "denoising"},
+                                 "train": {**TRAIN, "max_iters": 40, "eval_interval": 20}}},
+        "seq2seq": {**GRU, "model": model, "name": "digit-summarizer", "task": "summarize", "max_source_len": 12,
+                    "train": {**TRAIN, "max_iters": 150, "eval_interval": 75}, "decode": {"beam": 2, "max_len": 8}},
+    }), encoding="utf-8")
+    store = tmp_path / "store"
+    res = subprocess.run([CLI, "seq2seq", "train", str(train), "--valid", str(valid), "--preset", str(tiny),
+                          "--set", "pretrain.train.max_iters=30", "--store", str(store), "--json"],
+                         capture_output=True, text=True, env=cli_env(prefect_harness), timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    pre = out["pretrained"]
+    assert pre["name"] == "digit-summarizer-denoise" and pre["metrics"]["steps"] == 30
+    assert pre["metrics"]["tokens_seen"] > 0
+    config = json.loads((Path(out["path"]) / "config.json").read_text())
+    assert config["started_from"]["init"]["id"] == pre["id"] and config["translation"]["task"] == "summarize"
+    m = out["metrics"]
+    assert {"rouge1", "rouge2", "rougeL", "lead1_rouge1", "oracle_rouge1"} <= set(m)
+    assert m["oracle_rouge1"] == pytest.approx(100.0) and 0.0 <= m["rouge1"] <= 100.0
+    assert out["registered_model"]["name"] == "digit-summarizer"  # the summarizer is served; the denoiser is not
+    import corpusforge as cf
+
+    again = cf.seq2seq.train(train, None, preset=str(tiny), valid=valid, overrides=["pretrain.train.max_iters=30"],
+                             store=store)
+    assert again.id == out["id"] and again.reused

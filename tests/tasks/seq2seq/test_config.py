@@ -102,7 +102,7 @@ def test_the_run_tokenizer_gets_roles_fields_and_prefix_tokens():
 def test_every_preset_validates_with_its_splits():
     from corpusforge.models.family import family
 
-    assert preset_names("seq2seq") == PRESETS
+    assert preset_names("seq2seq") == PRESETS + SUMMARIZATION_PRESETS
     for name in PRESETS:
         data = seq2seq_config("tr.de", "tr.en", name, valid=("va.de", "va.en"), test=("te.de", "te.en"))
         cfg = pipeline_config_from_dict(data)
@@ -115,6 +115,55 @@ def test_every_preset_validates_with_its_splits():
                          "multi30k-gru-luong": "luong-general"}
     cpu = load_preset("multi30k-transformer-cpu", "seq2seq")
     assert cpu["tokenizer"]["vocab_size"] <= 8000 and cpu["seq2seq"]["model"]["d_model"] <= 256
+
+
+SUMMARIZATION_PRESETS = ["scitldr-bart-cpu", "scitldr-transformer-cpu"]
+
+
+def test_summarization_presets_read_one_records_file_and_bart_pretrains_first(tmp_path, monkeypatch):
+    from corpusforge.api import split_pretraining
+    from corpusforge.tasks.config import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    for name in ("train.jsonl", "dev.jsonl"):
+        (tmp_path / "d" / name).write_text('{"source": ["A."], "target": ["B."]}\n', encoding="utf-8")
+    for name in SUMMARIZATION_PRESETS:
+        pretraining, data = split_pretraining(seq2seq_config("d/train.jsonl", None, name, valid="d/dev.jsonl",
+                                                             overrides=["pretrain.train.max_iters=3"]
+                                                             if "bart" in name else []))
+        assert data["corpus"]["sources"] == ["d/train.jsonl", "d/dev.jsonl"]
+        assert data["corpus"]["split"]["by_source"] == {"dev.jsonl": "valid"}
+        cfg = pipeline_config_from_dict(data)
+        assert cfg.seq2seq.task == "summarize" and cfg.corpus.reader.join_lists == "\n"
+        assert cfg.seq2seq.decode.no_repeat_ngram_size == 3 and cfg.seq2seq.max_source_len > cfg.seq2seq.max_target_len
+        assert (pretraining is not None) == ("bart" in name)
+        if pretraining is not None:  # the same corpus and tokenizer, the same model, another task
+            pre = pipeline_config_from_dict(pretraining)
+            assert pre.seq2seq.task == "denoise" and pre.seq2seq.objective.kind == "denoising"
+            assert pre.seq2seq.train.max_iters == 3 and pre.tokenizer == cfg.tokenizer and pre.corpus == cfg.corpus
+            assert pre.seq2seq.model == cfg.seq2seq.model and pre.seq2seq.name == f"{name}-denoise"
+        with pytest.raises(ConfigError, match="one file of records"):
+            seq2seq_config("a.de", "a.en", name)
+        with pytest.raises(ConfigError, match="--valid: .* one file"):
+            seq2seq_config("d/train.jsonl", None, name, valid=("a", "b"))
+    with pytest.raises(ConfigError, match="line-aligned pairs"):
+        seq2seq_config("d/train.jsonl", None, "multi30k-gru")
+    with pytest.raises(ConfigError, match="no pre-training step"):
+        seq2seq_config("d/train.jsonl", None, "scitldr-transformer-cpu", overrides=["pretrain.train.max_iters=3"])
+
+
+def test_valid_takes_two_files_or_one_records_file_on_the_command_line():
+    from corpusforge.cli.seq2seq import _PAIR, join_pairs
+
+    assert join_pairs(["a.de", "a.en", "--valid", "v.de", "v.en", "--preset", "p"]) == [
+        "a.de", "a.en", "--valid", f"v.de{_PAIR}v.en", "--preset", "p"]
+    assert join_pairs(["t.jsonl", "--valid", "d.jsonl", "--preset", "p"]) == ["t.jsonl", "--valid", "d.jsonl",
+                                                                             "--preset", "p"]
+    assert join_pairs(["--valid", "d.jsonl.gz", "t.jsonl"]) == ["--valid", "d.jsonl.gz", "t.jsonl"]  # records: one
+    assert join_pairs(["t.jsonl", "--valid", "d.txt"]) == ["t.jsonl", "--valid", "d.txt"]  # nothing follows: one
+    assert join_pairs(["a", "b", "--test", "x", "y", "--", "--valid", "v", "w"]) == [
+        "a", "b", "--test", f"x{_PAIR}y", "--", "--valid", "v", "w"]
 
 
 def test_train_config_pins_the_given_files_to_their_splits():
