@@ -24,6 +24,7 @@ CAPABILITIES = frozenset({
     "fill_mask",       # predicts the token under the tokenizer's mask role (an encoder's inspection)
     "embed",           # gives vectors for tokens or sentences
     "classify",        # gives a label and probabilities for a text
+    "extract",         # scores the sentences of a document (an extractive summarizer: the seq2seq stage's task extract)
     "translate",       # maps a source text to a target text
     "tag",             # gives one tag per word of a sentence (part of speech, named-entity BIO tags)
 })
@@ -176,15 +177,17 @@ def family(name: str) -> FamilySpec:
 
 class FamilyConfigs(Mapping[str, type]):
     """family name -> config class of the families that train on ``trains_on`` data (and, when given, have
-    ``capability``: pairs that are translated, pairs whose sentences are embedded), read when first used: a
+    ``capability``, or one of several: pairs that are translated, pairs whose sentences are embedded), read when
+    first used: a
     stage's config types its ``model`` field by its ``family`` field with it (tasks.config "variants")."""
 
-    def __init__(self, trains_on: str, capability: str | None = None):
-        self.trains_on, self.capability = trains_on, capability
+    def __init__(self, trains_on: str, capability: str | tuple[str, ...] | None = None):
+        self.trains_on = trains_on
+        self.capabilities = (capability,) if isinstance(capability, str) else tuple(capability or ())
 
     def _map(self) -> dict[str, type]:
         return {n: s.config for n, s in families().items()
-                if s.trains_on == self.trains_on and (self.capability is None or s.can(self.capability))}
+                if s.trains_on == self.trains_on and (not self.capabilities or any(map(s.can, self.capabilities)))}
 
     def __getitem__(self, name: str) -> type:
         return self._map()[name]

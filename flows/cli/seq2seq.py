@@ -202,6 +202,8 @@ def _decode_defaults(model_path: Path | None = None, store: Optional[Path] = Non
     cfg = DecodeConfig()
     settings = {"beam": cfg.beam, "length_penalty": cfg.length_penalty, "max_len": cfg.max_len,
                 "min_len": cfg.min_len, "no_repeat_ngram_size": cfg.no_repeat_ngram_size}
+    if model_path is not None and _task(model_path) == "extract":  # a sentence scorer's own settings
+        settings.update(sentences=cfg.sentences, max_words=cfg.max_words)
     if model_path is not None:
         from corpusforge.storage.catalog import Catalog
         from corpusforge.storage.store import ArtifactStore, read_manifest
@@ -310,7 +312,8 @@ def _documents(path: Path, source_key: str, target_key: str | None) -> tuple[lis
 
 
 def _task(model_path: Path) -> str:
-    """What the model was trained to do (its config.json's translation.task): translate or summarize."""
+    """What the model was trained to do (its config.json's translation.task): translate, summarize, extract or
+    denoise."""
     import json
 
     try:
@@ -355,7 +358,7 @@ def summarize(
     else:
         documents = [file_or_text]
     translator = _load(path)
-    if translator.task != "summarize":
+    if translator.task not in ("summarize", "extract"):
         out.print(f"note: {artifact_id} was trained to translate, not to summarize; its outputs follow", style="yellow")
     settings = _decode_defaults(path, store)
     if beam is not None:
@@ -412,7 +415,7 @@ def evaluate(
         _fail(f"--rule: best or rouge1, not {rule!r}", 2)
     path = _find_model(artifact_id, store)
     if metric is None:
-        metric = "rouge" if _task(path) == "summarize" else "bleu"
+        metric = "rouge" if _task(path) in ("summarize", "extract") else "bleu"
     if ref_file is None:
         if metric != "rouge" or not _is_records(src_file.name):
             _fail("give SRC_FILE REF_FILE (line-aligned), or --metric rouge with one FILE.jsonl", 2)
@@ -438,7 +441,8 @@ def evaluate(
         settings["beam"] = beam
     started = time.perf_counter()
     try:
-        hyps = translator.translate(sources, direction=direction, **settings)
+        hyps = (translator.summarize(sources, **settings) if metric == "rouge"
+                else translator.translate(sources, direction=direction, **settings))
     except ValueError as exc:
         _fail(str(exc), 2)
     seconds = time.perf_counter() - started

@@ -16,6 +16,7 @@ config, sentence-transformers' losses that wrap the model). One module per kind 
 - :mod:`.tagging`: :class:`Tagging` (sentences with a tag per word: a tagger's softmax or CRF loss per word);
 - :mod:`.seq2seq`: :class:`Seq2Seq` (source-target pairs: teacher forcing, label smoothing, padding ignored) and
   :class:`Denoising` (BART's pre-training: a text rebuilt from its copy with spans masked and sentences shuffled);
+- :mod:`.extractive`: :class:`Extractive` (documents whose sentences are labelled in or out of the summary);
 - :mod:`.contrastive`: :class:`Contrastive` (sentence pairs, in-batch negatives);
 - :mod:`.sft` and :mod:`.preference`: post-training's :class:`SFT` and :class:`DPO` on records.
 
@@ -166,6 +167,8 @@ KINDS: dict[str, ObjectiveKind] = {k.name: k for k in (
                   "teacher-forced, label-smoothed cross-entropy over the target tokens"),
     ObjectiveKind("denoising", f"{_HERE}.seq2seq:denoising", DenoisingSettings, "pairs",
                   "BART's text infilling and sentence permutation: rebuild each text from its corrupted copy"),
+    ObjectiveKind("extractive", f"{_HERE}.extractive:extractive", NoSettings, "pairs",
+                  "binary cross-entropy per sentence: is it in the extractive summary"),
     ObjectiveKind("contrastive", f"{_HERE}.contrastive:contrastive", ContrastiveSettings, "pairs",
                   "in-batch contrastive loss over sentence pairs"),
     ObjectiveKind("sft", f"{_HERE}.sft:sft", SFTSettings, "records",
@@ -289,6 +292,7 @@ _EXPORTS = {
     "classification": ("Classification", "ClassifierLoss"),
     "tagging": ("Tagging", "TaggerLoss"),
     "seq2seq": ("Seq2Seq", "Seq2SeqLoss", "Denoising", "corrupt"),
+    "extractive": ("Extractive", "ExtractiveLoss", "pad_documents"),
     "contrastive": ("Contrastive", "ContrastiveLoss", "in_batch_loss", "retrieval_scores"),
     "sft": ("SFT", "sft_targets", "fit_prompt"),
     "preference": ("DPO", "DPOLoss", "dpo_loss", "disable_dropout", "token_logps", "sequence_logps",

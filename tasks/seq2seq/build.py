@@ -122,6 +122,38 @@ def _top_id(sequences: Any) -> int:
     return top
 
 
+def extract_examples(frames: Mapping[str, Any], encoded_dir: Path, cfg: Seq2SeqStageConfig,
+                     tokenizer) -> tuple[dict[str, tuple], dict[str, int]]:
+    """task extract: {split: (documents, labels)}: a document its source field's lines (sentences) each encoded as
+    the tokenizer stage encoded the corpus, labelled 1 on its oracle sentence (the best ROUGE-1 against the target
+    field's references: corpusforge.models.summ_eval.best_sentence) and 0 elsewhere. Documents without a reference
+    or a sentence are left out (counted)."""
+    import polars as pl
+
+    from corpusforge.models.summ_eval import best_sentence
+
+    corpus = corpus_dir(encoded_dir)
+    splits, counts = {}, {}
+    for split, frame in frames.items():
+        if frame is None:
+            continue
+        text = pl.read_parquet(corpus / f"{split}.parquet", columns=["doc_id", cfg.source, cfg.target])
+        if text["doc_id"].to_list() != frame["doc_id"].to_list():
+            raise ValueError(f"{split}: the encoded records and the corpus they came from list other records")
+        docs, labels, skipped = [], [], 0
+        for source, target in zip(text[cfg.source].to_list(), text[cfg.target].to_list()):
+            sentences, refs = lines(source), lines(target)
+            if not sentences or not refs:
+                skipped += 1
+                continue
+            best = best_sentence(sentences, refs)
+            docs.append([list(ids) for ids in tokenizer.encode_batch(sentences)])
+            labels.append([int(s == best) for s in sentences])
+        splits[split] = (docs, labels)
+        counts[f"documents_{split}"], counts[f"unlabelled_{split}"] = len(docs), skipped
+    return splits, counts
+
+
 def text_examples(frames: Mapping[str, Any], encoded_dir: Path, cfg: Seq2SeqStageConfig,
                   tokenizer) -> tuple[dict[str, list], dict[str, int]]:
     """task denoise: {split: texts}, a text its source field's lines (sentences, for sentence permutation) each
@@ -225,6 +257,8 @@ def _train(out: Path, encoded_dir: Path, cfg: Seq2SeqStageConfig, scratch: Path,
             raise ValueError("task: denoise needs the tokenizer's mask role (<mask>); the stage adds it to the run's "
                              "tokenizer, so this tokenizer came from elsewhere: give it roles: {mask: <mask>}")
         context["mask_id"] = special["mask"]
+    elif cfg.task == "extract":
+        splits, counts = extract_examples(frames, encoded_dir, cfg, tokenizer)
     elif cfg.task == "summarize":
         splits, counts = summary_examples(frames, columns, encoded_dir, cfg, tokenizer)
         if "train" not in splits or not splits["train"][0]:
@@ -255,7 +289,8 @@ def _train(out: Path, encoded_dir: Path, cfg: Seq2SeqStageConfig, scratch: Path,
         for what in ("missing", "mismatched"):
             if report[what]:
                 warnings.append(f"init {parent.name}: {what} {', '.join(report[what][:8])}")
-    cuts = {k: getattr(cfg, k) for k in ("max_source_len", "max_target_len") if getattr(cfg, k) is not None}
+    cuts = {k: getattr(cfg, k) for k in ("max_source_len", "max_target_len")
+            if getattr(cfg, k) is not None and cfg.task != "extract"}  # a sentence scorer's cuts are its model's
     objective = build_objective(cfg.objective, mcfg, splits, **cuts, **context)
     result, record, metrics, seconds = fit(model, objective, cfg.train, scratch, on_metrics)
     if cfg.task == "denoise":  # what pre-training read: the texts of every micro-batch it trained on
@@ -303,7 +338,7 @@ def _evaluate(out: Path, model_dir: Path, encoded_dir: Path, cfg: Seq2SeqStageCo
     scored = [s for s in ("valid", "test") if frames[s] is not None and (s == "valid" or cfg.evaluate_test)]
     if cfg.task == "denoise":
         return _evaluate_denoising(out, model_dir, corpus, translator, frames, cfg, model_metrics)
-    if cfg.task == "summarize":
+    if cfg.task in ("summarize", "extract"):
         return _evaluate_summaries(out, model_dir, corpus, translator, meta, frames, scored, cfg, model_metrics)
     dec = cfg.decode
     (out / "translations").mkdir()
@@ -400,12 +435,15 @@ def _evaluate_summaries(out: Path, model_dir: Path, corpus: Path, translator, me
         text = pl.read_parquet(corpus / f"{split}.parquet", columns=["doc_id", cfg.source, cfg.target])
         if text["doc_id"].to_list() != frame["doc_id"].to_list():
             raise ValueError(f"{split}: the encoded records and the corpus they came from list other records")
-        sources = [list(d.prefix_ids) + list(ids) for ids in frame[meta["fields"][d.source]].to_list()]
-        hyps = [translator.tokenizer.decode(ids)
-                for ids in translator.translate_ids(sources, dec.beam, dec.length_penalty, dec.max_len,
-                                                    dec.batch_size, min_len=dec.min_len,
-                                                    no_repeat_ngram_size=dec.no_repeat_ngram_size)]
         documents_text = [lines(t) for t in text[cfg.source].to_list()]
+        if cfg.task == "extract":  # the best-scored sentences, in document order
+            hyps = translator.summarize(documents_text, sentences=dec.sentences, max_words=dec.max_words)
+        else:
+            sources = [list(d.prefix_ids) + list(ids) for ids in frame[meta["fields"][d.source]].to_list()]
+            hyps = [translator.tokenizer.decode(ids)
+                    for ids in translator.translate_ids(sources, dec.beam, dec.length_penalty, dec.max_len,
+                                                        dec.batch_size, min_len=dec.min_len,
+                                                        no_repeat_ngram_size=dec.no_repeat_ngram_size)]
         references = [lines(t) for t in text[cfg.target].to_list()]
         keep = [i for i, refs in enumerate(references) if refs]  # a document without a reference is not scored
         if not keep:
@@ -433,9 +471,10 @@ def _evaluate_summaries(out: Path, model_dir: Path, corpus: Path, translator, me
     for k in ("val_loss", "val_ppl", "test_loss", "test_ppl"):
         if k in model_metrics:
             metrics[k] = float(model_metrics[k])
-    metrics.update(beam=float(dec.beam), summarize_seconds=seconds,
+    how = {"sentences": float(dec.sentences)} if cfg.task == "extract" else {"beam": float(dec.beam)}
+    metrics.update(**how, summarize_seconds=seconds,
                    documents_per_s=documents / seconds if seconds > 0 else 0.0)
-    (out / "scores.json").write_text(json.dumps({"task": "summarize", "decode": dataclasses.asdict(dec),
+    (out / "scores.json").write_text(json.dumps({"task": cfg.task, "decode": dataclasses.asdict(dec),
                                                  "scores": scores,
                                                  "model": store_relative(model_dir, Path(out).resolve().parent.parent)},
                                                 indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -18,11 +18,12 @@ from corpusforge.tasks.config import (
 
 MODEL_STEP, EVAL_STEP = "seq2seq", "seq2seq_eval"
 # the stage trains the families that learn from source/target pairs (corpusforge.models.family: trains_on "pairs")
-PAIR_FAMILIES = FamilyConfigs("pairs", "translate")
+# and translate (encoder-decoders), or extract (sentence scorers: task extract)
+PAIR_FAMILIES = FamilyConfigs("pairs", ("translate", "extract"))
 # T5's task prefix (Raffel et al. 2020: "translate English to German: ..."); {source}/{target}: the languages' names
 T5_PREFIX = "translate {source} to {target}: "
 Direction = Literal["forward", "backward", "both"]
-Task = Literal["translate", "summarize", "denoise"]
+Task = Literal["translate", "summarize", "denoise", "extract"]
 RougeRule = Literal["best", "rouge1"]
 
 
@@ -48,12 +49,21 @@ class DecodeConfig:
                "reference, as most papers report SciTLDR) or rouge1 (the SciTLDR authors' rule: the reference with the "
                "best ROUGE-1 gives all three); corpusforge.models.summ_eval.",
         "identity": lambda cfg: cfg.rouge_rule != "best"})
+    sentences: int = field(default=1, metadata={
+        "doc": "task extract: the sentences an extractive summary takes (the best-scored, in document order).",
+        "identity": lambda cfg: cfg.sentences != 1})
+    max_words: int = field(default=0, metadata={
+        "doc": "task extract: a length budget in words; a chosen sentence that would pass it is skipped for the next "
+               "best (the first one always kept). 0: no budget.",
+        "identity": lambda cfg: cfg.max_words != 0})
 
     def __post_init__(self) -> None:
         for name in ("beam", "max_len", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        for name in ("min_len", "no_repeat_ngram_size"):
+        if self.sentences < 1:
+            raise ValueError(f"sentences: must be >= 1, got {self.sentences}")
+        for name in ("min_len", "no_repeat_ngram_size", "max_words"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)}")
         if self.length_penalty < 0:
@@ -76,7 +86,8 @@ class Seq2SeqStageConfig:
     name: str = field(default="seq2seq", metadata={"doc": "Artifact name (and the registered model's name)."})
     family: str = field(default="seq2seq", metadata={"steps": MODEL, "doc":
         "The model family (a folder under models/ that trains on pairs): seq2seq (GRU/LSTM encoder-decoder, with or "
-        "without attention: model.attention) or transformer (Vaswani et al. 2017)."})
+        "without attention: model.attention), transformer (Vaswani et al. 2017) or, with task: extract, extractive "
+        "(a sentence scorer)."})
     model: object | None = field(default=None, metadata={"steps": MODEL, "doc":
         "The family's config (the dataclass in corpusforge.models.<family>.config, picked by family; null: its "
         "defaults); vocab_size and the pad/bos/eos ids come from the tokenizer.",
@@ -104,7 +115,10 @@ class Seq2SeqStageConfig:
         "with ROUGE-1/2/L against all of a document's references, beside the Lead-1 baseline (the first source line) "
         "and the one-sentence extractive oracle on the same split. denoise: BART's pre-training on plain text (the "
         "source field alone; objective: {kind: denoising}): the model rebuilds each text from a corrupted copy "
-        "(spans masked, sentences shuffled), so that a summarizer or translator can start from it (init)."})
+        "(spans masked, sentences shuffled), so that a summarizer or translator can start from it (init). extract: "
+        "an extractive summarizer (family extractive) learns which of a document's sentences (its lines) is the "
+        "oracle one (the best ROUGE-1 against the references) and summarizes with the best-scored ones "
+        "(decode.sentences, decode.max_words), scored as summarize is."})
     init: str | None = field(default=None, metadata={"steps": MODEL, **artifact_ref(("seq2seq",), doc=(
         "A trained encoder-decoder to start from (a seq2seq artifact id, e.g. a task: denoise model): its weights, "
         "its shape (model fields other than dropout follow it) and its tokenizer (the pairs are encoded again with "
@@ -136,8 +150,14 @@ class Seq2SeqStageConfig:
                 self.prefix.format(source="", target="")
             except (KeyError, IndexError, ValueError) as exc:
                 raise ValueError(f"prefix: only {{source}} and {{target}} may be filled in ({exc})") from None
-        if self.task not in ("translate", "summarize", "denoise"):
-            raise ValueError(f"task: translate, summarize or denoise, got {self.task!r}")
+        if self.task not in ("translate", "summarize", "denoise", "extract"):
+            raise ValueError(f"task: translate, summarize, denoise or extract, got {self.task!r}")
+        from corpusforge.models.family import family as family_spec
+
+        extracts = family_spec(self.family).can("extract")
+        if extracts != (self.task == "extract"):
+            raise ValueError(f"family: {self.family} " + ("only extracts sentences: set task: extract" if extracts else
+                                                           "writes text; task: extract needs family: extractive"))
         if self.task != "translate" and self.direction != "forward":
             raise ValueError(f"direction: task {self.task} reads the source field forward, not {self.direction}")
         denoising = getattr(self.objective, "kind", None) == "denoising"

@@ -152,13 +152,86 @@ class Translator:
         return [self.tokenizer.id_to_token(i) for i in source], output, attention, self.tokenizer.decode(ids[0])
 
 
-def load_translator(model_dir: str | Path, tokenizer_dir: str | Path | None = None, device: str = "cpu") -> Translator:
+class Extractor:
+    """A trained extractive summarizer (family extractive) and its tokenizer: ``summarize(documents)`` gives each
+    document's best-scored sentences, in document order, joined by a space. A document is a list of sentences, or a
+    text whose lines are its sentences (as the stage read them: reader.join_lists). ``translate`` is the same call
+    with a translator's keywords (beam, length penalty... mean nothing here and are ignored), so the CLI and the
+    registered pyfunc treat every seq2seq model alike."""
+
+    task = "extract"
+
+    def __init__(self, model, tokenizer, spec: dict[str, Any]):
+        self.model, self.tokenizer, self.spec = model, tokenizer, spec
+        translation = spec.get("translation") or {}
+        self.directions = [Direction(translation.get("source", "src"), translation.get("target", "tgt"), "", ())]
+        self.source_max_len = None
+
+    def direction(self, name: str | None = None) -> Direction:
+        if name and name not in ("forward", self.directions[0].key):
+            raise ValueError(f"direction {name!r}: this model summarizes {self.directions[0].key}")
+        return self.directions[0]
+
+    def scores(self, documents: Sequence[Sequence[str]], batch_size: int = DEFAULT_BATCH) -> list[list[float]]:
+        """Each sentence's score (a logit: higher is more summary-like), per document."""
+        import torch
+
+        from corpusforge.models.objectives.extractive import pad_documents
+
+        cfg = self.model.cfg
+        out: list[list[float]] = []
+        device = next(self.model.parameters()).device
+        self.model.eval()
+        with torch.no_grad():
+            for start in range(0, len(documents), batch_size):
+                chunk = [list(d) for d in documents[start: start + batch_size]]
+                ids = [[list(x) for x in self.tokenizer.encode_batch([str(s) for s in d])] if d else [] for d in chunk]
+                batch = pad_documents([d or [[]] for d in ids], int(cfg.pad_id), cfg.max_sentences, cfg.max_len)
+                logits = self.model(*(t.to(device) for t in batch)).float().cpu()
+                for d, row in zip(chunk, logits):
+                    out.append([float(x) for x in row[: min(len(d), cfg.max_sentences)]])
+        return out
+
+    def summarize(self, texts: str | Sequence[Any], sentences: int = 1, max_words: int = 0,
+                  batch_size: int = DEFAULT_BATCH, **_: Any) -> list[str]:
+        """The ``sentences`` best-scored sentences of each document, in document order; with ``max_words``, a
+        sentence that would pass the budget is skipped for the next best (the first chosen is always kept)."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        documents = [[str(s).strip() for s in t if str(s).strip()] if isinstance(t, (list, tuple))
+                     else [line.strip() for line in str(t).split("\n") if line.strip()] for t in texts]
+        summaries = []
+        for doc, scores in zip(documents, self.scores(documents, batch_size)):
+            chosen, words = [], 0
+            for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)):
+                n = len(doc[i].split())
+                if chosen and max_words and words + n > max_words:
+                    continue
+                chosen.append(i)
+                words += n
+                if len(chosen) == sentences:
+                    break
+            summaries.append(" ".join(doc[i] for i in sorted(chosen)))
+        return summaries
+
+    def translate(self, texts: str | Sequence[Any], direction: str | None = None, **decode: Any) -> list[str]:
+        self.direction(direction)
+        return self.summarize(texts, **decode)
+
+    def alignment(self, *args: Any, **kwargs: Any):
+        raise ValueError("an extractive summarizer chooses sentences: it has no attention map to draw")
+
+
+def load_translator(model_dir: str | Path, tokenizer_dir: str | Path | None = None,
+                    device: str = "cpu") -> Translator | Extractor:
     """The model saved in ``model_dir`` with its tokenizer (the one its config.json records, store-relative, unless
-    ``tokenizer_dir`` is given: the registered MLflow model carries its own copy)."""
+    ``tokenizer_dir`` is given: the registered MLflow model carries its own copy): a :class:`Translator`, or an
+    :class:`Extractor` for a family that extracts sentences."""
+    from corpusforge.models.family import family
     from corpusforge.tasks.corpus.reading import reading_as_trained
     from corpusforge.tasks.encoded import load_with_tokenizer
 
-    return Translator(*load_with_tokenizer(model_dir, tokenizer_dir, device, reading=reading_as_trained))
+    model, tokenizer, spec = load_with_tokenizer(model_dir, tokenizer_dir, device, reading=reading_as_trained)
+    return (Extractor if family(spec["family"]).can("extract") else Translator)(model, tokenizer, spec)
 
 
 def load_artifact(artifact_dir: Path, manifest: dict[str, Any]) -> Translator:

@@ -16,8 +16,8 @@ def translates(model_dir: Path) -> bool:
     from corpusforge.models.family import family
 
     spec = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
-    return (family(spec["family"]).can("translate")
-            and (spec.get("translation") or {}).get("task", "translate") != "denoise")
+    serves = family(spec["family"]).can("translate") or family(spec["family"]).can("extract")
+    return serves and (spec.get("translation") or {}).get("task", "translate") != "denoise"
 
 
 def register_seq2seq(tracker, run_id: str, manifest: dict[str, Any], model_dir: Path) -> dict[str, str]:

@@ -36,7 +36,7 @@ def report_plots(eval_dir: Path, scratch: Path) -> list[tuple[str, Path]]:
 
     try:
         scores = json.loads((Path(eval_dir) / "scores.json").read_text(encoding="utf-8"))
-        if scores.get("task") == "summarize":
+        if scores.get("task") in ("summarize", "extract"):
             return rouge_bars(scores, Path(scratch))
         if scores.get("task") == "denoise":
             return []  # a pre-training checkpoint: its loss curve (the model step's) is the plot
@@ -88,7 +88,7 @@ def rouge_bars(scores: dict[str, Any], scratch: Path) -> list[tuple[str, Path]]:
 def highlights(eval_dir: Path) -> list[str]:
     """What the run's summary shows under the stage: each direction's scores and one example."""
     data = json.loads((Path(eval_dir) / "scores.json").read_text(encoding="utf-8"))
-    if data.get("task") == "summarize":
+    if data.get("task") in ("summarize", "extract"):
         return _summary_highlights(Path(eval_dir), data)
     if data.get("task") == "denoise":
         m = data.get("metrics") or {}
@@ -115,10 +115,12 @@ def highlights(eval_dir: Path) -> list[str]:
 
 def _summary_highlights(eval_dir: Path, data: dict[str, Any]) -> list[str]:
     split = "test" if "test" in data["scores"] else "valid"
-    beam = data["decode"]["beam"]
+    beam, n = data["decode"]["beam"], data["decode"].get("sentences", 1)
+    how = (f"extractive, {n} sentence{'s' if n > 1 else ''}" if data.get("task") == "extract"
+           else "greedy" if beam == 1 else f"beam {beam}")
     lines = []
     for key, s in data["scores"][split].items():
-        lines.append(f"{key} {split} ({s['documents']} documents, {'greedy' if beam == 1 else f'beam {beam}'}, "
+        lines.append(f"{key} {split} ({s['documents']} documents, {how}, "
                      f"{s['rouge_rule']} reference): ROUGE-1/2/L {s['rouge1']:.2f} / {s['rouge2']:.2f} / "
                      f"{s['rougeL']:.2f}; Lead-1 {s['lead1_rouge1']:.2f} / {s['lead1_rouge2']:.2f} / "
                      f"{s['lead1_rougeL']:.2f}; oracle {s['oracle_rouge1']:.2f} / {s['oracle_rouge2']:.2f} / "

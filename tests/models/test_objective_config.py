@@ -78,7 +78,8 @@ def test_settings_moved_off_the_model_keep_the_artifact_id():
 
 
 @pytest.mark.parametrize("section, message", [
-    ({"objective": {"kind": "dpo"}}, "seq2seq.objective.kind: family seq2seq trains with seq2seq, not 'dpo'"),
+    ({"objective": {"kind": "dpo"}}, "seq2seq.objective.kind: family seq2seq trains with seq2seq or denoising, "
+                                         "not 'dpo'"),
     ({"objective": {"label_smoothing": 1.5}}, "seq2seq.objective.label_smoothing: must be in [0, 1), got 1.5"),
     ({"objective": {"mask_prob": 0.2}}, "seq2seq.objective.mask_prob: unknown key; allowed keys under "
                                         "seq2seq.objective are: kind, label_smoothing"),

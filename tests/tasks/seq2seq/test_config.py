@@ -117,7 +117,8 @@ def test_every_preset_validates_with_its_splits():
     assert cpu["tokenizer"]["vocab_size"] <= 8000 and cpu["seq2seq"]["model"]["d_model"] <= 256
 
 
-SUMMARIZATION_PRESETS = ["scitldr-bart-cpu", "scitldr-transformer-cpu"]
+SUMMARIZATION_PRESETS = ["scitldr-bart", "scitldr-bart-cpu", "scitldr-extractive", "scitldr-extractive-cpu",
+                         "scitldr-transformer", "scitldr-transformer-cpu"]
 
 
 def test_summarization_presets_read_one_records_file_and_bart_pretrains_first(tmp_path, monkeypatch):
@@ -135,8 +136,12 @@ def test_summarization_presets_read_one_records_file_and_bart_pretrains_first(tm
         assert data["corpus"]["sources"] == ["d/train.jsonl", "d/dev.jsonl"]
         assert data["corpus"]["split"]["by_source"] == {"dev.jsonl": "valid"}
         cfg = pipeline_config_from_dict(data)
-        assert cfg.seq2seq.task == "summarize" and cfg.corpus.reader.join_lists == "\n"
-        assert cfg.seq2seq.decode.no_repeat_ngram_size == 3 and cfg.seq2seq.max_source_len > cfg.seq2seq.max_target_len
+        assert cfg.corpus.reader.join_lists == "\n" and cfg.seq2seq.name == name
+        if "extractive" in name:
+            assert cfg.seq2seq.task == "extract" and cfg.seq2seq.family == "extractive"
+        else:
+            assert cfg.seq2seq.task == "summarize" and cfg.seq2seq.decode.no_repeat_ngram_size == 3
+            assert cfg.seq2seq.max_source_len > cfg.seq2seq.max_target_len
         assert (pretraining is not None) == ("bart" in name)
         if pretraining is not None:  # the same corpus and tokenizer, the same model, another task
             pre = pipeline_config_from_dict(pretraining)

@@ -185,3 +185,64 @@ def test_the_artifact_summarizes_sentence_lists_and_the_cli_scores_rouge(middle,
 
 def test_lines_are_the_non_empty_stripped_lines():
     assert lines(" a \n\n b\n") == ["a", "b"] and lines(None) == [] and lines("") == []
+
+
+def test_the_extractive_model_scores_real_sentences_only():
+    import torch
+
+    from corpusforge.models.extractive.config import ExtractiveConfig
+    from corpusforge.models.extractive.model import Extractive
+    from corpusforge.models.objectives.extractive import Extractive as Objective
+
+    model = Extractive(ExtractiveConfig(vocab_size=20, pad_id=0, n_embd=8, n_hidden=8, n_doc_hidden=8))
+    docs = [[[5, 6], [7], []], [[8, 9, 10]]]  # an empty sentence, and a document of one sentence
+    objective = Objective({"train": (docs, [[0, 1, 0], [1]])}, pad_id=0)
+    ids, token_mask, sentence_mask, target = objective._collate("train", [0, 1])
+    assert ids.shape == (2, 3, 3) and sentence_mask.tolist() == [[True, True, True], [True, False, False]]
+    logits = model(ids, token_mask, sentence_mask)
+    assert torch.isinf(logits[1, 1:]).all() and torch.isfinite(logits[0]).all() and torch.isfinite(logits[1, 0])
+    loss, _ = objective.loss_module(model)(ids, token_mask, sentence_mask, target)
+    loss.backward()
+    assert torch.isfinite(loss) and model.wte.weight.grad is not None
+    # the padding sentence changes nothing: the first document alone scores the same
+    alone = model.eval()(*objective._collate("train", [0])[:3])
+    assert torch.allclose(alone[0], model(ids, token_mask, sentence_mask)[0])
+    with pytest.raises(ValueError, match="one label per sentence"):
+        Objective({"train": (docs, [[0, 1], [1]])}, pad_id=0)
+
+
+@pytest.mark.learns
+def test_the_extractive_summarizer_learns_the_oracle_sentence(middle, tmp_path):
+    """task extract on the same documents: the labels are each document's oracle sentence (here the middle one),
+    the model learns to pick it, and its summaries are scored by the same ROUGE step."""
+    from typer.testing import CliRunner
+
+    from corpusforge.api import Artifact
+    from corpusforge.cli import app
+
+    extract = {"family": "extractive", "task": "extract", "name": "middle-extract",
+               "model": {"n_embd": 16, "n_hidden": 16, "n_doc_hidden": 16, "dropout": 0.0},
+               "train": {**TRAIN, "max_iters": 150, "lr": 1.0e-2}}
+    cfg, files = pipeline_cfg(tmp_path / "data", extract)
+    store = middle["store"]
+    evaluation, model = build_seq2seq(encoded(cfg, store), cfg.seq2seq, store)
+    mm = read_manifest(Path(model.path))["metrics"]
+    assert mm["val_top1"] >= 0.95 and mm["documents_train"] == 600, mm
+    m = read_manifest(Path(evaluation.path))["metrics"]
+    assert m["rouge1"] >= 95.0 and m["rouge1"] > m["lead1_rouge1"] and m["sentences"] == 1.0, m
+    scores = json.loads((Path(evaluation.path) / "scores.json").read_text())
+    assert scores["task"] == "extract"
+    extractor = Artifact.from_dir(model.path).load()
+    assert extractor.task == "extract"
+    assert extractor.summarize([["1 2 3", "4 5 6", "7 8 9"]]) == ["4 5 6"]
+    assert extractor.summarize(["1 2 3\n4 5 6\n7 8 9"], sentences=2) == ["1 2 3 4 5 6"] or \
+        extractor.summarize(["1 2 3\n4 5 6\n7 8 9"], sentences=2) == ["4 5 6 7 8 9"]  # in document order
+    assert extractor.summarize([["1 2 3", "4 5 6", "7 8 9"]], sentences=3, max_words=3) == ["4 5 6"]  # the budget
+    runner = CliRunner()
+    result = runner.invoke(app, ["seq2seq", "summarize", model.id[:12], "2 2 2\n7 1 0\n3 3 3", "--json",
+                                 "--store", str(store.root)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output.strip().splitlines()[-1])["summaries"] == ["7 1 0"]
+    from corpusforge.tasks.seq2seq.register import translates
+
+    assert translates(Path(model.path))  # registered as a pyfunc that summarizes
