@@ -131,7 +131,7 @@ def test_train_refuses_pair_files_that_do_not_line_up_before_any_work(tmp_path):
 
 
 @pytest.mark.e2e
-def test_summarization_preset_pretrains_then_summarizes_one_records_file(prefect_harness, tmp_path):
+def test_summarization_preset_pretrains_then_summarizes_one_records_file(prefect_harness, tmp_path, monkeypatch):
     """Issue 47: `seq2seq train FILE.jsonl --valid FILE.jsonl --preset P` with a preset that reads records (lists of
     sentences and of references, reader.join_lists) and pre-trains by denoising first (a pretrain section): two
     runs, the second starting from the first (seq2seq.init), its ROUGE beside Lead-1 and the oracle; the Python API
@@ -167,6 +167,15 @@ def test_summarization_preset_pretrains_then_summarizes_one_records_file(prefect
     assert {"rouge1", "rouge2", "rougeL", "lead1_rouge1", "oracle_rouge1"} <= set(m)
     assert m["oracle_rouge1"] == pytest.approx(100.0) and 0.0 <= m["rouge1"] <= 100.0
     assert out["registered_model"]["name"] == "digit-summarizer"  # the summarizer is served; the denoiser is not
+    import mlflow
+
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+    served = mlflow.pyfunc.load_model(out["registered_model"]["latest_uri"])
+    summaries = served.predict(["1 2 3\n4 5 6\n7 8 9"], params={"beam": 1, "min_len": 2, "no_repeat_ngram_size": 2})
+    assert len(summaries) == 1 and isinstance(summaries[0], str)
+    assert [p.name for p in mlflow.MlflowClient().search_registered_models()] == ["digit-summarizer"]
     import corpusforge as cf
 
     again = cf.seq2seq.train(train, None, preset=str(tiny), valid=valid, overrides=["pretrain.train.max_iters=30"],
