@@ -337,6 +337,8 @@ def summarize(
         "A .jsonl file (one document per record, its --source-key), another text file (the whole file is one "
         "document, its sentences one per line), or the document's text itself."))],
     beam: BeamOpt = None,
+    sentences: Annotated[Optional[int], typer.Option("--sentences", min=1, help=(
+        "An extractive model: the sentences a summary takes (default: as its evaluation, else 1)."))] = None,
     source_key: SourceKeyOpt = "source",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Also write the summaries here, one per "
                                                                           "line.")] = None,
@@ -363,6 +365,10 @@ def summarize(
     settings = _decode_defaults(path, store)
     if beam is not None:
         settings["beam"] = beam
+    if sentences is not None:
+        if translator.task != "extract":
+            _fail("--sentences: only an extractive model (task extract) chooses sentences; this one writes its summary", 2)
+        settings["sentences"] = sentences
     try:
         summaries = translator.summarize(documents, **settings)
     except ValueError as exc:

@@ -243,6 +243,12 @@ def test_the_extractive_summarizer_learns_the_oracle_sentence(middle, tmp_path):
                                  "--store", str(store.root)])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output.strip().splitlines()[-1])["summaries"] == ["7 1 0"]
+    result = runner.invoke(app, ["seq2seq", "summarize", model.id[:12], "2 2 2\n7 1 0\n3 3 3", "--sentences", "3",
+                                 "--store", str(store.root)])
+    assert result.exit_code == 0 and result.output.strip() == "2 2 2 7 1 0 3 3 3"  # all three, in document order
+    result = runner.invoke(app, ["seq2seq", "summarize", middle["model"].id[:12], "1 2 3", "--sentences", "2",
+                                 "--store", str(store.root)])
+    assert result.exit_code == 2 and "only an extractive model" in result.output
     from corpusforge.tasks.seq2seq.register import translates
 
     assert translates(Path(model.path))  # registered as a pyfunc that summarizes
