@@ -109,12 +109,17 @@ writes); batches are length-bucketed and padded
         sources, targets = self.splits[split]
         n = len(sources) if not max_batches else min(len(sources), max_batches * batch_size)
         order = sorted(range(n), key=lambda i: (len(sources[i]) + len(targets[i]), i))
+        return self._scored(model, (self._pairs(split, order[start: start + batch_size])
+                                    for start in range(0, n, batch_size)), device, autocast)
+
+    @staticmethod
+    def _scored(model, batches, device, autocast) -> dict[str, float]:
+        """The plain cross-entropy per target token (and its perplexity) over collated ``batches``."""
         total, count = 0.0, 0
         with evaluating(model):
             with torch.no_grad():
-                for start in range(0, n, batch_size):
-                    src, src_mask, tgt_in, tgt_mask, target = (
-                        t.to(device) for t in self._pairs(split, order[start: start + batch_size]))
+                for tensors in batches:
+                    src, src_mask, tgt_in, tgt_mask, target = (t.to(device) for t in tensors)
                     with autocast():
                         logits = model(src, src_mask, tgt_in, tgt_mask)
                     total += F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), ignore_index=IGNORE,
@@ -248,19 +253,8 @@ class Denoising(Seq2Seq):
         docs = self.splits[split][0]
         n = len(docs) if not max_batches else min(len(docs), max_batches * batch_size)
         gen = torch.Generator().manual_seed(self.seed + 7919)
-        total, count = 0.0, 0
-        with evaluating(model):
-            with torch.no_grad():
-                for start in range(0, n, batch_size):
-                    src, src_mask, tgt_in, tgt_mask, target = (
-                        t.to(device) for t in self._noised(split, list(range(start, min(n, start + batch_size))), gen))
-                    with autocast():
-                        logits = model(src, src_mask, tgt_in, tgt_mask)
-                    total += F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), ignore_index=IGNORE,
-                                             reduction="sum").item()
-                    count += int(tgt_mask.sum())
-        loss = total / count
-        return {"loss": loss, "ppl": math.exp(min(loss, 700.0))}
+        return self._scored(model, (self._noised(split, list(range(start, min(n, start + batch_size))), gen)
+                                    for start in range(0, n, batch_size)), device, autocast)
 
 
 def denoising(model_cfg: Any, splits: Mapping[str, Any], settings: Any = None, mask_id: int | None = None,
