@@ -54,7 +54,8 @@ RUNS = ".runs"
 
 
 SCRATCH = ".scratch"
-_SCRATCH_KINDS = {"sentence_index": "a search-vector cache of `embed search` (remade on the next search)"}
+_SCRATCH_KINDS = {"sentence_index": "a search-vector cache of `embed search` (remade on the next search)",
+                  "bm25_index": "a BM25 index cache of `embed search --mode bm25|hybrid` (remade on the next search)"}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,14 @@ word: ``tokens.split(" ")`` and ``upos.split(" ")`` line up), with ``meta = {"te
 either way the other file is ``unsupported_format``. A tag column a file does not have is a TaggedError (the whole
 file is wrong: the build stops, naming it), never a quarantine.
 
+Question-answering records (``squad``, issue 48): a ``.json`` file (optionally compressed) in SQuAD v1.1 form is
+read by corpusforge.storage.squad, one record per paragraph: its ``text`` is the paragraph's context exactly as
+written, a ``title`` label the article's title, and ``meta = {"qas": [{"id", "question", "answers": [{"text",
+"answer_start"}]}]}``; the locator is ``data[i].paragraphs[j]``. A paragraph whose answers do not read off its
+context at their offsets is quarantined whole (``answer_offset``, ``malformed_qa``, ``control_character``); a .json
+file that is not SQuAD-shaped is a SquadError (one line). A SQuAD corpus reads only .json files (another file is
+``unsupported_format``); without ``squad`` a .json file is read as before.
+
 Named fields (``fields``/``labels``, :class:`corpusforge.storage.records.FieldSpec`): a record is several text
 fields and labels read from the columns (CSV/TSV/Parquet) or keys (JSON/JSONL) of one row, or from line ``i`` of
 each of several line-aligned files (``train.de`` + ``train.en``: corpusforge.storage.aligned). A record with any bad
@@ -37,7 +45,8 @@ Reason codes (stable, used in manifests): ``empty_file``, ``no_records``, ``bina
 ``missing_label``, ``bad_label`` and ``missing_pair_line`` (a line that one of line-aligned files has and
 another lacks); with tagged records also ``malformed_line``, ``unknown_tag``, ``empty_sentence`` and
 ``token_whitespace`` (a word or tag that is empty or holds whitespace, so cannot be joined by spaces; the detail
-names its line), as corpusforge.storage.tagged says.
+names its line), as corpusforge.storage.tagged says; with SQuAD records also ``answer_offset``, ``malformed_qa``
+and ``control_character``, as corpusforge.storage.squad says.
 """
 
 from __future__ import annotations
@@ -145,6 +154,18 @@ class ReaderConfig:
                    "reader.tags may name them ({ner: ner}); the words are the column named token (or word, form), "
                    "else the first. Needs reader.tags."})
 
+    squad: bool = field(
+        default=False, metadata={
+            "identity": lambda cfg: cfg.squad,
+            "doc": "Question-answering records from .json files in SQuAD v1.1 form (SQuAD, XQuAD; optionally "
+                   "compressed): one record per paragraph, its text the context exactly as written, a title label "
+                   "(the article's title) and meta.qas (each question's id, question and answers with their "
+                   "answer_start offsets into the text). A paragraph whose answer is not the context's text at its "
+                   "offset is quarantined whole (answer_offset). Needs corpus.clean.preset: raw (cleaning would move "
+                   "the offsets); such a corpus reads no other format. Exact dedup keys on the context: a repeated "
+                   "paragraph is dropped with its questions (dedup.exact: false keeps it). Not with tags, fields or "
+                   "labels."})
+
     fields: dict[str, str] = field(
         default_factory=dict, metadata={
             "identity": lambda cfg: bool(cfg.fields),
@@ -174,6 +195,7 @@ class ReaderConfig:
         if not self.text_field:
             raise ValueError("text_field: must be a non-empty field name")
         self._check_tags()
+        self._check_squad()
         if self.max_document_bytes < 1024:
             raise ValueError(f"max_document_bytes: must be at least 1024, got {self.max_document_bytes}")
         labels = {name: LabelSpec(spec) if isinstance(spec, str) else spec for name, spec in self.labels.items()}
@@ -222,6 +244,16 @@ class ReaderConfig:
             if not isinstance(name, str) or not name or self.columns.index(name) != i:
                 raise ValueError(f"columns: {name!r}: each column a non-empty name, each name once")
 
+    def _check_squad(self) -> None:
+        if not isinstance(self.squad, bool):
+            raise ValueError(f"squad: true or false, not {self.squad!r}")
+        if not self.squad:
+            return
+        for name in ("tags", "fields", "labels", "join_lists"):
+            if getattr(self, name):
+                raise ValueError(f"squad: a SQuAD corpus's fields are text (the context) and title; leave reader."
+                                 f"{name} unset")
+
     @property
     def tagged(self) -> bool:
         """Whether records are tagged sentences (``tags``), read from .conllu and CoNLL column files only."""
@@ -239,6 +271,8 @@ class ReaderConfig:
         corpus's: the text field ``tokens`` and each tag field as a text label."""
         if self.tags:
             return FieldSpec((("tokens", "tokens"),), tuple((name, name, "str") for name in self.tags))
+        if self.squad:  # records made by corpusforge.storage.squad: the context and the article's title
+            return FieldSpec((("text", "text"),), (("title", "title", "str"),))
         if self.fields:
             text = tuple(self.fields.items())
         elif aligned_keys:
@@ -531,6 +565,11 @@ def check_digest(source: SourceFile, raw: SourceBytes, expect: str) -> None:
 def _records(source: SourceFile, raw: SourceBytes, cfg: ReaderConfig, mode: str, field_name: str, batches: bool,
              spec: FieldSpec | None = None) -> Iterator[RawRecord | RecordBatch]:
     """The records of one source, its bytes read through ``raw``. Raises CorruptSource or OSError on a break."""
+    if cfg.squad and source.format != "json":
+        yield RawRecord("file", reason="unsupported_format",
+                        detail="a SQuAD corpus (reader.squad) reads .json files in SQuAD v1.1 form, not "
+                               f"{source.format or 'this'} files")
+        return
     tagged = source.format in TAGGED_FORMATS
     if tagged != cfg.tagged:
         yield RawRecord("file", reason="unsupported_format", detail=_untagged_detail(source) if tagged else
@@ -563,6 +602,10 @@ def _records(source: SourceFile, raw: SourceBytes, cfg: ReaderConfig, mode: str,
     records: Iterator[RawRecord | RecordBatch]
     if source.format == "jsonl":
         records = fast_jsonl(stream, field_name, limit) if batches else jsonl_records(stream, field_name, limit, spec)
+    elif source.format == "json" and cfg.squad:
+        from corpusforge.storage.squad import read_squad
+
+        records = read_squad(source.name, stream, limit=limit)
     elif source.format == "json":
         records = json_records(stream, field_name, limit, spec)
     elif tagged:

@@ -113,6 +113,8 @@ class CorpusConfig:
         aligned = self.aligned
         if self.reader.tags:
             self._check_tagged()
+        if self.reader.squad:
+            self._check_squad()
         if aligned:
             if self.reader.labels:
                 raise ConfigError("corpus.reader.labels: line-aligned files hold text only; read labelled records from "
@@ -147,6 +149,21 @@ class CorpusConfig:
         if why:
             key = "ops" if self.clean.ops is not None else "preset"
             raise ConfigError(f"corpus.clean.{key}: {why}")
+
+    def _check_squad(self) -> None:
+        """A SQuAD corpus (reader.squad) keeps each context exactly as written, so its answers' offsets still point at
+        them: no line-aligned sources, and no clean op at all (any may change a character). Filters and dedup only
+        drop whole records."""
+        if self.aligned:
+            raise ConfigError("corpus.reader.squad: a SQuAD corpus reads .json files in SQuAD v1.1 form, not "
+                              "line-aligned files ({fields: ...} sources)")
+        ops = self.clean.effective_ops
+        if ops:
+            key = "ops" if self.clean.ops is not None else "preset"
+            raise ConfigError(f"corpus.clean.{key}: a SQuAD corpus (reader.squad) keeps each context exactly as "
+                              f"written, as its answers are character offsets into it; {', '.join(ops)} would change "
+                              "it: set corpus.clean.preset: raw (and leave clean.ops, unicode_form and "
+                              "normalize_whitespace unset)")
 
 
 def corpus_config_from_dict(data: dict[str, Any], path: str = "corpus") -> CorpusConfig:
