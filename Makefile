@@ -63,6 +63,7 @@ demo: $(STAMP)
 	$(VENV)/bin/corpusforge run configs/demo-translation.yaml --store $(STORE)
 	$(VENV)/bin/corpusforge run configs/demo-classification.yaml --store $(STORE)
 	$(VENV)/bin/corpusforge run configs/demo-tagging.yaml --store $(STORE)
+	$(VENV)/bin/corpusforge run configs/demo-qa.yaml --store $(STORE)
 	@echo
 	@echo "The corpusforge command is in $(VENV)/bin. Put it on PATH with 'source $(VENV)/bin/activate'"
 	@echo "(or 'make shell'), then try 'corpusforge artifacts find --store $(STORE)' or 'corpusforge ui --store $(STORE)'."

@@ -5,7 +5,7 @@
     result["ngram"].load().perplexity(...)
 
 The Python API (``corpusforge.api``: ``run``, ``corpus``, ``tokenizer.train``, ``ngram.estimate``,
-``embed.train``, ``lm.train``, ``seq2seq.train``, ``classify.train``, ``tag.train``, ``artifacts.find/show/verify/load/du/gc``) is
+``embed.train``, ``lm.train``, ``seq2seq.train``, ``classify.train``, ``tag.train``, ``qa.train/ask/evaluate``, ``artifacts.find/show/verify/load/du/gc``) is
 imported on first use, so ``import corpusforge`` stays cheap (the CLI imports this package too). The stage code lives in
 ``corpusforge.tasks``, the model zoo in ``corpusforge.models``, the store in ``corpusforge.storage``.
 """
@@ -25,7 +25,7 @@ from corpusforge.door import CLI_DEFAULTS as _CLI_DEFAULTS  # noqa: E402 - the s
 TORCH_BEFORE_US = "torch" in _sys.modules and "OMP_WAIT_POLICY" not in _os.environ
 _os.environ.setdefault("OMP_WAIT_POLICY", _CLI_DEFAULTS["OMP_WAIT_POLICY"])
 
-API = ("run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "classify", "tag", "artifacts", "Artifact",
+API = ("run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "classify", "tag", "qa", "artifacts", "Artifact",
        "RunResult", "load_config", "run_config")
 __all__ = list(API)
 

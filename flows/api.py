@@ -696,6 +696,50 @@ def check_tagged(files: Mapping[str, PathLike | None], tags: Mapping[str, Any], 
     return good
 
 
+QA_PIPELINE_KEYS = pipeline_keys("qa")
+
+
+def qa_config(train: PathLike, preset: str, valid: PathLike | None = None, init: str | None = None,
+              overrides: Sequence[str] = ()) -> dict:
+    """The pipeline config for ``qa train``: a SQuAD-format file (v1.1: articles, paragraphs, questions and their
+    answers' character offsets), ``--valid`` pinned to its split, the preset's corpus reader (``reader.squad``,
+    cleaning off so the offsets hold) and qa section, and ``init`` (the pre-trained BERT the reader starts from) as
+    ``qa.init``. --set keys without a section prefix address the qa section. Every file is read before any work: a
+    file that is not SQuAD-shaped, or an answer whose offset does not point at its text, is a ConfigError of one line
+    naming the question."""
+    from corpusforge.storage.squad import SquadError, load_squad
+    from corpusforge.tasks.config import ConfigError, apply_overrides
+
+    data = load_preset(preset, "qa")
+    name = Path(preset).stem
+    required = list(data.pop("requires", None) or [])
+    if "init" in required and not init and not any(s.startswith(("init=", "qa.init=")) for s in overrides):
+        raise ConfigError(f"--preset {name}: the reader starts from a pre-trained BERT; give --init ID (a bert lm "
+                          "artifact, e.g. one `corpusforge lm train ... --preset bert-mlm-small` made)")
+    given, names = _split_files("qa train", train, valid, None)
+    for split, path in given.items():
+        if path is None:
+            continue
+        try:
+            paragraphs = load_squad(Path(path))
+        except SquadError as exc:
+            raise ConfigError(str(exc)) from None
+        if not any(p.get("qas") for p in paragraphs):
+            raise ConfigError(f"{path}: holds no question ({split}); a reader learns from questions with answers")
+    corpus = dict(data.get("corpus") or {})
+    split = pin_held_out(corpus.pop("split", None) or {}, {"valid": names.get("valid")})
+    base = {
+        "name": f"qa-{name}",
+        "corpus": {"name": Path(train).stem.split(".")[0][:40] or "squad", **corpus, "split": split,
+                   "sources": [str(p) for p in given.values() if p]},
+        "qa": {**(data.get("qa") or {}), **({"init": init} if init else {})},
+        "runner": data.get("runner", {"kind": "threads", "workers": 2}),
+    }
+    if "tracking" in data:
+        base["tracking"] = data["tracking"]
+    return apply_overrides(base, _section(overrides, QA_PIPELINE_KEYS, "qa"))
+
+
 def _is_number(value: str) -> bool:
     try:
         float(value)
@@ -875,6 +919,98 @@ def _tag_train(train: PathLike, preset: str, valid: PathLike | None = None, test
     return _result(run_config(tag_config(train, preset, valid, test, init, overrides), store))["tag"]
 
 
+def _qa_train(train: PathLike, preset: str, valid: PathLike | None = None, init: str | None = None,
+              overrides: Sequence[str] = (), store: PathLike | None = None) -> Artifact:
+    """``corpusforge qa train``: a SQuAD-format file and the preset's reader, started from ``init`` (a bert lm
+    artifact). Returns the reader (its metrics: exact_match, f1, baseline_f1, retrieval_*); ``.load()`` gives
+    something that answers (``.answer(question, passages)``)."""
+    return _result(run_config(qa_config(train, preset, valid, init, overrides), store))["qa"]
+
+
+def _loaded(artifact_id: str, step: str, what: str, store: PathLike | None) -> Any:
+    """The working object of the published ``step`` artifact ``artifact_id`` (its files checked first); another
+    step's artifact is a ConfigError of one line (``what`` names what was wanted)."""
+    from corpusforge.tasks.config import ConfigError
+
+    found = _show(artifact_id, store)
+    if found.step != step:
+        raise ConfigError(f"{artifact_id}: is a {found.step!r} artifact, not {what}")
+    return found.load()
+
+
+def _qa_retriever(passages: Sequence[str], mode: str, encoder: str | None, weights: Sequence[float] | None,
+                  store: PathLike | None):
+    """A corpusforge.models.retrieval.Retriever over ``passages``: BM25, dense (the sentence encoder ``encoder``, a
+    sentence_embeddings artifact) or hybrid (both, fused by reciprocal rank with ``weights``: bm25, dense)."""
+    from corpusforge.models.retrieval import Retriever
+    from corpusforge.tasks.config import ConfigError
+
+    if mode not in ("bm25", "dense", "hybrid"):
+        raise ConfigError(f"--mode: bm25, dense or hybrid, got {mode!r}")
+    embedder = None
+    if mode != "bm25":
+        if not encoder:
+            raise ConfigError(f"--mode {mode}: needs a sentence encoder; give --encoder ID (a sentence_embeddings "
+                              "artifact)")
+        embedder = _loaded(encoder, "sentence_embeddings", "a sentence encoder (sentence_embeddings)", store)
+    return Retriever(list(passages), mode=mode, embedder=embedder,
+                     **({"weights": tuple(weights)} if weights else {}))
+
+
+def _qa_ask(artifact_id: str, question: str, corpus: PathLike, top: int = 5, mode: str = "bm25",
+            encoder: str | None = None, weights: Sequence[float] | None = None,
+            store: PathLike | None = None) -> dict[str, Any]:
+    """``corpusforge qa ask``: retrieve the ``top`` passages of ``corpus`` (a SQuAD .json, a .jsonl with context or
+    text, or text with a blank line between passages) nearest ``question``, read them with the reader
+    ``artifact_id``, and return the best answer with its score, its passage and the retrieval mode."""
+    from corpusforge.tasks.config import ConfigError
+    from corpusforge.tasks.qa.data import passages_from_file
+
+    if not question.strip():
+        raise ConfigError("the question is empty")
+    try:
+        passages = passages_from_file(Path(corpus))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    reader = _loaded(artifact_id, "qa", "a reader (qa)", store)
+    hits = _qa_retriever(passages, mode, encoder, weights, store).search([question], top)[0]
+    found = reader.answer(question, [passages[i] for i, _ in hits])
+    at = hits[found["passage"]][0] if found["passage"] is not None else None
+    return {"id": artifact_id, "question": question, "answer": found["answer"], "score": found["score"],
+            "passage": passages[at] if at is not None else None, "passage_index": at,
+            "start": found["start"], "end": found["end"], "mode": mode, "top": top,
+            "retrieved": [{"rank": r + 1, "passage_index": i, "score": float(s)} for r, (i, s) in enumerate(hits)]}
+
+
+def _qa_evaluate(artifact_id: str, file: PathLike, mode: str = "bm25", encoder: str | None = None,
+                 top: int = 5, weights: Sequence[float] | None = None,
+                 store: PathLike | None = None) -> dict[str, Any]:
+    """``corpusforge qa evaluate``: every question of a SQuAD-format ``file`` answered by retrieving from that
+    file's own paragraphs (``mode``) and reading the ``top`` passages: SQuAD ``exact_match`` and ``f1`` (0-100),
+    ``retrieval_top1``/``top5``/``mrr`` against each question's own paragraph, and the reader on that paragraph
+    (``exact_match_gold_paragraph``, ``f1_gold_paragraph``) beside the sliding-window baseline."""
+    from corpusforge.storage.squad import SquadError, load_squad
+    from corpusforge.tasks.config import ConfigError
+    from corpusforge.tasks.qa.data import paragraphs_from
+    from corpusforge.tasks.qa.inference import score
+
+    try:
+        paragraphs = paragraphs_from(load_squad(Path(file)))
+    except SquadError as exc:
+        raise ConfigError(str(exc)) from None
+    if not any(p.questions for p in paragraphs):
+        raise ConfigError(f"{file}: holds no question to answer")
+    reader = _loaded(artifact_id, "qa", "a reader (qa)", store)
+    retriever = _qa_retriever([p.context for p in paragraphs], mode, encoder, weights, store)
+    found = score(reader, paragraphs, top, retriever=retriever)
+    return {"id": artifact_id, "file": str(file), "mode": mode, "top": top, "questions": found["questions"],
+            "paragraphs": found["paragraphs"], "exact_match": found["exact_match_retrieved"],
+            "f1": found["f1_retrieved"], "retrieval_top1": found["retrieval_top1"],
+            "retrieval_top5": found["retrieval_top5"], "retrieval_mrr": found["retrieval_mrr"],
+            "exact_match_gold_paragraph": found["exact_match"], "f1_gold_paragraph": found["f1"],
+            "baseline_exact_match": found["baseline_exact_match"], "baseline_f1": found["baseline_f1"]}
+
+
 def _lm_finetune(parent: str, data: Sequence[PathLike], method: str | None = None, preset: str | None = None,
                  valid: PathLike | None = None, overrides: Sequence[str] = (),
                  store: PathLike | None = None) -> Artifact:
@@ -968,6 +1104,7 @@ lm = SimpleNamespace(train=_lm_train, finetune=_lm_finetune, merge=_lm_merge, ev
 seq2seq = SimpleNamespace(train=_seq2seq_train)
 classify = SimpleNamespace(train=_classify_train)
 tag = SimpleNamespace(train=_tag_train)
+qa = SimpleNamespace(train=_qa_train, ask=_qa_ask, evaluate=_qa_evaluate)
 
 
 # --------------------------------------------------------------------------------------------- artifacts
@@ -1038,6 +1175,6 @@ def _gc(keep_latest: int | None = None, keep_newer_than: str | float | None = No
 
 artifacts = SimpleNamespace(find=_find, show=_show, verify=_verify, load=_load, du=_du, gc=_gc)
 
-__all__ = ["Artifact", "RunResult", "run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "classify", "tag",
+__all__ = ["Artifact", "RunResult", "run", "corpus", "tokenizer", "ngram", "embed", "lm", "seq2seq", "classify", "tag", "qa",
            "artifacts",
            "load_config", "run_config"]

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 # one line: tests/flows/test_adding_a_*.py add a stage to this import the way a developer would
-from corpusforge.tasks import classify, corpus, embeddings, lm, ngram, post_training, sentence_embeddings, seq2seq, tag, tokenizer
+from corpusforge.tasks import classify, corpus, embeddings, lm, ngram, post_training, qa, sentence_embeddings, seq2seq, tag, tokenizer
 from corpusforge.tasks.config import ConfigError, is_artifact_id, references
 from corpusforge.tasks.stage import Stage
 
@@ -25,6 +25,7 @@ STAGES: tuple[Stage, ...] = (
     seq2seq.STAGE,
     classify.STAGE,
     tag.STAGE,
+    qa.STAGE,
     sentence_embeddings.STAGE,
     post_training.STAGE,
 )

@@ -61,6 +61,16 @@ class Tags(Protocol):
     def decode(self, emissions: Any, mask: Any) -> Any: ...
 
 
+class Answers(Protocol):
+    """``answer``: ``collate(windows)`` pads (ids, segments) pairs of ``[CLS] question [SEP] passage [SEP]`` to
+    ``(ids, segments, mask)``; ``forward(ids, segments, mask)`` gives (start scores (B, T), end scores (B, T));
+    ``span_loss(start, end, gold_start, gold_end)`` the loss summed over the windows."""
+
+    def collate(self, windows: Any) -> Any: ...
+    def forward(self, ids: Any, segments: Any, mask: Any) -> Any: ...
+    def span_loss(self, start: Any, end: Any, gold_start: Any, gold_end: Any) -> Any: ...
+
+
 class EmbedsTokens(Protocol):
     """``embed`` for a family trained on a token stream: ``hidden_states(idx (B, T))`` gives (B, T, D) contextual
     vectors (``embed contextual``)."""
@@ -120,7 +130,7 @@ def prepare(model: Any) -> Callable[[list[int]], list[int]]:
 
 CAPABILITY_CONTRACTS: dict[str, type] = {"generate": Generates, "attention_maps": AttentionMaps,
                                          "fill_mask": FillsMask, "classify": Classifies, "translate": Translates,
-                                         "tag": Tags}
+                                         "tag": Tags, "answer": Answers}
 EMBED_CONTRACTS: dict[str, type] = {"tokens": EmbedsTokens, "labelled": EmbedsTexts, "pairs": EmbedsSentences}
 OBJECTIVE_CONTRACTS: dict[str, type] = {"bert_pretraining": PretrainsBert}
 

@@ -27,9 +27,10 @@ CAPABILITIES = frozenset({
     "extract",         # scores the sentences of a document (an extractive summarizer: the seq2seq stage's task extract)
     "translate",       # maps a source text to a target text
     "tag",             # gives one tag per word of a sentence (part of speech, named-entity BIO tags)
+    "answer",          # scores where an answer starts and ends in a passage, given a question (extractive QA)
 })
 # the kinds of data a family learns from (FamilySpec.trains_on)
-TRAINS_ON = ("tokens", "pairs", "labelled", "tagged")
+TRAINS_ON = ("tokens", "pairs", "labelled", "tagged", "spans")
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,8 @@ class FamilySpec:
     ``version`` joins the id of what a stage trains for the family when above 1. ``trains_on`` says what data the
     family learns from, so a stage accepts the families it can feed: ``tokens``
     (a token stream: language models), ``pairs`` (source and target: encoder-decoders), ``labelled`` (text and
-    label: classifiers), ``tagged`` (a sentence's words and one tag per word: taggers). ``recurrent`` families carry a state from one call to the next (sampling feeds them one
+    label: classifiers), ``tagged`` (a sentence's words and one tag per word: taggers), ``spans`` (a question, a passage and the answer's
+    place in it: readers). ``recurrent`` families carry a state from one call to the next (sampling feeds them one
     token at a time; their LM objective reads contiguous streams, truncated BPTT)."""
 
     name: str

@@ -312,6 +312,15 @@ class NullTracker:
         return None
 
 
+def _example_rows(example: Sequence[Any], inputs: Mapping[str, str] | None) -> Any:
+    """A pyfunc's input example as its signature reads it: texts, or (named ``inputs``) a frame of those columns."""
+    if not inputs:
+        return [str(t) for t in example]
+    import pandas as pd
+
+    return pd.DataFrame([{k: str(row[k]) for k in inputs} for row in example])
+
+
 def _read_schema_head_once() -> None:
     """Opening an MLflow sqlalchemy store checks that the database is at the newest schema revision; MLflow
     finds that revision by loading every Alembic migration script it ships (~15-20 ms, twice per open: the
@@ -568,8 +577,9 @@ class Tracker:
         outputs: Mapping[str, str] | None = None,
         bundle_code: bool = False,
         probes: Sequence[Mapping[str, Any] | None] = (None,),
-        input_example: Sequence[str] = ("The",),
+        input_example: Sequence[str] | Sequence[Mapping[str, str]] = ("The",),
         bundle_whole: Callable[[str, Collection[str]], bool] | None = None,
+        inputs: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
         """Log a pyfunc model built from directories (no pickle) to ``run_id`` and register a new version.
 
@@ -583,6 +593,8 @@ class Tracker:
 
         ``input_example``: texts saved with the model as its input example (``input_example.json`` and the
         ``serving_input_example.json`` a scoring server takes), checked against the signature when it is saved.
+        ``inputs``: named input columns instead of one string column ({column: MLflow type}: a reader's question
+        and context); ``input_example`` is then rows of them (dicts).
 
         ``kind`` tags the registered model (``corpusforge.kind``); ``artifact_key`` names the data folder that
         is the artifact itself (default: the first). The result also says which ``loader_module`` and
@@ -612,7 +624,7 @@ class Tracker:
                 "double" if isinstance(value, float) else "string"
 
         signature = ModelSignature(
-            inputs=Schema([ColSpec("string")]),
+            inputs=Schema([ColSpec(t, name) for name, t in inputs.items()] if inputs else [ColSpec("string")]),
             outputs=Schema([ColSpec(Array(DataType[t[:-2]]) if t.endswith("[]") else t, name)  # "double[]": a list
                             for name, t in outputs.items()] if outputs else [ColSpec("string")]),
             params=ParamSchema([ParamSpec(k, dtype(v), v) for k, v in (params or {}).items()]))
@@ -639,7 +651,7 @@ class Tracker:
             try:
                 mlflow.pyfunc.save_model(str(model_dir), loader_module=saved_loader, data_path=str(data),
                                          code_paths=code_paths, pip_requirements=requirements, signature=signature,
-                                         input_example=[str(t) for t in input_example],
+                                         input_example=_example_rows(input_example, inputs),
                                          metadata={k: str(v) for k, v in tags.items()})
             finally:
                 said.setLevel(level)

@@ -82,6 +82,7 @@ from corpusforge.cli.sentences import sentences as embed_sentences  # noqa: E402
 from corpusforge.cli.seq2seq import app as seq2seq_app  # noqa: E402
 from corpusforge.cli.server import app as server_app  # noqa: E402
 from corpusforge.cli.tag import app as tag_app  # noqa: E402
+from corpusforge.cli.qa import app as qa_app  # noqa: E402
 from corpusforge.cli.tokenizer import app as tokenizer_app  # noqa: E402
 
 app.command()(run)
@@ -100,6 +101,7 @@ app.add_typer(lm_app, name="lm")
 app.add_typer(seq2seq_app, name="seq2seq")
 app.add_typer(classify_app, name="classify")
 app.add_typer(tag_app, name="tag")
+app.add_typer(qa_app, name="qa")
 app.add_typer(server_app, name="server")
 app.command("export")(export_command)
 

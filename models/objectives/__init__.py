@@ -17,6 +17,7 @@ config, sentence-transformers' losses that wrap the model). One module per kind 
 - :mod:`.seq2seq`: :class:`Seq2Seq` (source-target pairs: teacher forcing, label smoothing, padding ignored) and
   :class:`Denoising` (BART's pre-training: a text rebuilt from its copy with spans masked and sentences shuffled);
 - :mod:`.extractive`: :class:`Extractive` (documents whose sentences are labelled in or out of the summary);
+- :mod:`.span`: :class:`SpanExtraction` (question-passage windows with the answer's start and end token: a reader);
 - :mod:`.contrastive`: :class:`Contrastive` (sentence pairs, in-batch negatives);
 - :mod:`.sft` and :mod:`.preference`: post-training's :class:`SFT` and :class:`DPO` on records.
 
@@ -163,6 +164,8 @@ KINDS: dict[str, ObjectiveKind] = {k.name: k for k in (
                   "cross-entropy of the class"),
     ObjectiveKind("tagging", f"{_HERE}.tagging:tagging", NoSettings, "tagged",
                   "a tag per word: each word's cross-entropy (softmax) or the CRF's sentence log-likelihood, per word"),
+    ObjectiveKind("span", f"{_HERE}.span:span", NoSettings, "spans",
+                  "the cross-entropy of the answer's start and of its end over a window's tokens, per window"),
     ObjectiveKind("seq2seq", f"{_HERE}.seq2seq:seq2seq", Seq2SeqSettings, "pairs",
                   "teacher-forced, label-smoothed cross-entropy over the target tokens"),
     ObjectiveKind("denoising", f"{_HERE}.seq2seq:denoising", DenoisingSettings, "pairs",
@@ -293,6 +296,7 @@ _EXPORTS = {
     "tagging": ("Tagging", "TaggerLoss"),
     "seq2seq": ("Seq2Seq", "Seq2SeqLoss", "Denoising", "corrupt"),
     "extractive": ("Extractive", "ExtractiveLoss", "pad_documents"),
+    "span": ("SpanExtraction", "SpanLoss"),
     "contrastive": ("Contrastive", "ContrastiveLoss", "in_batch_loss", "retrieval_scores"),
     "sft": ("SFT", "sft_targets", "fit_prompt"),
     "preference": ("DPO", "DPOLoss", "dpo_loss", "disable_dropout", "token_logps", "sequence_logps",

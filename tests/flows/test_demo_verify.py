@@ -31,8 +31,14 @@ SMALL_TAGGING = ["--set", "tag.train.max_iters=20", "--set", "tag.train.eval_int
                  "--set", "tag.train.log_interval=10"]
 
 
+# and its question-answering pipeline (configs/demo-qa.yaml)
+SMALL_QA = ["--set", "lm.train.max_iters=20", "--set", "lm.train.eval_interval=10", "--set", "qa.train.max_iters=10",
+            "--set", "qa.train.eval_interval=5"]
+
+
 PIPELINES = (("demo.yaml", SMALL), ("demo-translation.yaml", SMALL_TRANSLATION),
-             ("demo-classification.yaml", SMALL_CLASSIFICATION), ("demo-tagging.yaml", SMALL_TAGGING))
+             ("demo-classification.yaml", SMALL_CLASSIFICATION), ("demo-tagging.yaml", SMALL_TAGGING),
+             ("demo-qa.yaml", SMALL_QA))
 
 # The four `corpusforge run` commands in one fresh interpreter, through the console script's own entry point
 # (corpusforge.cli:main, as `corpusforge` calls it): one process of its own (its own hash seed, nothing imported,
@@ -130,12 +136,13 @@ def test_each_pipelines_latest_run_is_recorded_for_gc(demo_store):
     from corpusforge.storage.store import ArtifactStore
 
     runs = latest_runs(demo_store)
-    assert set(runs) == {"demo", "demo-translation", "demo-classification", "demo-tagging"}
+    assert set(runs) == {"demo", "demo-translation", "demo-classification", "demo-tagging", "demo-qa"}
     published = {json.loads((d / "manifest.json").read_text())["id"]: json.loads((d / "manifest.json").read_text())["step"]
                  for d in ArtifactStore(demo_store).iter_artifact_dirs()}
     for pipeline, used in runs.items():
         assert used and set(used) <= set(published), pipeline
     assert "tag" in {published[i] for i in runs["demo-tagging"]}
+    assert "qa" in {published[i] for i in runs["demo-qa"]}
 
 
 def test_a_step_cannot_return_the_fields_the_store_owns(store_root):

@@ -115,7 +115,7 @@ def test_missing_source_is_refused_before_anything_starts(tmp_path):
     assert not (tmp_path / "s" / "mlflow.db").exists()
 
 
-DEMOS = ["demo.yaml", "demo-translation.yaml", "demo-classification.yaml", "demo-tagging.yaml"]
+DEMOS = ["demo.yaml", "demo-translation.yaml", "demo-classification.yaml", "demo-tagging.yaml", "demo-qa.yaml"]
 
 
 @pytest.mark.parametrize("name", DEMOS)
