@@ -958,11 +958,13 @@ def _qa_retriever(passages: Sequence[str], mode: str, encoder: str | None, weigh
 
 
 def _qa_ask(artifact_id: str, question: str, corpus: PathLike, top: int = 5, mode: str = "bm25",
-            encoder: str | None = None, weights: Sequence[float] | None = None,
+            encoder: str | None = None, weights: Sequence[float] | None = None, max_new_tokens: int = 32,
             store: PathLike | None = None) -> dict[str, Any]:
     """``corpusforge qa ask``: retrieve the ``top`` passages of ``corpus`` (a SQuAD .json, a .jsonl with context or
-    text, or text with a blank line between passages) nearest ``question``, read them with the reader
-    ``artifact_id``, and return the best answer with its score, its passage and the retrieval mode."""
+    text, or text with a blank line between passages) nearest ``question``, and answer from them: ``artifact_id`` a
+    qa reader (extractive: the best span of any passage) or a model that generates (an lm or post_training
+    artifact: the passages and the question in a prompt, its greedy answer; tasks/qa/generate.py). Returns the
+    answer, its score, its source passage, the retrieval mode and what was retrieved."""
     from corpusforge.tasks.config import ConfigError
     from corpusforge.tasks.qa.data import passages_from_file
 
@@ -972,13 +974,38 @@ def _qa_ask(artifact_id: str, question: str, corpus: PathLike, top: int = 5, mod
         passages = passages_from_file(Path(corpus))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    reader = _loaded(artifact_id, "qa", "a reader (qa)", store)
+    found_artifact = _show(artifact_id, store)
+    if found_artifact.step not in ("qa", "lm", "post_training", "lora_merge"):
+        raise ConfigError(f"{artifact_id}: is a {found_artifact.step!r} artifact, not a reader (qa) or a model that "
+                          "generates (lm, post_training)")
     hits = _qa_retriever(passages, mode, encoder, weights, store).search([question], top)[0]
-    found = reader.answer(question, [passages[i] for i, _ in hits])
+    retrieved = [passages[i] for i, _ in hits]
+    if found_artifact.step == "qa":
+        found = found_artifact.load().answer(question, retrieved)
+        kind, extra = "extractive", {}
+    else:
+        import json
+
+        from corpusforge.tasks.qa.generate import generative_answer
+
+        model, tok = found_artifact.load()
+        spec = json.loads((found_artifact.path / "config.json").read_text(encoding="utf-8"))
+        try:
+            found = generative_answer(model, tok, question, retrieved, (spec.get("tokenizer") or {}).get("eot_id"),
+                                      max_new_tokens)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        kind = "generative"
+        extra = {"passages_read": found["passages_read"], "passages_left_out": found["passages_left_out"]}
+        found.setdefault("start", None)
+        found.setdefault("end", None)
+        if found["passage"] is not None:
+            a = retrieved[found["passage"]].casefold().find(found["answer"].casefold())
+            found.update(start=a, end=a + len(found["answer"]))
     at = hits[found["passage"]][0] if found["passage"] is not None else None
     return {"id": artifact_id, "question": question, "answer": found["answer"], "score": found["score"],
             "passage": passages[at] if at is not None else None, "passage_index": at,
-            "start": found["start"], "end": found["end"], "mode": mode, "top": top,
+            "start": found["start"], "end": found["end"], "mode": mode, "top": top, "reader": kind, **extra,
             "retrieved": [{"rank": r + 1, "passage_index": i, "score": float(s)} for r, (i, s) in enumerate(hits)]}
 
 

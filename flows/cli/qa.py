@@ -117,7 +117,10 @@ def _call(function, *args, **kwargs):
 
 @app.command("ask")
 def ask(
-    artifact_id: Annotated[str, typer.Argument(metavar="ID", help="qa artifact id or a unique prefix.")],
+    artifact_id: Annotated[str, typer.Argument(metavar="ID", help=(
+        "What answers (an artifact id or unique prefix): a qa reader (extractive: the best span of the passages) or "
+        "a model that generates (an lm or post_training artifact, e.g. a GPT fine-tuned with SFT: the passages and "
+        "the question in a prompt, its greedy answer)."))],
     question: Annotated[str, typer.Argument(metavar="QUESTION", help="The question to answer.")],
     corpus: Annotated[Path, typer.Option("--corpus", metavar="FILE", help=(
         "The passages answers come from: a SQuAD-format .json (its paragraphs), a .jsonl (each record's context, "
@@ -126,22 +129,33 @@ def ask(
     mode: ModeOpt = "bm25",
     encoder: EncoderOpt = None,
     weights: WeightsOpt = None,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help=(
+        "A generating model: the longest answer, in tokens."))] = 32,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Answer QUESTION from --corpus: retrieve the --top passages nearest it (--mode), read each with the reader,
-    and print the best answer with its score and the passage it came from."""
+    """Answer QUESTION from --corpus: retrieve the --top passages nearest it (--mode), then read them with a reader
+    (extractive) or put them in a generating model's prompt (generative: retrieval-augmented generation), and print
+    the answer with its score and the passage it came from."""
     from corpusforge.api import _qa_ask
 
     if not corpus.is_file():
         _fail(f"{corpus}: no such file", 2)
     found = _call(_qa_ask, artifact_id, question, corpus, top=top, mode=mode, encoder=encoder,
-                  weights=_weights(weights), store=_store(store))
+                  weights=_weights(weights), max_new_tokens=max_new_tokens, store=_store(store))
     if as_json:
         print_json(found, ensure_ascii=False)
         return
     if not found["answer"]:
-        out.print("no answer: the retrieved passages hold no token the reader could point at", highlight=False)
+        out.print("no answer: " + ("the retrieved passages hold no token the reader could point at"
+                                   if found["reader"] == "extractive" else "the model generated none"), highlight=False)
+        return
+    if found["passage"] is None:  # a generated answer that copies no passage read
+        out.print(f"{found['answer']}", style="bold green", highlight=False)
+        out.print(f"score {found['score']:.2f} (mean log-probability per token); generated from "
+                  f"{found['passages_read']} passage(s), none of which holds this text"
+                  + (f"; {found['passages_left_out']} left out (the model's block is full)"
+                     if found["passages_left_out"] else ""), highlight=False)
         return
     passage, a, b = found["passage"], found["start"], found["end"]
     from rich.markup import escape

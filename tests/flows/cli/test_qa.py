@@ -114,7 +114,9 @@ def test_train_ask_evaluate_and_the_registered_model(prefect_harness, tmp_path, 
     assert "holds no passage" in run("ask", out["id"][:10], question, "--corpus", str(empty), code=2).stderr
     assert "needs a sentence encoder" in run("ask", out["id"][:10], question, "--corpus", str(SAMPLE),
                                              "--mode", "dense", code=2).stderr
-    assert "not a reader (qa)" in run("ask", pre.id[:10], question, "--corpus", str(SAMPLE), code=2).stderr
+    assert "cannot generate an answer" in run("ask", pre.id[:10], question, "--corpus", str(SAMPLE), code=2).stderr
+    corpus_id = next(p.name.rsplit("-", 1)[-1] for p in (store / "corpus").iterdir())
+    assert "not a reader (qa)" in run("ask", corpus_id, question, "--corpus", str(SAMPLE), code=2).stderr
     before = sorted(p.name for p in (store / "artifacts").glob("*/*"))
     bad = squad(tmp_path / "bad.json", "Paris is in France.", "France", 300)
     assert "answer_offset" in run("train", str(bad), "--preset", "xquad-reader-cpu", "--init", pre.id,
@@ -127,6 +129,25 @@ def test_train_ask_evaluate_and_the_registered_model(prefect_harness, tmp_path, 
     assert "qa.stride: 60" in wide and "never be read" in wide
     after = sorted(p.name for p in (store / "artifacts").glob("*/*"))
     assert [a for a in after if a not in before and "qa" in a] == []
+
+    # retrieval-augmented generation: a GPT answers from the retrieved passages put in its prompt
+    gpt = tmp_path / "gpt.yaml"
+    gpt.write_text(json.dumps({
+        "corpus": {"reader": {"txt_mode": "line"}, "split": {"valid": 0.4, "test": 0.0, "seed": 0}},
+        "tokenizer": {"kind": "byte-bpe", "vocab_size": 400},
+        "lm": {"name": "tiny-gpt", "family": "gpt", "sample": {"max_new_tokens": 0},
+               "model": {"n_layer": 1, "n_head": 2, "n_embd": 32, "block_size": 512, "dropout": 0.0},
+               "train": {"max_iters": 5, "eval_interval": 5, "batch_size": 4, "cpu_threads": 1,
+                         "log_interval": 5, "eval_iters": 0}}}), encoding="utf-8")
+    generator = cf.lm.train([text], str(gpt), store=store)
+    made = run("ask", generator.id[:10], question, "--corpus", str(SAMPLE), "--top", "3", "--max-new-tokens", "8",
+               "--json").json()
+    assert made["reader"] == "generative" and made["passages_read"] + made["passages_left_out"] == 3
+    assert made["passages_read"] >= 1 and isinstance(made["answer"], str)
+    if made["passage_index"] is not None:  # it copied a passage's text: the source is that passage
+        assert made["answer"].casefold() in made["passage"].casefold()
+    api = cf.qa.ask(generator.id, question, SAMPLE, top=3, max_new_tokens=8, store=store)
+    assert api["answer"] == made["answer"]  # greedy: the same answer from the API
 
     import mlflow
 
