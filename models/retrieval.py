@@ -173,7 +173,7 @@ def _best(rows: np.ndarray, scores: np.ndarray, top: int) -> Hits:
 def top_dot(vectors, queries, top: int) -> list[Hits]:
     """Per row of ``queries`` (Q, d), the (row, dot product) of the ``top`` rows of ``vectors`` (N, d; an array or
     a memory map) with the largest dot product, best first, ties by row: exact, in blocks of 64 MB of vectors (the
-    sentence_embeddings stage's ``top_cosines``, kept here so models imports no task)."""
+    sentence_embeddings stage's ``top_cosines`` calls this one)."""
     vectors_n = len(vectors)
     queries = np.asarray(queries, dtype=np.float32).reshape(-1, vectors.shape[1])
     top = min(int(top), vectors_n)

@@ -94,6 +94,25 @@ def shape_from(model_cfg: Any, parent_model: Mapping[str, Any], own: Sequence[st
     return dataclasses.replace(model_cfg, **taken), changed
 
 
+def load_start(model: Any, parent: Path, report: dict[str, Any], warnings: list[str]) -> None:
+    """A checkpoint's weights (``parent``, a stage's ``init``) into a new model by name
+    (corpusforge.models.zoo.load_weights). The first time (``report`` has no ``loaded`` yet) what loaded, what is
+    missing (the new head) and what mismatched go into ``report`` (config.json's ``init``), and each of the last two
+    into ``warnings``; a stage that starts several models from one checkpoint (cross-validation) says it once."""
+    from safetensors.torch import load_file
+
+    from corpusforge.models.zoo import load_weights
+
+    found = load_weights(model, load_file(str(Path(parent) / "model.safetensors")))
+    if "loaded" in report:
+        return
+    report.update(loaded=len(found["loaded"]), **{k: v for k, v in found.items() if k != "loaded"})
+    for what in ("missing", "mismatched"):
+        if found[what]:
+            warnings.append(f"init {Path(parent).name}: {what} {', '.join(found[what][:8])}"
+                            + (f" (+{len(found[what]) - 8} more)" if len(found[what]) > 8 else ""))
+
+
 def checkpoint_tokenizer(parent: Path, spec: Mapping[str, Any]) -> tuple[Path, str | None] | None:
     """(the tokenizer folder, its id) a checkpoint was trained with, or None when its config.json records none."""
     from corpusforge.storage.store import resolve_recorded

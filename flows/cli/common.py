@@ -361,6 +361,21 @@ def _json_path(where: tuple) -> str:
     return text or "the value"
 
 
+def trained_payload(summary: dict, section: str, preset: str) -> dict:
+    """What a one-stage train command (classify, tag, qa train) prints with --json: the stage's artifact (``id``,
+    ``path``, ``name``, ``reused``, ``metrics``), the ``preset``, the corpus ``accounting``, the registered model
+    (``registered_model``, or null with ``registered_model_reason``) and every step's id (``steps``)."""
+    from corpusforge.tasks.track import registered_model_fields
+
+    model = summary["stages"][section]
+    steps = {s["step"]: s for s in summary["steps"] if s["step"] != "corpus_shard"}
+    return {"id": model["id"], "path": model["path"], "name": model["name"], "reused": model["reused"],
+            "metrics": model.get("metrics") or {}, "preset": preset,
+            "accounting": (summary.get("corpus") or {}).get("accounting"),
+            **registered_model_fields(summary, section),
+            "steps": {step: s["id"] for step, s in steps.items()}}
+
+
 def _print_result(summary: dict, as_json: bool, json_payload: dict, why: Mapping[str, str] | None = None) -> None:
     if as_json:
         print_json(json_payload, why=why)

@@ -33,6 +33,7 @@ from corpusforge.cli.common import (  # noqa: E402
     _store,
     out,
     print_json,
+    trained_payload,
 )
 
 TaggedArg = Annotated[Path, typer.Argument(metavar="FILE", help=(
@@ -77,16 +78,7 @@ def train(
     except ConfigError as exc:
         _fail(str(exc), 2)
     summary = _run_flow(config, _store(store), Path.cwd(), as_json)
-    model = summary["stages"]["tag"]
-    steps = {s["step"]: s for s in summary["steps"] if s["step"] != "corpus_shard"}
-    from corpusforge.tasks.track import registered_model_fields
-
-    payload = {"id": model["id"], "path": model["path"], "name": model["name"], "reused": model["reused"],
-               "metrics": model.get("metrics") or {}, "preset": preset,
-               "accounting": (summary.get("corpus") or {}).get("accounting"),
-               **registered_model_fields(summary, "tag"),
-               "steps": {step: s["id"] for step, s in steps.items()}}
-    _print_result(summary, as_json, payload)
+    _print_result(summary, as_json, trained_payload(summary, "tag", preset))
 
 
 def _load(artifact_id: str, store: Optional[str]):

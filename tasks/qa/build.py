@@ -176,6 +176,7 @@ def _fit(cfg: QaStageConfig, start: dict[str, Any], windower: Windower, train: S
 
     from corpusforge.models.objectives import build as build_objective
     from corpusforge.models.zoo import build_model
+    from corpusforge.tasks.encoded import load_start
 
     splits, counts = {}, {}
     for split, paragraphs in (("train", train), ("valid", valid)):
@@ -187,7 +188,7 @@ def _fit(cfg: QaStageConfig, start: dict[str, Any], windower: Windower, train: S
     scratch.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.train.seed)  # the new head's init
     model = build_model(cfg.family, start["model"])
-    _load_start(model, start, warnings)
+    load_start(model, start["parent"], start["report"], warnings)
     objective = build_objective(cfg.objective, start["model"], splits)
     result, record, metrics, seconds = fit(model, objective, cfg.train, scratch, on_metrics)
     return model, objective, result, record, (metrics, seconds)
@@ -240,23 +241,6 @@ def _start(cfg: QaStageConfig, parent: Path | None, warnings: list[str]) -> dict
                           f"never be read; set stride <= {room}")
     return {"tokenizer": tok, "model": mcfg, "parent": parent, "tokenizer_dir": found[0], "tokenizer_id": found[1],
             "report": {"id": parent_id, "step": step, "family": spec.get("family")}}
-
-
-def _load_start(model, start: dict[str, Any], warnings: list[str]) -> None:
-    """The checkpoint's weights into the new reader, by name; what did not load is reported once (the new head)."""
-    from safetensors.torch import load_file
-
-    from corpusforge.models.zoo import load_weights
-
-    parent = start["parent"]
-    report = load_weights(model, load_file(str(parent / "model.safetensors")))
-    if "loaded" in start["report"]:
-        return
-    start["report"].update(loaded=len(report["loaded"]), **{k: v for k, v in report.items() if k != "loaded"})
-    for what in ("missing", "mismatched"):
-        if report[what]:
-            warnings.append(f"init {parent.name}: {what} {', '.join(report[what][:8])}"
-                            + (f" (+{len(report[what]) - 8} more)" if len(report[what]) > 8 else ""))
 
 
 # --- the Prefect task -----------------------------------------------------------------------------------------------

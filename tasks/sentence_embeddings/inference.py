@@ -58,30 +58,12 @@ class SentenceEmbedder:
 
 def top_cosines(vectors, queries, top: int = 10) -> list[list[tuple[int, float]]]:
     """Per row of ``queries`` (Q, d), the (row, dot product) of the ``top`` rows of ``vectors`` (N, d; an array or a
-    memory map) with the largest dot product, best first, ties by row: exact. One (Q, d) x (d, N) product in blocks
-    of rows, so a memory-mapped corpus larger than memory is read once and never held whole."""
-    import numpy as np
+    memory map) with the largest dot product, best first, ties by row: exact, in blocks of rows, so a memory-mapped
+    corpus larger than memory is read once and never held whole (corpusforge.models.retrieval.top_dot, which the
+    dense and hybrid retrieval modes use too)."""
+    from corpusforge.models.retrieval import top_dot
 
-    queries = np.asarray(queries, dtype=np.float32).reshape(-1, vectors.shape[1])
-    n = len(vectors)
-    top = min(top, n)
-    best_rows = np.zeros((len(queries), 0), dtype=np.int64)
-    best_scores = np.zeros((len(queries), 0), dtype=np.float32)
-    block = max(1, (1 << 26) // max(1, vectors.shape[1] * 4))  # 64 MB of vectors at a time
-    for start in range(0, n, block):
-        chunk = np.asarray(vectors[start: start + block], dtype=np.float32)
-        scores = np.concatenate([best_scores, (chunk @ queries.T).T], axis=1)  # (Q, kept + b)
-        rows = np.concatenate([best_rows, np.broadcast_to(np.arange(start, start + len(chunk)),
-                                                          (len(queries), len(chunk)))], axis=1)
-        if scores.shape[1] > top:
-            keep = np.argpartition(-scores, top - 1, axis=1)[:, :top]
-            scores, rows = np.take_along_axis(scores, keep, 1), np.take_along_axis(rows, keep, 1)
-        best_scores, best_rows = scores, rows
-    out = []
-    for s, r in zip(best_scores, best_rows):
-        order = np.lexsort((r, -s))
-        out.append([(int(r[i]), float(s[i])) for i in order])
-    return out
+    return top_dot(vectors, queries, top)
 
 
 def load_embedder(model_dir: str | Path, tokenizer_dir: str | Path | None = None, device: str = "cpu") -> SentenceEmbedder:

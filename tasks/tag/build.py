@@ -46,6 +46,7 @@ def _train(out: Path, corpus_dir: Path, cfg: TagStageConfig, scratch: Path, on_m
     from corpusforge.models.objectives import build as build_objective
     from corpusforge.models.training import pick_device
     from corpusforge.models.zoo import build_model
+    from corpusforge.tasks.encoded import load_start
     from corpusforge.tasks.tag.inference import predict_words, score
 
     data = {split: read_split(corpus_dir, split, cfg.tags) for split in SPLITS}
@@ -84,7 +85,7 @@ def _train(out: Path, corpus_dir: Path, cfg: TagStageConfig, scratch: Path, on_m
     torch.manual_seed(cfg.train.seed)  # the weights' init
     model = build_model(cfg.family, mcfg)
     if start:
-        _load_start(model, start, warnings)
+        load_start(model, start["parent"], start["report"], warnings)
     objective = build_objective(cfg.objective, mcfg, splits)
     result, record, metrics, seconds = fit(model, objective, cfg.train, scratch, on_metrics)
     model = model.cpu().eval()
@@ -174,21 +175,6 @@ def _start(cfg: TagStageConfig, parent: Path | None, train, warnings: list[str])
         warnings.append(f"init {parent.name}: model {', '.join(changed)} taken from the checkpoint")
     return {"vocab": SubwordVocab(tok, tags), "model": mcfg, "parent": parent, "tokenizer_dir": found[0],
             "tokenizer_id": found[1], "report": {"id": parent_id, "step": step, "family": spec.get("family")}}
-
-
-def _load_start(model, start: dict[str, Any], warnings: list[str]) -> None:
-    """The checkpoint's weights into the new model, by name; what did not load is reported (the new head)."""
-    from safetensors.torch import load_file
-
-    from corpusforge.models.zoo import load_weights
-
-    parent = start["parent"]
-    report = load_weights(model, load_file(str(parent / "model.safetensors")))
-    start["report"].update(loaded=len(report["loaded"]), **{k: v for k, v in report.items() if k != "loaded"})
-    for what in ("missing", "mismatched"):
-        if report[what]:
-            warnings.append(f"init {parent.name}: {what} {', '.join(report[what][:8])}"
-                            + (f" (+{len(report[what]) - 8} more)" if len(report[what]) > 8 else ""))
 
 
 def _reader_of(corpus_dir: Path, field: str) -> dict[str, Any]:
