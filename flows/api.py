@@ -939,11 +939,13 @@ def _loaded(artifact_id: str, step: str, what: str, store: PathLike | None) -> A
 
 
 def _qa_retriever(passages: Sequence[str], mode: str, encoder: str | None, weights: Sequence[float] | None,
-                  store: PathLike | None):
-    """A corpusforge.models.retrieval.Retriever over ``passages``: BM25, dense (the sentence encoder ``encoder``, a
-    sentence_embeddings artifact) or hybrid (both, fused by reciprocal rank with ``weights``: bm25, dense)."""
+                  store: PathLike | None, chunk_words: int = 0, overlap: int = 0):
+    """A search over ``passages`` (tasks.qa.data.PassageSearch: by passage, or by chunks of ``chunk_words`` words
+    overlapping by ``overlap``): BM25, dense (the sentence encoder ``encoder``, a sentence_embeddings artifact) or
+    hybrid (both, fused by reciprocal rank with ``weights``: bm25, dense)."""
     from corpusforge.models.retrieval import Retriever
     from corpusforge.tasks.config import ConfigError
+    from corpusforge.tasks.qa.data import PassageSearch
 
     if mode not in ("bm25", "dense", "hybrid"):
         raise ConfigError(f"--mode: bm25, dense or hybrid, got {mode!r}")
@@ -953,18 +955,25 @@ def _qa_retriever(passages: Sequence[str], mode: str, encoder: str | None, weigh
             raise ConfigError(f"--mode {mode}: needs a sentence encoder; give --encoder ID (a sentence_embeddings "
                               "artifact)")
         embedder = _loaded(encoder, "sentence_embeddings", "a sentence encoder (sentence_embeddings)", store)
-    return Retriever(list(passages), mode=mode, embedder=embedder,
-                     **({"weights": tuple(weights)} if weights else {}))
+    try:
+        return PassageSearch(list(passages), lambda units: Retriever(
+            units, mode=mode, embedder=embedder, **({"weights": tuple(weights)} if weights else {})),
+            chunk_words, overlap)
+    except ValueError as exc:
+        raise ConfigError(f"--chunk-words {chunk_words} --overlap {overlap}: {exc}" if chunk_words or overlap
+                          else str(exc)) from None
 
 
 def _qa_ask(artifact_id: str, question: str, corpus: PathLike, top: int = 5, mode: str = "bm25",
             encoder: str | None = None, weights: Sequence[float] | None = None, max_new_tokens: int = 32,
-            store: PathLike | None = None) -> dict[str, Any]:
+            chunk_words: int = 0, overlap: int = 0, store: PathLike | None = None) -> dict[str, Any]:
     """``corpusforge qa ask``: retrieve the ``top`` passages of ``corpus`` (a SQuAD .json, a .jsonl with context or
     text, or text with a blank line between passages) nearest ``question``, and answer from them: ``artifact_id`` a
     qa reader (extractive: the best span of any passage) or a model that generates (an lm or post_training
-    artifact: the passages and the question in a prompt, its greedy answer; tasks/qa/generate.py). Returns the
-    answer, its score, its source passage, the retrieval mode and what was retrieved."""
+    artifact: the passages and the question in a prompt, its greedy answer; tasks/qa/generate.py). ``chunk_words``:
+    retrieve and read chunks of that many words (``overlap`` shared) instead of whole passages. Returns the answer,
+    its score, its source passage (with the answer's characters in it), the retrieval mode and what was
+    retrieved."""
     from corpusforge.tasks.config import ConfigError
     from corpusforge.tasks.qa.data import passages_from_file
 
@@ -978,8 +987,10 @@ def _qa_ask(artifact_id: str, question: str, corpus: PathLike, top: int = 5, mod
     if found_artifact.step not in ("qa", "lm", "post_training", "lora_merge"):
         raise ConfigError(f"{artifact_id}: is a {found_artifact.step!r} artifact, not a reader (qa) or a model that "
                           "generates (lm, post_training)")
-    hits = _qa_retriever(passages, mode, encoder, weights, store).search([question], top)[0]
-    retrieved = [passages[i] for i, _ in hits]
+    search = _qa_retriever(passages, mode, encoder, weights, store, chunk_words, overlap)
+    found_search = search.search([question], top)[0]
+    read = found_search["read"]  # (passage index, start there, text) best first
+    retrieved = [text for _, _, text in read]
     if found_artifact.step == "qa":
         found = found_artifact.load().answer(question, retrieved)
         kind, extra = "extractive", {}
@@ -997,25 +1008,30 @@ def _qa_ask(artifact_id: str, question: str, corpus: PathLike, top: int = 5, mod
             raise ConfigError(str(exc)) from None
         kind = "generative"
         extra = {"passages_read": found["passages_read"], "passages_left_out": found["passages_left_out"]}
-        found.setdefault("start", None)
-        found.setdefault("end", None)
+        found.update(start=None, end=None)
         if found["passage"] is not None:
             a = retrieved[found["passage"]].casefold().find(found["answer"].casefold())
             found.update(start=a, end=a + len(found["answer"]))
-    at = hits[found["passage"]][0] if found["passage"] is not None else None
+    at, start, end = None, found["start"], found["end"]
+    if found["passage"] is not None:  # the answer's characters in the whole passage its chunk was cut from
+        at, offset, _ = read[found["passage"]]
+        start, end = start + offset, end + offset
     return {"id": artifact_id, "question": question, "answer": found["answer"], "score": found["score"],
-            "passage": passages[at] if at is not None else None, "passage_index": at,
-            "start": found["start"], "end": found["end"], "mode": mode, "top": top, "reader": kind, **extra,
-            "retrieved": [{"rank": r + 1, "passage_index": i, "score": float(s)} for r, (i, s) in enumerate(hits)]}
+            "passage": passages[at] if at is not None else None, "passage_index": at, "start": start, "end": end,
+            "mode": mode, "top": top, "reader": kind, **extra,
+            **({"chunk_words": chunk_words, "overlap": overlap} if chunk_words else {}),
+            "retrieved": [{"rank": r + 1, "passage_index": i, "start": a, "end": a + len(text), "score": score}
+                          for r, ((i, a, text), score) in enumerate(zip(read, found_search["scores"]))]}
 
 
 def _qa_evaluate(artifact_id: str, file: PathLike, mode: str = "bm25", encoder: str | None = None,
-                 top: int = 5, weights: Sequence[float] | None = None,
+                 top: int = 5, weights: Sequence[float] | None = None, chunk_words: int = 0, overlap: int = 0,
                  store: PathLike | None = None) -> dict[str, Any]:
     """``corpusforge qa evaluate``: every question of a SQuAD-format ``file`` answered by retrieving from that
     file's own paragraphs (``mode``) and reading the ``top`` passages: SQuAD ``exact_match`` and ``f1`` (0-100),
     ``retrieval_top1``/``top5``/``mrr`` against each question's own paragraph, and the reader on that paragraph
-    (``exact_match_gold_paragraph``, ``f1_gold_paragraph``) beside the sliding-window baseline."""
+    (``exact_match_gold_paragraph``, ``f1_gold_paragraph``) beside the sliding-window baseline. ``chunk_words``:
+    retrieve and read chunks of paragraphs (a paragraph ranks by its best chunk)."""
     from corpusforge.storage.squad import SquadError, load_squad
     from corpusforge.tasks.config import ConfigError
     from corpusforge.tasks.qa.data import paragraphs_from
@@ -1028,9 +1044,10 @@ def _qa_evaluate(artifact_id: str, file: PathLike, mode: str = "bm25", encoder: 
     if not any(p.questions for p in paragraphs):
         raise ConfigError(f"{file}: holds no question to answer")
     reader = _loaded(artifact_id, "qa", "a reader (qa)", store)
-    retriever = _qa_retriever([p.context for p in paragraphs], mode, encoder, weights, store)
+    retriever = _qa_retriever([p.context for p in paragraphs], mode, encoder, weights, store, chunk_words, overlap)
     found = score(reader, paragraphs, top, retriever=retriever)
-    return {"id": artifact_id, "file": str(file), "mode": mode, "top": top, "questions": found["questions"],
+    return {"id": artifact_id, "file": str(file), "mode": mode, "top": top,
+            **({"chunk_words": chunk_words, "overlap": overlap} if chunk_words else {}), "questions": found["questions"],
             "paragraphs": found["paragraphs"], "exact_match": found["exact_match_retrieved"],
             "f1": found["f1_retrieved"], "retrieval_top1": found["retrieval_top1"],
             "retrieval_top5": found["retrieval_top5"], "retrieval_mrr": found["retrieval_mrr"],

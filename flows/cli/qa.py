@@ -42,6 +42,11 @@ EncoderOpt = Annotated[Optional[str], typer.Option("--encoder", metavar="ID", he
 WeightsOpt = Annotated[Optional[str], typer.Option("--weights", metavar="W_BM25,W_DENSE", help=(
     "Hybrid: the weights of the BM25 and the dense ranking in the reciprocal rank fusion (default 1,1)."))]
 TopOpt = Annotated[int, typer.Option("--top", min=1, help="Passages retrieved and read per question.")]
+ChunkOpt = Annotated[int, typer.Option("--chunk-words", min=0, metavar="N", help=(
+    "Retrieve and read chunks of N words of each passage instead of whole passages (0: whole passages); a passage "
+    "ranks by its best chunk, and an answer's characters are given in its whole passage."))]
+OverlapOpt = Annotated[int, typer.Option("--overlap", min=0, metavar="M", help=(
+    "Words each chunk shares with the next (--chunk-words), so an answer cut by one chunk is whole in the next."))]
 
 
 def _weights(value: Optional[str]) -> Optional[tuple[float, float]]:
@@ -123,6 +128,8 @@ def ask(
     weights: WeightsOpt = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help=(
         "A generating model: the longest answer, in tokens."))] = 32,
+    chunk_words: ChunkOpt = 0,
+    overlap: OverlapOpt = 0,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -134,7 +141,8 @@ def ask(
     if not corpus.is_file():
         _fail(f"{corpus}: no such file", 2)
     found = _call(_qa_ask, artifact_id, question, corpus, top=top, mode=mode, encoder=encoder,
-                  weights=_weights(weights), max_new_tokens=max_new_tokens, store=_store(store))
+                  weights=_weights(weights), max_new_tokens=max_new_tokens, chunk_words=chunk_words, overlap=overlap,
+                  store=_store(store))
     if as_json:
         print_json(found, ensure_ascii=False)
         return
@@ -168,6 +176,8 @@ def evaluate(
     mode: ModeOpt = "bm25",
     encoder: EncoderOpt = None,
     weights: WeightsOpt = None,
+    chunk_words: ChunkOpt = 0,
+    overlap: OverlapOpt = 0,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -183,7 +193,7 @@ def evaluate(
         _fail(f"{file}: no such file", 2)
     started = time.perf_counter()
     found = _call(_qa_evaluate, artifact_id, file, mode=mode, encoder=encoder, top=top, weights=_weights(weights),
-                  store=_store(store))
+                  chunk_words=chunk_words, overlap=overlap, store=_store(store))
     found["seconds"] = time.perf_counter() - started
     if as_json:
         print_json(found, ensure_ascii=False)

@@ -108,10 +108,10 @@ def _train(out: Path, corpus_dir: Path, cfg: QaStageConfig, scratch: Path, on_me
     evaluation: dict[str, Any] = {}
     predictions: dict[str, dict[str, str]] = {}
     if cfg.folds >= 2:
-        from corpusforge.models.retrieval import BM25Index
+        from corpusforge.models.retrieval import Retriever
+        from corpusforge.tasks.qa.data import PassageSearch
 
-        contexts = [p.context for p in train]
-        index = BM25Index.build(contexts)
+        search = PassageSearch([p.context for p in train], lambda units: Retriever(units, mode="bm25"))
         pooled: dict[str, str] = {}
         pooled_retrieved: dict[str, str] = {}
         for k, held in enumerate(folds_of(train, cfg.folds)):
@@ -122,10 +122,10 @@ def _train(out: Path, corpus_dir: Path, cfg: QaStageConfig, scratch: Path, on_me
             ids = question_ids([train[i] for i in held])
             questions, passages = gold_inputs([train[i] for i in held])
             pooled.update(zip(ids, (a["answer"] for a in reader.answer_batch(questions, passages))))
-            hits = index.search(questions, cfg.top)  # from every paragraph of the split, as `qa evaluate` does
-            read = reader.answer_batch(questions, [[contexts[i] for i, _ in h] for h in hits])
+            found = search.search(questions, cfg.top)  # from every paragraph of the split, as `qa evaluate` does
+            read = reader.answer_batch(questions, [[text for _, _, text in f["read"]] for f in found])
             pooled_retrieved.update(zip(ids, (a["answer"] for a in read)))
-        evaluation["cross_validated"] = score(None, train, cfg.top, pooled, pooled_retrieved)
+        evaluation["cross_validated"] = score(None, train, cfg.top, pooled, pooled_retrieved, search)
         predictions["cross_validated"] = evaluation["cross_validated"].pop("predictions")
     fit_train, fit_valid = (train, data["valid"]) if data["valid"] else hold_out(train)
     model, objective, result, record, metrics_seconds = _fit(cfg, start, windower, fit_train, fit_valid,

@@ -220,3 +220,37 @@ def passages_from_file(path: Path) -> list[str]:
     if not passages:
         raise ValueError(f"{path}: holds no passage to answer from")
     return passages
+
+
+class PassageSearch:
+    """Retrieval over documents (paragraphs) or over fixed-size chunks of them with an overlap
+    (corpusforge.models.retrieval.chunk_passages: ``chunk_words`` words, ``overlap`` shared with the next; 0: each
+    document is one passage). ``retriever(units)`` builds the search over the passage texts (a
+    models.retrieval.Retriever: bm25, dense or hybrid). :meth:`search` gives, per question, the documents ranked by
+    their best passage (what retrieval top-1/top-5/MRR score against the gold paragraph) and the ``top`` passages to
+    read, each with the document it is cut from and where it starts there."""
+
+    def __init__(self, documents: Sequence[str], retriever, chunk_words: int = 0, overlap: int = 0):
+        from corpusforge.models.retrieval import chunk_passages
+
+        self.units = chunk_passages(list(documents), chunk_words, overlap)
+        if not self.units:
+            raise ValueError("no passage to search: the documents hold no word")
+        self.retriever = retriever([u[3] for u in self.units])
+        self.mode = getattr(self.retriever, "mode", "bm25")
+        self.chunked = bool(chunk_words)
+
+    def search(self, questions: Sequence[str], top: int) -> list[dict[str, Any]]:
+        """Per question: ``documents`` (every document a passage of which matched, best first: MRR is over the
+        whole ranking), ``read`` (the ``top`` passages: (document index, start character there, passage text))
+        and their ``scores``."""
+        out = []
+        for hits in self.retriever.search(list(questions), len(self.units)):
+            documents: list[int] = []
+            for unit, _ in hits:
+                if self.units[unit][0] not in documents:
+                    documents.append(self.units[unit][0])
+            out.append({"documents": documents,
+                        "read": [(self.units[u][0], self.units[u][1], self.units[u][3]) for u, _ in hits[:top]],
+                        "scores": [float(s) for _, s in hits[:top]]})
+        return out

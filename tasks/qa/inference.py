@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from corpusforge.tasks.qa.data import Paragraph, Windower
+from corpusforge.tasks.qa.data import Paragraph, PassageSearch, Windower
 
 
 def best_spans(start, end, first: int, length: int, n_best: int, max_answer_len: int) -> list[tuple[float, int, int]]:
@@ -110,23 +110,23 @@ def gold_inputs(paragraphs: Sequence[Paragraph]) -> tuple[list[str], list[list[s
 def score(reader, paragraphs: Sequence[Paragraph], top: int, predicted: Mapping[str, str] | None = None,
           retrieved: Mapping[str, str] | None = None, retriever: Any = None) -> dict[str, Any]:
     """SQuAD exact match and F1 (0-100) of the answers to ``paragraphs``' questions read from their own paragraph
-    (the reader's, or ``predicted``), the sliding-window baseline on the same questions, BM25 retrieval over these
-    paragraphs (top-1, top-5, MRR against each question's own; ``retriever``: a corpusforge.models.retrieval.Retriever
-    over them, else BM25), and the answers read from the ``top`` retrieved passages (``*_retrieved``: the reader's,
-    or ``retrieved``). Answers left out of ``predicted``/``retrieved`` count as wrong (SQuAD's official script)."""
+    (the reader's, or ``predicted``), the sliding-window baseline on the same questions, retrieval over these
+    paragraphs (top-1, top-5, MRR against each question's own; ``retriever``: a tasks.qa.data.PassageSearch over
+    them, by paragraph or by chunk; default BM25 by paragraph), and the answers read from the ``top`` retrieved
+    passages (``*_retrieved``: the reader's, or ``retrieved``). Answers left out of ``predicted``/``retrieved``
+    count as wrong (SQuAD's official script)."""
     from corpusforge.models.qa_eval import sliding_window_answer, squad_scores
     from corpusforge.models.retrieval import Retriever, retrieval_metrics
 
     ids = question_ids(paragraphs)
     golds = {q.id: q.texts for p in paragraphs for q in p.questions}
     questions, passages = gold_inputs(paragraphs)
-    contexts = [p.context for p in paragraphs]
     if ids and retriever is None:
-        retriever = Retriever(contexts, mode="bm25")
-    hits = retriever.search(questions, max(5, top)) if ids else []
+        retriever = PassageSearch([p.context for p in paragraphs], lambda units: Retriever(units, mode="bm25"))
+    found = retriever.search(questions, top) if ids else []
     if reader is not None:
         predicted = {qid: a["answer"] for qid, a in zip(ids, reader.answer_batch(questions, passages))}
-        read = reader.answer_batch(questions, [[contexts[i] for i, _ in h[:top]] for h in hits])
+        read = reader.answer_batch(questions, [[text for _, _, text in f["read"]] for f in found])
         retrieved = {qid: a["answer"] for qid, a in zip(ids, read)}
     scores = squad_scores(predicted or {}, golds)
     base = squad_scores({qid: sliding_window_answer(q, ps[0])[2] for qid, q, ps in zip(ids, questions, passages)},
@@ -136,9 +136,9 @@ def score(reader, paragraphs: Sequence[Paragraph], top: int, predicted: Mapping[
                            "baseline_exact_match": base["exact_match"], "baseline_f1": base["f1"]}
     if ids:
         gold_paragraph = [i for i, p in enumerate(paragraphs) for _ in p.questions]
-        found = retrieval_metrics([[i for i, _ in h] for h in hits], gold_paragraph)
-        out.update(retrieval_mode=getattr(retriever, "mode", "bm25"), retrieval_top1=found["retrieval_top1"],
-                   retrieval_top5=found["retrieval_top5"], retrieval_mrr=found["retrieval_mrr"])
+        ranks = retrieval_metrics([f["documents"] for f in found], gold_paragraph)
+        out.update(retrieval_mode=retriever.mode, retrieval_top1=ranks["retrieval_top1"],
+                   retrieval_top5=ranks["retrieval_top5"], retrieval_mrr=ranks["retrieval_mrr"])
         read = squad_scores(retrieved or {}, golds)
         out.update(exact_match_retrieved=read["exact_match"], f1_retrieved=read["f1"])
     out["predictions"] = dict(predicted or {})

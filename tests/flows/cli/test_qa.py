@@ -98,6 +98,12 @@ def test_train_ask_evaluate_and_the_registered_model(prefect_harness, tmp_path, 
     assert asked["passage"][asked["start"]:asked["end"]] == asked["answer"] != ""
     assert asked["passage_index"] in {r["passage_index"] for r in asked["retrieved"]}
 
+    chunked = run("ask", out["id"][:10], question, "--corpus", str(SAMPLE), "--chunk-words", "40", "--overlap", "10",
+                  "--json").json()
+    assert chunked["passage"][chunked["start"]:chunked["end"]] == chunked["answer"] != ""  # in the whole passage
+    contexts = [p["context"] for a in data["data"] for p in a["paragraphs"]]
+    for r in chunked["retrieved"]:  # chunks of at most 40 words, with their place in their passage
+        assert 0 < len(contexts[r["passage_index"]][r["start"]:r["end"]].split()) <= 40
     scored = run("evaluate", out["id"][:10], str(SAMPLE), "--json").json()
     for key in ("exact_match", "f1", "retrieval_top1", "retrieval_top5", "retrieval_mrr", "f1_gold_paragraph"):
         assert key in scored
@@ -107,6 +113,9 @@ def test_train_ask_evaluate_and_the_registered_model(prefect_harness, tmp_path, 
     assert scored["retrieval_mrr"] == pytest.approx(head["retrieval_mrr"])
     assert scored["baseline_f1"] == pytest.approx(head["baseline_f1"])
     assert scored["questions"] == 69 and scored["mode"] == "bm25"
+    by_chunk = run("evaluate", out["id"][:10], str(SAMPLE), "--chunk-words", "40", "--overlap", "10", "--json").json()
+    assert by_chunk["chunk_words"] == 40 and 0.0 <= by_chunk["retrieval_top1"] <= by_chunk["retrieval_top5"] <= 1.0
+    assert by_chunk["f1_gold_paragraph"] == pytest.approx(scored["f1_gold_paragraph"])  # the same reading of gold
 
     # bad input: one line, exit 2
     empty = tmp_path / "empty.txt"

@@ -123,3 +123,22 @@ def test_passages_from_a_file(tmp_path: Path):
     bad.write_text('{"title": 1}\n', encoding="utf-8")
     with pytest.raises(ValueError, match="line 1 has no string field context or text"):
         passages_from_file(bad)
+
+
+def test_passage_search_ranks_documents_by_their_best_chunk():
+    from corpusforge.models.retrieval import Retriever
+    from corpusforge.tasks.qa.data import PassageSearch
+
+    docs = ["alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu",
+            "the plague reached europe in 1347 and peaked there in 1351",
+            "oil prices rose in 1973 when the embargo began"]
+    whole = PassageSearch(docs, lambda units: Retriever(units, mode="bm25"))
+    (found,) = whole.search(["when did the plague peak in europe"], top=2)
+    assert found["documents"][0] == 1 and found["read"][0] == (1, 0, docs[1])
+    chunked = PassageSearch(docs, lambda units: Retriever(units, mode="bm25"), chunk_words=4, overlap=1)
+    (found,) = chunked.search(["when did the plague peak in europe", ], top=3)
+    assert found["documents"][0] == 1 and len(set(found["documents"])) == len(found["documents"])
+    for doc, start, text in found["read"]:
+        assert docs[doc][start:start + len(text)] == text and len(text.split()) <= 4
+    with pytest.raises(ValueError, match="overlap"):
+        PassageSearch(docs, lambda units: Retriever(units), chunk_words=3, overlap=3)
