@@ -98,6 +98,7 @@ def test_the_baseline_on_degenerate_contexts():
 XQUAD = SHARED / "corpora" / "xquad-en" / "dev.json"
 
 
+@pytest.mark.corpus
 @pytest.mark.skipif(not XQUAD.exists(), reason="needs ../shared/corpora/xquad-en")
 def test_the_baseline_on_xquad_en_beats_the_first_word():
     data = json.loads(XQUAD.read_text(encoding="utf-8"))["data"]
