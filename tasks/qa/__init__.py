@@ -16,6 +16,7 @@ STAGE = Stage(
         "qa": StepOutputs(mlflow=("config.json", "metrics.json", "evaluation.json", "predictions.json",
                                   "loss_curve.png"),
                           plots=(("loss_curve.png", "Loss curves"),),
+                          report_plots="corpusforge.tasks.qa.render:report_plots",
                           highlights="corpusforge.tasks.qa.inference:highlights",
                           loader="corpusforge.tasks.qa.inference:load_artifact"),
     },
