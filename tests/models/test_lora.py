@@ -224,6 +224,8 @@ def test_unnamed_targets_are_the_familys_and_a_family_without_them_is_told():
              "sbert": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8, "cls_id": 1, "sep_id": 2, "pad_id": 0},
              "bert_tagger": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8, "cls_id": 1, "sep_id": 2,
                              "pad_id": 0},
+             "bert_reader": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8, "cls_id": 1, "sep_id": 2,
+                             "pad_id": 0},
              "transformer": {"n_enc_layer": 1, "n_dec_layer": 1, "n_head": 2, "d_model": 16, "d_ff": 32, "pad_id": 0, "bos_id": 1,
                              "eos_id": 2}}
     named = {name for name, spec in families().items() if spec.lora_targets}

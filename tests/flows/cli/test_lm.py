@@ -19,7 +19,7 @@ from tests.commands import corpusforge
 from tests.conftest import REPO, write
 
 CLI = str(Path(sys.executable).parent / "corpusforge")
-PRESETS = ["bert-mlm-small", "ptb-gpt-bpe-small", "ptb-gpt-small", "ptb-gru-small", "ptb-lstm-medium", "ptb-lstm-small", "ptb-nplm", "shakespeare-char",
+PRESETS = ["bert-mlm-small", "bert-qa-small", "ptb-gpt-bpe-small", "ptb-gpt-small", "ptb-gru-small", "ptb-lstm-medium", "ptb-lstm-small", "ptb-nplm", "shakespeare-char",
            "shakespeare-char-cpu"]
 TINY = ["--set", "model.n_layer=1", "--set", "model.n_head=2", "--set", "model.n_embd=32", "--set", "model.block_size=16",
         "--set", "train.max_iters=30", "--set", "train.eval_interval=15", "--set", "train.eval_iters=4",
