@@ -38,6 +38,7 @@ def main() -> None:
     torch.set_num_threads(2)
     parent = Path(glob.glob(f"{args.store}/lm/*-{args.bert[:12]}")[0])
     cfg = qa_config_from_dict({"init": args.bert, "max_query_len": 32, "stride": 64, "folds": 5,
+                               "model": {"dropout": 0.1, "classifier_dropout": 0.1},  # as xquad-reader-cpu
                                "train": {"max_iters": args.iters, "batch_size": args.batch_size, "lr": args.lr,
                                          "min_lr": args.lr / 10, "warmup_iters": 30, "weight_decay": 0.01,
                                          "beta2": 0.999, "grad_clip": 1.0, "eval_interval": args.iters,
