@@ -168,7 +168,7 @@ def test_a_copied_store_uses_its_own_registered_model_and_tampering_with_it_is_c
 
     copy = tmp_path / "copied-store"
     shutil.copytree(demo_store, copy, symlinks=True)
-    (lm_dir,) = copy.glob("lm/*")
+    (lm_dir,) = copy.glob("lm/sample-gpt-*")  # the demo's GPT (demo-qa's BERT is an lm artifact too)
     manifest = json.loads((lm_dir / "manifest.json").read_text())
     # before the copy has been opened, its registry still names the original's files: refused, not followed
     assert any("outside this store" in p for p in check_registered_copy(copy, manifest))
@@ -235,7 +235,7 @@ def test_every_command_that_reads_a_model_refuses_a_tampered_one(demo_store, tmp
     # the tokenizer an lm reads is checked too (item 7's other half): the model's own files are intact here
     copy = tmp_path / "store-lm-tokenizer"
     shutil.copytree(demo_store, copy, symlinks=True)
-    lm_dir = sorted(copy.glob("lm/*/manifest.json"))[0].parent
+    lm_dir = sorted(copy.glob("lm/sample-gpt-*/manifest.json"))[0].parent
     from corpusforge.tasks.encoded import model_tokenizer_dir
 
     tok_file = model_tokenizer_dir(lm_dir) / "tokenizer.json"
