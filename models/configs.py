@@ -19,7 +19,9 @@ class TrainConfig:
 
     max_iters: int = field(default=2000, metadata={"doc": "Optimiser steps."})
     batch_size: int = field(default=12, metadata={"doc": "Sequences per micro-batch (per GPU under DDP)."})
-    grad_accum: int = field(default=1, metadata={"doc": "Micro-batches per optimiser step."})
+    grad_accum: int = field(default=1, metadata={"doc": (
+        "Micro-batches per optimiser step, over all processes: with train.processes N each runs grad_accum / N of "
+        "them (nanoGPT's rule), so a step is the same batch, and the model the same, for any N.")})
     optimizer: Literal["adamw", "sgd"] = field(default="adamw", metadata={"doc": "AdamW, or plain SGD (Zaremba et al.)."})
     lr: float = field(default=1e-3, metadata={"doc": "Peak learning rate."})
     min_lr: float = field(default=1e-4, metadata={"doc": "Learning rate at the end of the cosine decay."})
@@ -45,6 +47,18 @@ class TrainConfig:
         default="auto", metadata={"doc": "Autocast dtype on CUDA (auto: bf16 where supported); CPU always float32."})
     compile: bool = field(default=False, metadata={"doc": "torch.compile the model."})
     device: str = field(default="auto", metadata={"doc": "auto (CUDA when present), cpu, cuda, cuda:N."})
+    processes: int | Literal["auto"] = field(default=1, metadata={"identity": False,  # the same model for any N: not in the id
+        "doc": "Training processes (data parallel, torch.distributed: nccl on GPUs, gloo on CPU), started by the "
+               "step's task with torch's elastic launch (what torchrun runs), or by Ray Train when runner.kind is ray; "
+               "auto: one per visible GPU (1 without one). Must divide train.grad_accum. The artifact id does not "
+               "depend on it; the manifest records it."})
+    strategy: Literal["ddp", "fsdp"] = field(default="ddp", metadata={"identity": False,
+        "doc": "With train.processes > 1: ddp (every process holds the whole model; gradients all-reduced) or fsdp "
+               "(FSDP2, torch.distributed.fsdp.fully_shard: weights, gradients and optimizer state sharded over the "
+               "processes, for models that do not fit one device)."})
+    timeout: float = field(default=1800.0, metadata={"identity": False,
+        "doc": "With train.processes > 1: seconds a process waits for the others at a collective before the step "
+               "fails (a rank that hangs), naming the rank."})
     cpu_threads: int = field(default=0, metadata={"identity": False,  # speed only: not in the artifact id
         "doc": "CPU only: torch intra-op threads (0: torch's default). On a machine shared with other jobs, 1 can "
                "be many times faster than spinning threads that fight over cores (the corpusforge command sets "
@@ -61,6 +75,16 @@ class TrainConfig:
             raise ValueError(f"lr: need 0 <= min_lr <= lr and lr > 0, got lr={self.lr} min_lr={self.min_lr}")
         if self.grad_clip < 0:
             raise ValueError(f"grad_clip: must be >= 0, got {self.grad_clip}")
+        if self.processes != "auto":
+            if isinstance(self.processes, bool) or not isinstance(self.processes, int) or self.processes < 1:
+                raise ValueError(f"processes: a number >= 1 or auto, got {self.processes!r}")
+            if self.grad_accum % self.processes:
+                raise ValueError(
+                    f"processes: {self.processes} processes cannot share grad_accum {self.grad_accum} micro-batches "
+                    f"evenly; set train.grad_accum to a multiple of {self.processes} (a step is grad_accum "
+                    "micro-batches of batch_size, split over the processes: the same model for any number of them)")
+        if self.timeout <= 0:
+            raise ValueError(f"timeout: must be > 0 seconds, got {self.timeout}")
 
 
 # the targets a LoRA section names when it names none are the family's (corpusforge.models.family:

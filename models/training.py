@@ -16,7 +16,12 @@ MLflow and a progress bar. What it does:
   across batches, step and history (JSON in the file's metadata). No pickle anywhere;
 - exact resume: a run resumed from a checkpoint ends with the same weights, bit for bit on CPU, as one
   that was never interrupted (every source of randomness is a saved generator);
-- DDP when launched by ``torchrun`` (WORLD_SIZE > 1); rank 0 evaluates, reports and saves;
+- data parallel on N processes (DDP, or FSDP2 with ``strategy: fsdp``) when started by torch's elastic launch or
+  Ray Train (corpusforge.tasks.launch; WORLD_SIZE > 1, or a process group already set up): a step's ``grad_accum``
+  micro-batches are drawn in one order by every process and split over them (process r runs micro-batches r, r + N,
+  ...), and the dropout of each micro-batch is seeded by its number, so the weights are the same (within float
+  rounding) for any N that divides ``grad_accum``, and a checkpoint resumes on another N; rank 0 evaluates, reports
+  and saves;
 - tokens/s always (the input tokens the objective counts), MFU on CUDA (FLOPs per token from the objective,
   peak from the device name).
 
@@ -105,30 +110,76 @@ def fused_adamw(params: Sequence[torch.Tensor], device: torch.device) -> bool:
 # --- the loop --------------------------------------------------------------------------------------
 
 def _ddp_env() -> tuple[int, int, int]:
+    """(world size, rank, local rank): of the process group when one is set up (Ray Train does), else from the
+    environment torch's elastic launch (torchrun) sets."""
+    import torch.distributed as dist
+
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank(), local
+    return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0")), local
+
+
+def micro_seed(seed: int, index: int) -> int:
+    """The dropout seed of micro-batch ``index`` (a running count over the run): the same whichever process runs it,
+    so the number of processes does not change the model, and a resumed run needs no saved dropout stream."""
+    return (seed * 1_000_003 + index * 7_919 + 1) % (2**63 - 1)
+
+
+def _device_for(local_rank: int, cfg: TrainConfig) -> torch.device:
+    """A rank's device: GPU ``local_rank`` (modulo the GPUs visible: ranks may share one), else the CPU."""
+    if torch.cuda.is_available() and cfg.device != "cpu":
+        return torch.device(f"cuda:{local_rank % torch.cuda.device_count()}")
+    return torch.device("cpu")
+
+
+def _init_group(cfg: TrainConfig, local_rank: int) -> None:
+    """The process group of an elastic launch: nccl when every rank has a GPU of its own, gloo otherwise (CPU, or
+    ranks sharing a GPU, which nccl refuses); collectives time out after ``cfg.timeout`` seconds (a hung rank)."""
+    import datetime
+
+    import torch.distributed as dist
+
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    return world, int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    own_gpu = torch.cuda.is_available() and cfg.device != "cpu" and torch.cuda.device_count() >= world
+    dist.init_process_group(backend="nccl" if own_gpu else "gloo",
+                            timeout=datetime.timedelta(seconds=cfg.timeout))
 
 
-def micro_weights(terms: Sequence[int | None], world: int = 1, device: torch.device | None = None) -> list[float]:
-    """Each micro-batch's weight in its step: ``terms_i * k * world / (the step's terms on all ranks)`` for ``k``
-    micro-batches, so that (with the trainer's ``/ k`` and DDP's mean over ranks) the step's gradient is that of the
-    mean loss over every term (token, example) of the step, not the mean of per-micro-batch means: with padded,
-    length-bucketed batches two micro-batches of 10 and 30 target tokens weigh 1:3, as the same 40 tokens in one
-    batch do. Every weight is exactly 1.0 when all micro-batches have as many terms (fixed-size token windows), and
-    when a loss declares none (``Batch.terms`` None). ``device``: under DDP, where the ranks' counts are summed
-    (one all-reduce of one number per step)."""
+def micro_weights(terms: Sequence[int | None]) -> list[float]:
+    """Each micro-batch's weight in its step: ``terms_i * k / (the step's terms)`` for the step's ``k`` micro-batches
+    (all of them, on every rank: each rank draws the whole step), so that (with the trainer's division by the
+    micro-batches a rank runs, and DDP's mean over ranks) the step's gradient is that of the mean loss over every term
+    (token, example) of the step, not the mean of per-micro-batch means: with padded, length-bucketed batches two
+    micro-batches of 10 and 30 target tokens weigh 1:3, as the same 40 tokens in one batch do. Every weight is
+    exactly 1.0 when all micro-batches have as many terms (fixed-size token windows), and when a loss declares none
+    (``Batch.terms`` None)."""
     if any(t is None for t in terms) or not terms:
         return [1.0] * len(terms)
-    total, ranks = sum(int(t) for t in terms), 1
-    if device is not None and world > 1:
-        import torch.distributed as dist
-
-        count = torch.tensor([total], dtype=torch.float64, device=device)
-        dist.all_reduce(count)
-        total, ranks = int(count.item()), world
+    total = sum(int(t) for t in terms)
     if total == 0:
         return [1.0] * len(terms)
-    return [int(t) * len(terms) * ranks / total for t in terms]
+    return [int(t) * len(terms) / total for t in terms]
+
+
+def _check_in_sync(model: nn.Module, device: torch.device, world: int) -> None:
+    """Every rank ends with the same weights, bit for bit (DDP's averaged gradients, the same optimizer steps): a
+    digest of each rank's weights is gathered, and a difference fails the run, naming the ranks."""
+    import hashlib
+
+    import torch.distributed as dist
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(unique_state_dict(model).items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    mine = torch.tensor([int.from_bytes(digest.digest()[:7], "little")], dtype=torch.int64, device=device)
+    every = [torch.zeros_like(mine) for _ in range(world)]
+    dist.all_gather(every, mine)
+    values = [int(t.item()) for t in every]
+    if len(set(values)) > 1:
+        apart = [r for r, v in enumerate(values) if v != values[0]]
+        raise RuntimeError(f"the ranks ended with different weights (ranks {apart} differ from rank 0)")
 
 
 _SPIN_WARNED = False
@@ -169,12 +220,18 @@ def train(
         import torch.distributed as dist
 
         if not dist.is_initialized():
-            dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
-        device = torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+            _init_group(cfg, local_rank)
+        device = _device_for(local_rank, cfg)
         if device.type == "cuda":
             torch.cuda.set_device(device)
+        if cfg.grad_accum % world:
+            raise ValueError(f"train.grad_accum {cfg.grad_accum} is not a multiple of the {world} processes")
+        if getattr(objective, "carries_state", False):
+            raise ValueError(f"the {type(objective).__name__} objective reads its streams in one order, carrying the "
+                             "recurrent state from batch to batch: it trains on one process (train.processes: 1)")
     else:
         device = pick_device(cfg.device)
+    per_rank = cfg.grad_accum // world  # this process's micro-batches per step
     master = rank == 0
     report = on_metrics if (on_metrics and master) else (lambda step, m: None)
     emitted: list[dict[str, Any]] = []  # every report, kept in the checkpoint so a resumed run has the whole curve
@@ -198,11 +255,13 @@ def train(
     autocast = (lambda: torch.autocast("cuda", dtype=amp_dtype)) if amp_dtype else contextlib.nullcontext
     scaler = torch.amp.GradScaler("cuda", enabled=(dtype == "float16"))
 
-    torch.manual_seed(cfg.seed + rank)  # dropout stream; the weights were seeded by whoever built the model
-    data_gen = torch.Generator().manual_seed(cfg.seed + 1000 * (rank + 1))  # batch sampling stream
+    torch.manual_seed(cfg.seed)  # the weights were seeded by whoever built the model; dropout: micro_seed
+    data_gen = torch.Generator().manual_seed(cfg.seed + 1000)  # batch sampling: one stream, the same on every rank
     raw_model = model.to(device)
+    if ddp and cfg.strategy == "fsdp":
+        raise ValueError("train.strategy fsdp is not built yet: use ddp")
     optimizer = make_optimizer(raw_model, cfg, device)
-    objective.setup(raw_model, cfg.batch_size, rank, world)
+    objective.setup(raw_model, cfg.batch_size)  # the whole data on every rank: the trainer splits the steps
     if not (objective.has_split("valid") or objective.has_split("test")):
         raise ValueError("training needs a valid (or test) split to evaluate on")
     eval_split = "valid" if objective.has_split("valid") else "test"
@@ -213,6 +272,9 @@ def train(
         tensors, meta = read_checkpoint(Path(resume_from))
         carried, best_weights, rng = restore_checkpoint(tensors, meta, raw_model, optimizer, device)
         step, best_val, bad_evals, history = meta["step"], meta["best_val"], meta["bad_evals"], meta["history"]
+        if master and int(meta.get("world", 1)) != world:
+            print(f"corpusforge: resuming a checkpoint of {meta.get('world', 1)} process(es) on {world}: the same "
+                  "micro-batches and dropout follow (float rounding aside)", file=sys.stderr)
         best_metrics = meta.get("best_metrics", {})
         for past in meta.get("emitted", []):  # replay what the earlier process reported, up to its checkpoint
             emit(int(past["step"]), {k: v for k, v in past.items() if k != "step"})
@@ -224,10 +286,10 @@ def train(
     run_model: nn.Module = objective.loss_module(raw_model)
     if cfg.compile:  # the model and its loss as one graph (the loss fuses into the head's output)
         run_model = torch.compile(run_model)
-    if ddp:
+    if ddp and cfg.strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
-        run_model = DistributedDataParallel(run_model, device_ids=[local_rank] if device.type == "cuda" else None)
+        run_model = DistributedDataParallel(run_model, device_ids=[device.index] if device.type == "cuda" else None)
 
     flops_per_token = objective.flops_per_token(raw_model)
     peak = next((v for k, v in PEAK_FLOPS.items() if device.type == "cuda" and k in torch.cuda.get_device_name(device)), None)
@@ -239,7 +301,7 @@ def train(
         if device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(device)
         meta = {"step": at, "best_val": best_val, "bad_evals": bad_evals, "history": history,
-                "best_metrics": best_metrics,
+                "best_metrics": best_metrics, "world": world,
                 "emitted": [e for e in emitted if e["step"] <= at], "train_config": asdict(cfg)}
         path = save_checkpoint(Path(checkpoint_path), raw_model, optimizer, meta, rng, carried, best_weights)
         if on_checkpoint:
@@ -273,23 +335,30 @@ def train(
         for group in optimizer.param_groups:
             group["lr"] = lr
         t0 = time.perf_counter()
-        step_tokens = 0
-        # the step's micro-batches first (drawn in the same order as one by one): their terms weigh their losses
-        batches = [objective.batch(step * cfg.grad_accum + micro, data_gen) for micro in range(cfg.grad_accum)]
-        weights = micro_weights([b.terms for b in batches], world, device if ddp else None)
-        for micro, batch in enumerate(batches):
+        # the step's micro-batches, all drawn in one order by every rank (their terms weigh their losses); this rank
+        # runs micro-batches rank, rank + world, ...: the step is the same for any number of processes
+        first = step * cfg.grad_accum
+        batches = [objective.batch(first + micro, data_gen) for micro in range(cfg.grad_accum)]
+        weights = micro_weights([b.terms for b in batches])
+        step_tokens = sum(b.tokens for b in batches)
+        step_loss = torch.zeros((), device=device)
+        mine = range(rank, cfg.grad_accum, world)
+        for n, micro in enumerate(mine):
+            batch = batches[micro]
             if batch.fresh:
                 carried = None  # a new pass over the data: forget the last row's end
             tensors = [t.to(device, non_blocking=True) for t in batch.tensors]
-            sync = contextlib.nullcontext() if (not ddp or micro == cfg.grad_accum - 1) else run_model.no_sync()
+            last = n == per_rank - 1
+            sync = run_model.no_sync() if (ddp and cfg.strategy == "ddp" and not last) else contextlib.nullcontext()
+            torch.manual_seed(micro_seed(cfg.seed, first + micro))
             with sync, autocast():
                 loss, new_state = run_model(*tensors, carried)
                 if weights[micro] != 1.0:  # 1.0 when every micro-batch has as many terms: the arithmetic of before
                     loss = loss * weights[micro]
-                loss = loss / cfg.grad_accum
+                loss = loss / per_rank
             scaler.scale(loss).backward()
+            step_loss += loss.detach()
             carried = objective.carry(new_state)  # truncated BPTT detaches it; others carry nothing
-            step_tokens += batch.tokens * world
         if cfg.grad_clip:
             scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg.grad_clip)
@@ -302,7 +371,12 @@ def train(
         run_tokens += step_tokens
 
         if step % cfg.log_interval == 0 or step == cfg.max_iters:
-            last_loss = loss.item() * cfg.grad_accum  # the only host sync in the loop
+            if ddp:  # the step's loss over every rank's terms: each rank holds world x its share
+                import torch.distributed as dist
+
+                dist.all_reduce(step_loss)
+                step_loss /= world
+            last_loss = step_loss.item()  # the only host sync in the loop
             elapsed = time.perf_counter() - window_start
             tps = window_tokens / max(elapsed, 1e-9)
             m = {"train_loss": last_loss, "lr": lr, "tokens_per_s": tps}
@@ -325,6 +399,8 @@ def train(
         if stopped_early or (stop_after is not None and step >= stop_after):
             break
 
+    if ddp and cfg.strategy == "ddp":
+        _check_in_sync(raw_model, device, world)
     if stop_after is not None and step < cfg.max_iters and not stopped_early:
         if step % cfg.eval_interval:
             checkpoint(step)
@@ -336,6 +412,8 @@ def train(
         final.update(best_metrics)
     final["best_val_loss"] = best_val
     final["steps"] = step
+    if first_step:
+        final["resumed_from_step"] = first_step
     final["tokens_per_s"] = run_tokens / max(train_time, 1e-9)
     if peak and flops_per_token:
         final["mfu"] = flops_per_token * final["tokens_per_s"] / (peak * world)

@@ -24,6 +24,7 @@ import json
 import math
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,9 @@ from typing import Any
 from corpusforge.storage.hashing import config_hash
 from corpusforge.storage.store import ArtifactStore
 
-# Figures that vary from run to run (speed, duration): in the manifest's metrics and MLflow, never in a file
-TIMING_KEYS = frozenset({"train_seconds", "tokens_per_s", "mfu", "seconds"})
+# Figures that vary from run to run (speed, duration, the processes it ran on): in the manifest's metrics and MLflow,
+# never in a file
+TIMING_KEYS = frozenset({"train_seconds", "tokens_per_s", "mfu", "seconds", "processes", "resumed_from_step"})
 Report = Callable[[int, dict[str, float]], None]
 
 
@@ -42,9 +44,7 @@ def training_scratch(store: ArtifactStore, step: str, version: int, config: Any,
     """The step's checkpoint folder, kept while it trains (a killed run resumes from it) and removed once the
     ``with`` block ends without an error (the artifact is published, or was already), or with
     :class:`TrainingDiverged` (its checkpoints hold the diverged weights: nothing to resume from)."""
-    inputs: Any = input_ids[0] if len(input_ids) == 1 else list(input_ids)  # one input: the key the lm always had
-    key = config_hash({"config": config, "input": inputs, "version": version})
-    scratch = store.root / ".scratch" / step / key[:16]
+    scratch = scratch_dir(store, step, version, config, input_ids)
     scratch.mkdir(parents=True, exist_ok=True)
     try:
         yield scratch
@@ -52,6 +52,13 @@ def training_scratch(store: ArtifactStore, step: str, version: int, config: Any,
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     shutil.rmtree(scratch, ignore_errors=True)
+
+
+def scratch_dir(store: ArtifactStore, step: str, version: int, config: Any, input_ids: Sequence[str]) -> Path:
+    """``<store>/.scratch/<step>/<key>``: keyed by what the step's artifact id is made of."""
+    inputs: Any = input_ids[0] if len(input_ids) == 1 else list(input_ids)  # one input: the key the lm always had
+    key = config_hash({"config": config, "input": inputs, "version": version})
+    return store.root / ".scratch" / step / key[:16]
 
 
 class TrainingDiverged(ValueError):
@@ -137,14 +144,19 @@ class MetricsLog:
 def fit(model: Any, objective: Any, train_cfg: Any, scratch: Path,
         on_metrics: Report | None = None) -> tuple[Any, MetricsLog, dict[str, float], float]:
     """Train ``model`` with the shared trainer (corpusforge.models.training.train) on ``objective``, checkpointing
-    into the step's scratch and resuming from it when a killed run left one. Returns (the trainer's result, the
-    :class:`MetricsLog` that kept the history (its ``write`` makes metrics.json and the loss curve), the final
-    numeric metrics, the seconds it took)."""
+    into the step's scratch and resuming from it when a killed run left one; on ``train.processes`` processes
+    (corpusforge.tasks.launch) when that is more than one. Returns (the trainer's result, the :class:`MetricsLog`
+    that kept the history (its ``write`` makes metrics.json and the loss curve), the final numeric metrics, the
+    seconds it took)."""
     import time
 
     from corpusforge.models.training import train
+    from corpusforge.tasks import launch
 
     record = MetricsLog(on_metrics, unit=getattr(objective, "loss_unit", "nats/token"))
+    if launch.in_rank():  # a training process: train (and end the process) or take an earlier launch's weights
+        result, seconds = launch.rank_fit(model, objective, train_cfg, scratch)
+        return result, record, _numeric(result.metrics), seconds
     ckpt = Path(scratch) / "checkpoint.safetensors"
     resume = ckpt if ckpt.is_file() else None
     if resume is not None:  # a checkpoint changed since it was written is not resumed (issue 44, item 8)
@@ -161,11 +173,18 @@ def fit(model: Any, objective: Any, train_cfg: Any, scratch: Path,
 
         note(on_metrics, f"resuming from step {checkpoint_meta(resume)['step']} of {train_cfg.max_iters}: the "
                          f"checkpoint a stopped run of this step left in {ckpt.parent}")
+    n = launch.processes(train_cfg)
+    if n > 1 or launch.has_result(scratch):
+        result, seconds = launch.fit_on_processes(model, objective, train_cfg, scratch, record, n)
+        return result, record, _numeric(result.metrics), seconds
     started = time.perf_counter()
     result = train(model, objective, train_cfg, on_metrics=record, checkpoint_path=ckpt, resume_from=resume)
     seconds = time.perf_counter() - started
-    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
-    return result, record, metrics, seconds
+    return result, record, _numeric(result.metrics), seconds
+
+
+def _numeric(metrics: Mapping[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
 
 
 def note(on_metrics: Report | None, message: str) -> None:
@@ -299,6 +318,12 @@ def training_step(upstream: Any, cfg: Any, store: ArtifactStore, *, step: str, v
         if family_spec(family).version > 1:
             config["family_version"] = family_spec(family).version
     inputs = [upstream.id] + [r.id for r in found.values()]
+    from corpusforge.tasks import launch
+
+    if launch.in_rank():  # a training process repeats the build up to its fit, which ends it: nothing is published
+        with tempfile.TemporaryDirectory(prefix="corpusforge-rank-") as out:
+            build(Path(out), Path(upstream.path), scratch_dir(store, step, version, config, inputs), found)
+        raise launch.RankFailed(f"{step}: the build returned without training on this rank")
     with training_scratch(store, step, version, config, inputs) as scratch:
         return run_step(store, step=step, version=version, name=cfg.name, config=config,
                         inputs=[artifact_input(upstream)],
@@ -325,9 +350,12 @@ def training_task(name: str, parse: Callable[[dict], Any], build: Callable[..., 
 
         from corpusforge.tasks.step import StepResult, log_step_outcome
 
+        from corpusforge.tasks.launch import stage_call
+
         cfg = parse(config)
         more = {"refs": {k: StepResult.from_dict(v) for k, v in (refs or {}).items()}} if takes_refs else {}
-        with training_report(f"{name} {cfg.name}", iterations(cfg), get_run_logger(), on_metrics) as report:
+        with (training_report(f"{name} {cfg.name}", iterations(cfg), get_run_logger(), on_metrics) as report,
+              stage_call(build, parse, config, upstream, store_root, (refs or {}) if takes_refs else None)):
             out = build(StepResult.from_dict(upstream), cfg, ArtifactStore(store_root), on_metrics=report, **more)
         for result in out if isinstance(out, list) else [out]:
             log_step_outcome(result)

@@ -32,7 +32,7 @@ from corpusforge.cli.common import (  # noqa: E402
     _store,
     out,
     print_json,
-    trained_payload,
+    trained_payload, ProcessesOpt, with_processes,
 )
 
 FileArg = Annotated[Path, typer.Argument(metavar="FILE", help="TSV/CSV/JSONL with a text and a label column.")]
@@ -59,6 +59,7 @@ def train(
     label_column: Annotated[Optional[str], typer.Option("--label-column", help="The label column (default: label, "
                                                         "labels, class, category, sentiment, ...).")] = None,
     set_: SetOpt = None,
+    processes: ProcessesOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -75,7 +76,7 @@ def train(
 
     _files_exist(train_file, valid, test)
     try:
-        config = train_config(train_file, preset, valid, test, init, set_ or [], text_column, label_column)
+        config = train_config(train_file, preset, valid, test, init, with_processes(set_, processes), text_column, label_column)
     except ConfigError as exc:
         _fail(str(exc), 2)
     summary = _run_flow(config, _store(store), Path.cwd(), as_json)

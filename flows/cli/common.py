@@ -93,8 +93,23 @@ SetOpt = Annotated[
     Optional[list[str]],
     typer.Option("--set", help="Override a config key, e.g. --set corpus.split.valid=0.1 (repeatable)."),
 ]
+ProcessesOpt = Annotated[Optional[str], typer.Option("--processes", metavar="N|auto", help=(
+    "Train on N processes (data parallel with torch.distributed: one per GPU, gloo on CPU; started by torch's "
+    "elastic launch, or by Ray Train under runner.kind=ray); auto: one per visible GPU. Sets train.processes; "
+    "train.grad_accum must be a multiple of N (the step is split over the processes, so the model and its id are "
+    "the same for any N)."))]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON as the last stdout line (strict: a "
                                                       "NaN or infinite number is null, and a 'notes' entry says so).")]
+
+def with_processes(overrides: Optional[list[str]], processes: Optional[str]) -> list[str]:
+    """The --set overrides with ``--processes`` as the stage's ``train.processes`` (a number, or auto)."""
+    if processes is None:
+        return list(overrides or [])
+    value = processes.strip().lower()
+    if value != "auto" and not (value.isdigit() and int(value) >= 1):
+        _fail(f"--processes: a number >= 1 or auto, got {processes!r}", 2)
+    return [*(overrides or []), f"train.processes={value}"]
+
 
 # What the readers take today (storage/formats.py; docs: User guide, "Corpus"), for every command that reads sources.
 SOURCES_HELP = ("Files or directories (read recursively, in sorted order): .txt/.md, .jsonl, .json, .csv/.tsv, "

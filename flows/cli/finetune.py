@@ -15,7 +15,7 @@ import typer
 from corpusforge.api import METHOD_PRESETS, preset_names
 from corpusforge.api import finetune_config as build_config
 from corpusforge.api import resolve_parent
-from corpusforge.cli.common import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, out, print_json
+from corpusforge.cli.common import JsonOpt, SetOpt, StoreOpt, _fail, _print_result, _run_flow, _store, out, print_json, ProcessesOpt, with_processes
 
 
 def finetune(
@@ -35,6 +35,7 @@ def finetune(
     valid: Annotated[Optional[Path], typer.Option("--valid", metavar="FILE", help=(
         "Validation records (else the preset's held-out fraction of DATA)."))] = None,
     set_: SetOpt = None,
+    processes: ProcessesOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -53,7 +54,7 @@ def finetune(
     if method is not None and method not in METHOD_PRESETS:
         _fail(f"--method: one of {', '.join(METHOD_PRESETS)}, got {method!r}", 2)
     try:
-        config = build_config(resolve_parent(parent, _store(store)), data, method, preset, valid, set_ or [])
+        config = build_config(resolve_parent(parent, _store(store)), data, method, preset, valid, with_processes(set_, processes))
     except ConfigError as exc:
         _fail(str(exc), 2)
     except LookupError as exc:

@@ -43,7 +43,7 @@ from corpusforge.cli.common import (  # noqa: E402,E501
     _store,
     err,
     out,
-    print_json,
+    print_json, ProcessesOpt, with_processes,
 )
 from corpusforge.tasks.lm.config import GENERATE_DEFAULTS  # noqa: E402
 
@@ -61,6 +61,7 @@ def train(
     test: Annotated[Optional[Path], typer.Option("--test", metavar="FILE", help=(
         "Held-out text the LM is scored on after training (else the preset's, as for --valid)."))] = None,
     set_: SetOpt = None,
+    processes: ProcessesOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -76,7 +77,7 @@ def train(
 
     _files_exist(valid, test)
     try:
-        config = train_config(sources, preset, set_ or [], valid, test)
+        config = train_config(sources, preset, with_processes(set_, processes), valid, test)
     except ConfigError as exc:
         _fail(str(exc), 2)
     summary = _run_flow(config, _store(store), Path.cwd(), as_json)

@@ -31,7 +31,7 @@ from corpusforge.cli.common import (  # noqa: E402
     _store,
     out,
     print_json,
-    trained_payload,
+    trained_payload, ProcessesOpt, with_processes,
 )
 
 ModeOpt = Annotated[str, typer.Option("--mode", metavar="bm25|dense|hybrid", help=(
@@ -77,6 +77,7 @@ def train(
         "The pre-trained checkpoint the reader starts from: a bert lm artifact (`lm train --preset "
         "bert-qa-small`) or a qa artifact; its shape and its tokenizer are used."))] = None,
     set_: SetOpt = None,
+    processes: ProcessesOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -95,7 +96,7 @@ def train(
 
     _files_exist(train_file, valid)
     try:
-        config = qa_config(train_file, preset, valid, init, set_ or [])
+        config = qa_config(train_file, preset, valid, init, with_processes(set_, processes))
     except ConfigError as exc:
         _fail(str(exc), 2)
     summary = _run_flow(config, _store(store), Path.cwd(), as_json)

@@ -32,7 +32,7 @@ from corpusforge.cli.common import (  # noqa: E402
     _run_flow,
     _store,
     out,
-    print_json,
+    print_json, ProcessesOpt, with_processes,
 )
 
 BeamOpt = Annotated[Optional[int], typer.Option("--beam", min=1, help="Beam size (1: greedy). Default: as the "
@@ -109,6 +109,7 @@ def train(
     test: Annotated[HeldOutOpt, typer.Option("--test", metavar="SRC TGT|FILE",
                                              help="Test pairs (or records), scored after training.")] = None,
     set_: SetOpt = None,
+    processes: ProcessesOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -129,7 +130,7 @@ def train(
 
     try:
         pretraining, config = split_pretraining(train_config(src_file, tgt_file, preset, held_valid, held_test,
-                                                             set_ or []))
+                                                             with_processes(set_, processes)))
     except ConfigError as exc:
         _fail(str(exc), 2)
     pretrained = None

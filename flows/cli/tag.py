@@ -33,7 +33,7 @@ from corpusforge.cli.common import (  # noqa: E402
     _store,
     out,
     print_json,
-    trained_payload,
+    trained_payload, ProcessesOpt, with_processes,
 )
 
 TaggedArg = Annotated[Path, typer.Argument(metavar="FILE", help=(
@@ -58,6 +58,7 @@ def train(
         "Fine-tune this pre-trained checkpoint (the -bert presets): a bert lm artifact (`lm train --preset "
         "bert-mlm-small`) or a tag artifact of the bert_tagger family; its shape and its tokenizer are used."))] = None,
     set_: SetOpt = None,
+    processes: ProcessesOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -74,7 +75,7 @@ def train(
 
     _files_exist(train_file, valid, test)
     try:
-        config = train_config(train_file, preset, valid, test, init, set_ or [])
+        config = train_config(train_file, preset, valid, test, init, with_processes(set_, processes))
     except ConfigError as exc:
         _fail(str(exc), 2)
     summary = _run_flow(config, _store(store), Path.cwd(), as_json)

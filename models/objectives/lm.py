@@ -144,7 +144,9 @@ class CausalLM(TokenStream):
 
 class TruncatedBPTT(TokenStream):
     """Contiguous streams read in order; the state flows from batch to batch, detached at each boundary (the
-    trainer keeps it in its checkpoints)."""
+    trainer keeps it in its checkpoints). One process only: the order is the point."""
+
+    carries_state = True
 
     def setup(self, model, batch_size, rank=0, world=1) -> None:
         self.streams = StreamBatches(self.splits["train"], self.block, batch_size, rank, world)

@@ -1,5 +1,6 @@
 """Run under torchrun by test_loss_per_token.py: one SGD step of a tiny GPT on SFT examples with DDP (gloo, CPU),
-rank 0 on two short examples and rank 1 on two long ones; rank 0 saves the weights."""
+the step's two micro-batches drawn by both ranks, rank 0 running the short examples and rank 1 the long ones; rank 0
+saves the weights."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tests.models.test_loss_per_token import make_gpt, one_step  # noqa: E402
 
 def main() -> None:
     rank = int(os.environ["RANK"])
-    weights = one_step(make_gpt, [[[0, 1]], [[2, 3]]][rank], old=len(sys.argv) > 2)
+    weights = one_step(make_gpt, [[0, 1], [2, 3]], old=len(sys.argv) > 2)
     if rank == 0:
         from safetensors.torch import save_file
 

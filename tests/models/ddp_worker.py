@@ -24,7 +24,7 @@ def main() -> None:
     model = GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=16))
     data = np.tile(np.arange(7), 500).astype(np.uint16)
     seen = []
-    train(model, objective_for(model, {"train": data, "valid": data[:200]}), TrainConfig(max_iters=6, batch_size=4, eval_interval=3, eval_iters=2, log_interval=3,
+    train(model, objective_for(model, {"train": data, "valid": data[:200]}), TrainConfig(max_iters=6, batch_size=4, grad_accum=2, eval_interval=3, eval_iters=2, log_interval=3,
                                               warmup_iters=0, lr=1e-2, keep_best=False),
           on_metrics=lambda s, m: seen.append(m))
     rank = int(os.environ["RANK"])

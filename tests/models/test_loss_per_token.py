@@ -131,8 +131,9 @@ def test_sft_averages_over_the_steps_response_tokens():
 
 @pytest.mark.e2e
 def test_two_gloo_ranks_equal_one_rank_with_twice_the_accumulation(tmp_path):
-    """torchrun, 2 CPU processes: rank 0 holds the short examples, rank 1 the long ones; the step's mean is over the
-    response tokens of both ranks (one all-reduce of the count), as one process accumulating both micro-batches."""
+    """torchrun, 2 CPU processes: the step's two micro-batches (short examples, then long ones) split over the ranks,
+    rank 0 running the first and rank 1 the second; the step's mean is over the response tokens of both ranks, as
+    one process accumulating both micro-batches."""
     import os
     import subprocess
     import sys

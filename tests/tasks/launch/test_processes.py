@@ -1,0 +1,190 @@
+"""Issue 49: every training stage on N processes through its Prefect task (corpusforge.tasks.launch).
+
+Two gloo ranks on CPU, started by torch's elastic launch from the stage's task, must end with the weights one
+process reaches with the same config (the step's grad_accum micro-batches split over the ranks; dropout seeded per
+micro-batch): within float rounding, for lm, seq2seq and classify. The artifact id is the same; the manifest
+records the processes."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from corpusforge.tasks.step import StepResult
+
+pytestmark = pytest.mark.e2e
+
+
+def run_task(task, upstream: StepResult, section: dict, store: Path, processes: int, reports: list | None = None):
+    """The stage's Prefect task in a flow (what the pipeline runs), with ``train.processes``."""
+    from prefect import flow
+
+    config = copy.deepcopy(section)
+    config["train"]["processes"] = processes
+
+    @flow(name="issue-49")
+    def one():
+        return task(upstream.to_dict(), config, str(store),
+                    on_metrics=(lambda s, m: reports.append((s, dict(m)))) if reports is not None else None)
+
+    out = one()
+    return out[-1] if isinstance(out, list) else out
+
+
+def weights(result: dict) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(result["path"]) / "model.safetensors"))
+
+
+def assert_same_model(one: dict, two: dict) -> None:
+    a, b = weights(one), weights(two)
+    assert a.keys() == b.keys()
+    worst = max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+    assert worst < 1e-4, worst
+    assert one["id"] == two["id"]  # the id does not depend on the processes
+    m1 = json.loads((Path(one["path"]) / "manifest.json").read_text())["metrics"]
+    m2 = json.loads((Path(two["path"]) / "manifest.json").read_text())["metrics"]
+    assert m1.get("processes", 1.0) == 1.0 and m2["processes"] == 2.0
+    spec = json.loads((Path(two["path"]) / "config.json").read_text())
+    assert spec["train"]["processes"] == 2
+
+
+
+
+LM = {"name": "tiny", "family": "gpt",
+      "model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16, "dropout": 0.1},
+      "train": {"max_iters": 12, "batch_size": 8, "grad_accum": 2, "lr": 1e-2, "warmup_iters": 2, "eval_interval": 6,
+                "eval_iters": 2, "log_interval": 3, "cpu_threads": 1},
+      "sample": {"max_new_tokens": 0}}
+
+
+def test_lm_on_two_gloo_ranks_is_the_model_of_one_process(tmp_path, prefect_harness):
+    from corpusforge.tasks.lm.train import lm_task
+    from tests.tasks.lm.lm_fixtures import write_char_shards
+
+    upstream = write_char_shards(tmp_path / "fx")
+    reports: list = []
+    one = run_task(lm_task, upstream, LM, tmp_path / "one", 1)
+    two = run_task(lm_task, upstream, LM, tmp_path / "two", 2, reports)
+    assert_same_model(one, two)
+    # rank 0's reports reached the task's callback (the MLflow run, the progress bar) as it trained
+    assert [s for s, m in reports if "train_loss" in m] == [3, 6, 9, 12]
+    assert [s for s, m in reports if "val_loss" in m] == [6, 12]
+    assert not (tmp_path / "two" / ".scratch" / "lm").exists() or not any((tmp_path / "two" / ".scratch" / "lm").iterdir())
+
+
+def test_seq2seq_on_two_gloo_ranks_is_the_model_of_one_process(tmp_path, prefect_harness):
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.seq2seq.build import seq2seq_task
+    from tests.tasks.seq2seq.pairs_fixtures import GRU, digit_pairs, encoded, pipeline, reverse
+
+    section = {"name": "rev", **GRU, "decode": {"beam": 1, "max_len": 12},
+               "train": {"max_iters": 10, "batch_size": 8, "grad_accum": 2, "lr": 5e-3, "warmup_iters": 2,
+                         "eval_interval": 5, "eval_iters": 2, "log_interval": 5, "cpu_threads": 1}}
+    section["model"] = {**section["model"], "dropout": 0.1}
+    cfg = pipeline(tmp_path / "pairs", {"train": digit_pairs(64, reverse, 1), "valid": digit_pairs(8, reverse, 2)},
+                   section)
+    upstream = encoded(cfg, ArtifactStore(tmp_path / "prep"))
+    one = run_task(seq2seq_task, upstream, section, tmp_path / "one", 1)
+    two = run_task(seq2seq_task, upstream, section, tmp_path / "two", 2)
+    assert_same_model(one, two)
+
+
+def test_classify_on_two_gloo_ranks_is_the_model_of_one_process(tmp_path, prefect_harness):
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.classify.build import classify_task
+    from corpusforge.tasks.corpus.merge import build_corpus, resolve_packs
+    from corpusforge.tasks.corpus.shard import build_corpus_shard
+    from corpusforge.tasks.tokenizer.train import run_tokenizer_stage
+    from tests.tasks.classify.test_classify import config
+
+    section = {"name": "reviews", "family": "rnn_classifier", "model": {"n_hidden": 16, "dropout": 0.1},
+               "train": {"max_iters": 10, "batch_size": 8, "grad_accum": 4, "lr": 5e-3, "warmup_iters": 2,
+                         "eval_interval": 5, "eval_iters": 0, "log_interval": 5, "cpu_threads": 1}}
+    cfg = config(section)
+    store = ArtifactStore(tmp_path / "prep")
+    corpus = build_corpus([build_corpus_shard(p, cfg.corpus, store) for p in resolve_packs(cfg.corpus)], cfg.corpus,
+                          store)
+    upstream = run_tokenizer_stage(corpus, cfg.tokenizer, store)[-1]
+    one = run_task(classify_task, upstream, section, tmp_path / "one", 1)
+    two = run_task(classify_task, upstream, section, tmp_path / "two", 2)
+    assert_same_model(one, two)
+    scores = [json.loads((Path(r["path"]) / "evaluation.json").read_text())["splits"]["valid"]["accuracy"]
+              for r in (one, two)]
+    assert scores[0] == scores[1]  # scored by the task's process, from the same weights
+
+
+SLOW_LM = {**LM, "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "dropout": 0.0},
+           "train": {**LM["train"], "max_iters": 400, "batch_size": 16, "lr": 3e-3, "eval_interval": 20,
+                     "log_interval": 20, "timeout": 60}}
+
+
+def rank_processes() -> dict[int, int]:
+    """rank -> pid of the training ranks this test process started (through the launcher)."""
+    import psutil
+
+    found = {}
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "corpusforge.tasks.launch" in " ".join(child.cmdline()):
+                found[int(child.environ()["RANK"])] = child.pid
+        except (psutil.Error, KeyError):
+            continue
+    return found
+
+
+def test_a_killed_rank_fails_the_step_in_one_line_and_the_rerun_resumes(tmp_path, prefect_harness):
+    """The drill: SIGKILL rank 1 once a checkpoint exists; the step fails naming the rank, publishes nothing; the same
+    call again resumes from the checkpoint and ends with the weights of a run never interrupted."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.lm.config import lm_config_from_dict
+    from corpusforge.tasks.lm.train import build_lm, lm_task
+    from tests.tasks.lm.lm_fixtures import write_char_shards
+
+    upstream = write_char_shards(tmp_path / "fx")
+    store = tmp_path / "store"
+    outcome: dict = {}
+
+    def first_try() -> None:
+        try:
+            outcome["result"] = run_task(lm_task, upstream, SLOW_LM, store, 2)
+        except Exception as exc:  # noqa: BLE001 - what the test looks at
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=first_try)
+    thread.start()
+    deadline, killed = time.monotonic() + 240, None
+    while time.monotonic() < deadline and killed is None and thread.is_alive():
+        if any(store.glob(".scratch/lm/*/checkpoint.safetensors")):
+            ranks = rank_processes()
+            if 1 in ranks:
+                os.kill(ranks[1], signal.SIGKILL)
+                killed = ranks[1]
+        time.sleep(0.02)
+    thread.join(240)
+    assert killed is not None, "the run ended before a rank could be killed"
+    message = str(outcome.get("error"))
+    assert "rank 1 of 2 failed (killed by SIGKILL)" in message and "\n" not in message, message
+    assert "resume from its last checkpoint" in message
+    assert not list(store.glob("lm/*/model.safetensors"))  # nothing published
+    assert list(store.glob(".scratch/lm/*/checkpoint.safetensors"))  # the checkpoint is kept
+
+    again = run_task(lm_task, upstream, SLOW_LM, store, 2)
+    metrics = json.loads((Path(again["path"]) / "manifest.json").read_text())["metrics"]
+    assert metrics["resumed_from_step"] >= 20 and metrics["processes"] == 2.0
+    section = copy.deepcopy(SLOW_LM)
+    clean = build_lm(upstream, lm_config_from_dict(section), ArtifactStore(tmp_path / "clean"))[-1]
+    assert clean.id == again["id"]
+    a, b = weights(again), weights(clean.to_dict())
+    worst = max(float((a[k] - b[k]).abs().max()) for k in a)
+    assert worst < 1e-3, worst
