@@ -16,7 +16,7 @@ MLflow and a progress bar. What it does:
   across batches, step and history (JSON in the file's metadata). No pickle anywhere;
 - exact resume: a run resumed from a checkpoint ends with the same weights, bit for bit on CPU, as one
   that was never interrupted (every source of randomness is a saved generator);
-- data parallel on N processes (DDP, or FSDP2 with ``strategy: fsdp``) when started by torch's elastic launch or
+- data parallel on N processes (DDP) when started by torch's elastic launch or
   Ray Train (corpusforge.tasks.launch; WORLD_SIZE > 1, or a process group already set up): a step's ``grad_accum``
   micro-batches are drawn in one order by every process and split over them (process r runs micro-batches r, r + N,
   ...), and the dropout of each micro-batch is seeded by its number, so the weights are the same (within float
@@ -258,8 +258,6 @@ def train(
     torch.manual_seed(cfg.seed)  # the weights were seeded by whoever built the model; dropout: micro_seed
     data_gen = torch.Generator().manual_seed(cfg.seed + 1000)  # batch sampling: one stream, the same on every rank
     raw_model = model.to(device)
-    if ddp and cfg.strategy == "fsdp":
-        raise ValueError("train.strategy fsdp is not built yet: use ddp")
     optimizer = make_optimizer(raw_model, cfg, device)
     objective.setup(raw_model, cfg.batch_size)  # the whole data on every rank: the trainer splits the steps
     if not (objective.has_split("valid") or objective.has_split("test")):
@@ -286,7 +284,7 @@ def train(
     run_model: nn.Module = objective.loss_module(raw_model)
     if cfg.compile:  # the model and its loss as one graph (the loss fuses into the head's output)
         run_model = torch.compile(run_model)
-    if ddp and cfg.strategy == "ddp":
+    if ddp:
         from torch.nn.parallel import DistributedDataParallel
 
         run_model = DistributedDataParallel(run_model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -349,7 +347,7 @@ def train(
                 carried = None  # a new pass over the data: forget the last row's end
             tensors = [t.to(device, non_blocking=True) for t in batch.tensors]
             last = n == per_rank - 1
-            sync = run_model.no_sync() if (ddp and cfg.strategy == "ddp" and not last) else contextlib.nullcontext()
+            sync = run_model.no_sync() if (ddp and not last) else contextlib.nullcontext()
             torch.manual_seed(micro_seed(cfg.seed, first + micro))
             with sync, autocast():
                 loss, new_state = run_model(*tensors, carried)
@@ -399,7 +397,7 @@ def train(
         if stopped_early or (stop_after is not None and step >= stop_after):
             break
 
-    if ddp and cfg.strategy == "ddp":
+    if ddp:
         _check_in_sync(raw_model, device, world)
     if stop_after is not None and step < cfg.max_iters and not stopped_early:
         if step % cfg.eval_interval:

@@ -182,8 +182,14 @@ def fit_on_processes(model: Any, objective: Any, train_cfg: Any, scratch: Path, 
                 "threads": train_cfg.cpu_threads or max(1, (os.cpu_count() or 1) // n)}
         spec_path = launch / "spec.json"
         spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
+        from corpusforge.tasks.training import note
+
+        ray = _on_ray()
+        note(record.forward, f"training on {n} processes: " + (
+            "Ray Train workers (TorchTrainer)" if ray else "torch's elastic launch on this host") +
+            f"; their logs: {launch / ('ray' if ray else 'logs')}")
         with _tail(reports, record):
-            if _on_ray():
+            if ray:
                 _ray_launch(spec_path, n, train_cfg, launch)
             else:
                 _elastic_launch(spec_path, n, train_cfg, launch)
@@ -252,24 +258,27 @@ def _elastic_launch(spec_path: Path, n: int, train_cfg: Any, launch: Path) -> No
 
 
 def _why(failures: Mapping[int, Any], n: int, train_cfg: Any, spec_path: Path) -> str:
-    """One line for the rank that failed first for a reason of its own: killed by a signal before one that raised, and
-    one that raised before one that lost its peers (which the first failure causes in the others)."""
+    """One line for the rank that failed for a reason of its own: an error it raised, then a wait that timed out (a
+    hung peer, which the launcher then kills), then a death by a signal, before a rank that lost its peers or was
+    stopped by the launcher (what the first failure causes in the others)."""
     def rank_of(item: tuple[int, Any]) -> tuple[int, float]:
         rank, failure = item
         message = _message(failure)
-        lost = any(s in message for s in ("Connection closed by peer", "Connection reset", "Broken pipe",
-                                          "connection refused", "Socket closed"))
-        if failure.exitcode < 0:  # SIGTERM is how the launcher stops the others once one failed
-            order = 4 if failure.signal_name() == "SIGTERM" else 0
+        if failure.exitcode < 0:  # SIGTERM is how the launcher stops the others once one failed; SIGKILL after that
+            order = 5 if failure.signal_name() == "SIGTERM" else 2
+        elif _timed_out(message):  # a rank that waited for a hung one (which the launcher then kills)
+            order = 1
+        elif any(s in message for s in LOST):  # a rank whose peer died
+            order = 4
         else:
-            order = 3 if lost else 1 if message else 2
+            order = 0 if message else 3
         return order, failure.timestamp
 
     rank, failure = min(failures.items(), key=rank_of)
     message = _message(failure)
     if failure.exitcode < 0:
         why = f"killed by {failure.signal_name()}"
-    elif "Timed out" in message or "timed out" in message:
+    elif _timed_out(message):
         why = (f"it waited longer than train.timeout ({train_cfg.timeout:g} s) for the other processes at a "
                "collective: another rank hung or died")
     else:
@@ -277,6 +286,13 @@ def _why(failures: Mapping[int, Any], n: int, train_cfg: Any, spec_path: Path) -
     log = _rank_log(spec_path, rank)
     return (f"train: rank {rank} of {n} failed ({why}); nothing was published: run the step again to resume from "
             f"its last checkpoint" + (f" (rank {rank}'s log: {log})" if log else ""))
+
+
+LOST = ("Connection closed by peer", "Connection reset", "Broken pipe", "connection refused", "Socket closed")
+
+
+def _timed_out(message: str) -> bool:
+    return "timed out" in message.lower()
 
 
 def _message(failure: Any) -> str:

@@ -188,3 +188,79 @@ def test_a_killed_rank_fails_the_step_in_one_line_and_the_rerun_resumes(tmp_path
     a, b = weights(again), weights(clean.to_dict())
     worst = max(float((a[k] - b[k]).abs().max()) for k in a)
     assert worst < 1e-3, worst
+
+
+@pytest.mark.server
+def test_under_ray_the_ranks_are_ray_train_workers_and_give_the_same_model(tmp_path, prefect_harness, monkeypatch):
+    """A local Ray (2 CPUs): the task sees Ray set up, so Ray Train's TorchTrainer starts the 2 ranks; the artifact
+    is the elastic launch's (same id, same weights within float rounding)."""
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.train.torch")
+    from corpusforge.tasks.lm.train import lm_task
+    from tests.tasks.lm.lm_fixtures import write_char_shards
+
+    upstream = write_char_shards(tmp_path / "fx")
+    elastic = run_task(lm_task, upstream, LM, tmp_path / "elastic", 2)
+    from corpusforge.tasks import launch
+
+    launched, real = [], launch._ray_launch  # a spy: the real launch runs, and the test sees that it did
+
+    def spy(*args, **kwargs):
+        launched.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(launch, "_ray_launch", spy)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        on_ray = run_task(lm_task, upstream, LM, tmp_path / "ray", 2)
+    finally:
+        ray.shutdown()
+    assert launched == [2]
+    a, b = weights(elastic), weights(on_ray)
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-4
+    assert elastic["id"] == on_ray["id"]
+    logs = json.loads((Path(on_ray["path"]) / "manifest.json").read_text())["metrics"]
+    assert logs["processes"] == 2.0
+
+
+def test_a_hung_rank_times_out_in_one_line(tmp_path, prefect_harness):
+    """SIGSTOP rank 1 (a hang, not a death): rank 0 waits train.timeout seconds at its next collective, then the step
+    fails in one line saying so; the stopped rank is cleaned up."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from corpusforge.tasks.lm.train import lm_task
+    from tests.tasks.lm.lm_fixtures import write_char_shards
+
+    upstream = write_char_shards(tmp_path / "fx")
+    store, outcome = tmp_path / "store", {}
+    section = copy.deepcopy(SLOW_LM)
+    section["train"]["timeout"] = 8
+
+    def go() -> None:
+        try:
+            outcome["result"] = run_task(lm_task, upstream, section, store, 2)
+        except Exception as exc:  # noqa: BLE001 - what the test looks at
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=go)
+    thread.start()
+    deadline, stopped = time.monotonic() + 240, None
+    while time.monotonic() < deadline and stopped is None and thread.is_alive():
+        if any(store.glob(".scratch/lm/*/checkpoint.safetensors")):
+            ranks = rank_processes()
+            if 1 in ranks:
+                os.kill(ranks[1], signal.SIGSTOP)
+                stopped = ranks[1], time.monotonic()
+        time.sleep(0.02)
+    thread.join(240)
+    assert stopped is not None, "the run ended before a rank could be stopped"
+    waited = time.monotonic() - stopped[1]
+    message = str(outcome.get("error"))
+    assert "rank 0 of 2 failed" in message and "train.timeout (8 s)" in message and "\n" not in message, message
+    assert waited >= 8
+    import psutil
+
+    assert not psutil.pid_exists(stopped[0]) or psutil.Process(stopped[0]).status() == psutil.STATUS_ZOMBIE
