@@ -182,7 +182,7 @@ def fit_on_processes(model: Any, objective: Any, train_cfg: Any, scratch: Path, 
                 "threads": train_cfg.cpu_threads or max(1, (os.cpu_count() or 1) // n)}
         spec_path = launch / "spec.json"
         spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
-        from corpusforge.tasks.training import note
+        from corpusforge.tasks.progress import note
 
         ray = _on_ray()
         note(record.forward, f"training on {n} processes: " + (
@@ -206,7 +206,7 @@ def fit_on_processes(model: Any, objective: Any, train_cfg: Any, scratch: Path, 
 def _tail(path: Path, record: Any) -> Iterator[None]:
     """Forward rank 0's reports (JSON lines in ``path``) to ``record`` as they come, from a thread, until the block
     ends (then the rest)."""
-    from corpusforge.tasks.training import note
+    from corpusforge.tasks.progress import note
 
     done = threading.Event()
 

@@ -47,3 +47,15 @@ def stage_progress(prefix: str) -> Iterator[Callable[[str, int, int], None]]:
             progress.update(bars[stage], completed=done, total=total)
 
         yield update
+
+
+def note(on_metrics: Callable[..., object] | None, message: str) -> None:
+    """Say ``message`` where the training's reports go: the reporter of :func:`training_report` (the task log, which
+    the terminal shows too) when ``on_metrics`` is one, else the ``corpusforge`` logger."""
+    say = getattr(on_metrics, "note", None)
+    if callable(say):
+        say(message)
+    else:
+        import logging
+
+        logging.getLogger("corpusforge").info(message)

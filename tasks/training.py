@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from corpusforge.storage.hashing import config_hash
+from corpusforge.tasks.progress import note
 from corpusforge.storage.store import ArtifactStore
 
 # Figures that vary from run to run (speed, duration, the processes it ran on): in the manifest's metrics and MLflow,
@@ -185,18 +186,6 @@ def fit(model: Any, objective: Any, train_cfg: Any, scratch: Path,
 
 def _numeric(metrics: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
-
-
-def note(on_metrics: Report | None, message: str) -> None:
-    """Say ``message`` where the training's reports go: the reporter of :func:`training_report` (the task log, which
-    the terminal shows too) when ``on_metrics`` is one, else the ``corpusforge`` logger."""
-    say = getattr(on_metrics, "note", None)
-    if callable(say):
-        say(message)
-    else:
-        import logging
-
-        logging.getLogger("corpusforge").info(message)
 
 
 def plot_loss_curve(history: list[dict[str, Any]], path: Path, title: str = "", unit: str = "nats/token") -> None:
