@@ -26,12 +26,16 @@ def _state_tensors(state) -> list[torch.Tensor]:
 
 
 def save_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, meta: dict[str, Any],
-                    rng: dict[str, torch.Tensor], carried_state=None, best: dict[str, torch.Tensor] | None = None) -> Path:
-    """Write weights, optimizer state, RNG states and the carried RNN state; ``meta`` (JSON) holds the rest."""
+                    rng: dict[str, torch.Tensor], carried_state=None, best: dict[str, torch.Tensor] | None = None,
+                    weights: dict[str, torch.Tensor] | None = None,
+                    optimizer_state: dict[str, Any] | None = None) -> Path:
+    """Write weights, optimizer state, RNG states and the carried RNN state; ``meta`` (JSON) holds the rest.
+    ``weights`` and ``optimizer_state``, when given, are written instead of the model's and the optimizer's own
+    (a sharded model's, gathered to whole tensors: corpusforge.models.sharding)."""
     from safetensors.torch import save_file
 
-    tensors = {f"model.{k}": v for k, v in unique_state_dict(model).items()}
-    opt = optimizer.state_dict()
+    tensors = {f"model.{k}": v for k, v in (weights if weights is not None else unique_state_dict(model)).items()}
+    opt = optimizer_state if optimizer_state is not None else optimizer.state_dict()
     for pid, st in opt["state"].items():
         for key, value in st.items():
             t = value if torch.is_tensor(value) else torch.tensor(value)
@@ -100,15 +104,23 @@ def read_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]
     return tensors, meta
 
 
-def restore_checkpoint(tensors, meta, model, optimizer, device):
-    """Load weights and optimizer state; return (carried RNN state, best weights, RNG states)."""
-    load_state(model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+def restore_checkpoint(tensors, meta, model, optimizer, device, sharded: bool = False):
+    """Load weights and optimizer state; return (carried RNN state, best weights, RNG states). ``sharded``: the
+    model's layers are sharded over ranks (FSDP2): each rank loads its shards of the whole tensors."""
+    weights = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
     state: dict[int, dict[str, torch.Tensor]] = {}
     for k, v in tensors.items():
         if k.startswith("optim."):
             _, pid, key = k.split(".", 2)
             state.setdefault(int(pid), {})[key] = v.to(device) if key != "step" or device.type == "cuda" else v
-    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+    if sharded:
+        from corpusforge.models.sharding import load_full, load_full_optimizer
+
+        load_full(model, weights)
+        load_full_optimizer(optimizer, {"state": state, "param_groups": meta["param_groups"]})
+    else:
+        load_state(model, weights)
+        optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
     carry = [tensors[f"carry.{i}"].to(device) for i in range(sum(k.startswith("carry.") for k in tensors))]
     carried = None if not carry else (tuple(carry) if meta["carry_kind"] == "tuple" else carry[0])
     best = {k[5:]: v for k, v in tensors.items() if k.startswith("best.")} or None

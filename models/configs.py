@@ -53,9 +53,10 @@ class TrainConfig:
                "auto: one per visible GPU (1 without one). Must divide train.grad_accum. The artifact id does not "
                "depend on it; the manifest records it."})
     strategy: Literal["ddp", "fsdp"] = field(default="ddp", metadata={"identity": False,
-        "doc": "With train.processes > 1: ddp (every process holds the whole model; gradients all-reduced). fsdp "
-               "(FSDP2: weights, gradients and optimizer state sharded over the processes, for models that do not "
-               "fit one device) is named but not built yet: refused in one line."})
+        "doc": "With train.processes > 1: ddp (every process holds the whole model; gradients all-reduced) or fsdp "
+               "(FSDP2, torch.distributed.fsdp.fully_shard: each layer's weights, gradients and optimizer state "
+               "sharded over the processes, for models that do not fit one device; checkpoints and the artifact are "
+               "gathered to whole tensors, which load in one process)."})
     timeout: float = field(default=1800.0, metadata={"identity": False,
         "doc": "With train.processes > 1: seconds a process waits for the others at a collective before the step "
                "fails (a rank that hangs), naming the rank."})
@@ -83,9 +84,6 @@ class TrainConfig:
                     f"processes: {self.processes} processes cannot share grad_accum {self.grad_accum} micro-batches "
                     f"evenly; set train.grad_accum to a multiple of {self.processes} (a step is grad_accum "
                     "micro-batches of batch_size, split over the processes: the same model for any number of them)")
-        if self.strategy == "fsdp":
-            raise ValueError("strategy: fsdp (FSDP2, sharded weights) is not built yet; use ddp (every process holds "
-                             "the whole model)")
         if self.timeout <= 0:
             raise ValueError(f"timeout: must be > 0 seconds, got {self.timeout}")
 

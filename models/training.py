@@ -16,7 +16,8 @@ MLflow and a progress bar. What it does:
   across batches, step and history (JSON in the file's metadata). No pickle anywhere;
 - exact resume: a run resumed from a checkpoint ends with the same weights, bit for bit on CPU, as one
   that was never interrupted (every source of randomness is a saved generator);
-- data parallel on N processes (DDP) when started by torch's elastic launch or
+- data parallel on N processes (DDP, or FSDP2 with ``strategy: fsdp``: corpusforge.models.sharding) when started by
+  torch's elastic launch or
   Ray Train (corpusforge.tasks.launch; WORLD_SIZE > 1, or a process group already set up): a step's ``grad_accum``
   micro-batches are drawn in one order by every process and split over them (process r runs micro-batches r, r + N,
   ...), and the dropout of each micro-batch is seeded by its number, so the weights are the same (within float
@@ -104,7 +105,8 @@ def fused_adamw(params: Sequence[torch.Tensor], device: torch.device) -> bool:
     (benchmarks/optimizer_cpu.py, issue 51 item 2), but it is not used there yet: its rounding (the same update to
     ~1e-7) moved the post-training DPO test's answer accuracy from 0.97 to 0.89 (tests/tasks/post_training), a
     sensitivity to be understood before CPU results change. Never for sparse gradients or non-float weights."""
-    return device.type == "cuda" and all(p.is_floating_point() and not p.is_sparse for p in params)
+    return device.type == "cuda" and all(p.is_floating_point() and not p.is_sparse and type(p).__name__ != "DTensor"
+                                         for p in params)
 
 
 # --- the loop --------------------------------------------------------------------------------------
@@ -258,6 +260,11 @@ def train(
     torch.manual_seed(cfg.seed)  # the weights were seeded by whoever built the model; dropout: micro_seed
     data_gen = torch.Generator().manual_seed(cfg.seed + 1000)  # batch sampling: one stream, the same on every rank
     raw_model = model.to(device)
+    fsdp = ddp and cfg.strategy == "fsdp"
+    if fsdp:  # the layers sharded over the ranks, the rest kept whole (corpusforge.models.sharding)
+        from corpusforge.models import sharding
+
+        sharding.shard(raw_model)
     optimizer = make_optimizer(raw_model, cfg, device)
     objective.setup(raw_model, cfg.batch_size)  # the whole data on every rank: the trainer splits the steps
     if not (objective.has_split("valid") or objective.has_split("test")):
@@ -268,7 +275,10 @@ def train(
     best_metrics: dict[str, float] = {}
     if resume_from is not None:
         tensors, meta = read_checkpoint(Path(resume_from))
-        carried, best_weights, rng = restore_checkpoint(tensors, meta, raw_model, optimizer, device)
+        carried, best_weights, rng = restore_checkpoint(tensors, meta, raw_model, optimizer, device, sharded=fsdp)
+        if fsdp and best_weights is not None:  # kept as this rank's shards, as the run keeps them
+            current = raw_model.state_dict()
+            best_weights = {k: sharding.shaped_like(v, current[k]) for k, v in best_weights.items() if k in current}
         step, best_val, bad_evals, history = meta["step"], meta["best_val"], meta["bad_evals"], meta["history"]
         if master and int(meta.get("world", 1)) != world:
             print(f"corpusforge: resuming a checkpoint of {meta.get('world', 1)} process(es) on {world}: the same "
@@ -284,7 +294,7 @@ def train(
     run_model: nn.Module = objective.loss_module(raw_model)
     if cfg.compile:  # the model and its loss as one graph (the loss fuses into the head's output)
         run_model = torch.compile(run_model)
-    if ddp:
+    if ddp and not fsdp:
         from torch.nn.parallel import DistributedDataParallel
 
         run_model = DistributedDataParallel(run_model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -293,7 +303,14 @@ def train(
     peak = next((v for k, v in PEAK_FLOPS.items() if device.type == "cuda" and k in torch.cuda.get_device_name(device)), None)
 
     def checkpoint(at: int) -> None:
-        if not (checkpoint_path and master):
+        if not checkpoint_path:
+            return
+        gathered: dict[str, Any] = {}
+        if fsdp:  # whole tensors (every rank joins the gathers); rank 0 writes what a one-process run writes
+            gathered = {"weights": sharding.gathered_state(raw_model),
+                        "optimizer_state": sharding.full_optimizer_state(optimizer)}
+            best = sharding.full_state(best_weights) if best_weights is not None else None
+        if not master:
             return
         rng = {"torch": torch.get_rng_state(), "data": data_gen.get_state()}
         if device.type == "cuda":
@@ -301,7 +318,8 @@ def train(
         meta = {"step": at, "best_val": best_val, "bad_evals": bad_evals, "history": history,
                 "best_metrics": best_metrics, "world": world,
                 "emitted": [e for e in emitted if e["step"] <= at], "train_config": asdict(cfg)}
-        path = save_checkpoint(Path(checkpoint_path), raw_model, optimizer, meta, rng, carried, best_weights)
+        path = save_checkpoint(Path(checkpoint_path), raw_model, optimizer, meta, rng, carried,
+                               best if fsdp else best_weights, **gathered)
         if on_checkpoint:
             on_checkpoint(path)
 
@@ -316,7 +334,8 @@ def train(
             best_val, bad_evals = val, 0
             best_metrics = {k: v for k, v in m.items() if k != "train_loss"}
             if cfg.keep_best:
-                best_weights = {k: v.clone() for k, v in unique_state_dict(raw_model).items()}
+                kept = raw_model.state_dict() if fsdp else unique_state_dict(raw_model)
+                best_weights = {k: v.detach().clone() for k, v in kept.items()}
         else:
             bad_evals += 1
         history.append({"step": at, **m})
@@ -347,7 +366,7 @@ def train(
                 carried = None  # a new pass over the data: forget the last row's end
             tensors = [t.to(device, non_blocking=True) for t in batch.tensors]
             last = n == per_rank - 1
-            sync = run_model.no_sync() if (ddp and not last) else contextlib.nullcontext()
+            sync = run_model.no_sync() if (ddp and not fsdp and not last) else contextlib.nullcontext()
             torch.manual_seed(micro_seed(cfg.seed, first + micro))
             with sync, autocast():
                 loss, new_state = run_model(*tensors, carried)
@@ -357,9 +376,14 @@ def train(
             scaler.scale(loss).backward()
             step_loss += loss.detach()
             carried = objective.carry(new_state)  # truncated BPTT detaches it; others carry nothing
+        if fsdp:  # FSDP reduced the layers' gradients; the whole weights' are averaged here
+            sharding.sync_replicated(raw_model.parameters(), world)
         if cfg.grad_clip:
             scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg.grad_clip)
+            if fsdp:
+                sharding.clip_grad_norm(raw_model.parameters(), cfg.grad_clip)
+            else:
+                torch.nn.utils.clip_grad_norm_(raw_model.parameters(), cfg.grad_clip)
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
@@ -382,7 +406,7 @@ def train(
                 m["mfu"] = flops_per_token * tps / (peak * world)
             emit(step, m)
             window_start, window_tokens = time.perf_counter(), 0
-        if master and (step % cfg.eval_interval == 0 or step == cfg.max_iters):
+        if (master or fsdp) and (step % cfg.eval_interval == 0 or step == cfg.max_iters):  # fsdp: every rank
             run_eval(step, last_loss)
             window_start, window_tokens = time.perf_counter(), 0  # speed excludes evaluation
             if cfg.early_stopping_patience and bad_evals >= cfg.early_stopping_patience:
@@ -397,7 +421,7 @@ def train(
         if stopped_early or (stop_after is not None and step >= stop_after):
             break
 
-    if ddp:
+    if ddp and not fsdp:
         _check_in_sync(raw_model, device, world)
     if stop_after is not None and step < cfg.max_iters and not stopped_early:
         if step % cfg.eval_interval:

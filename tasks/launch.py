@@ -104,15 +104,14 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _save_trained(model: Any, result: Any, scratch: Path, world: int, reports: list[dict[str, Any]]) -> None:
+def _save_trained(tensors: dict[str, Any], result: Any, scratch: Path, world: int,
+                  reports: list[dict[str, Any]]) -> None:
     """Rank 0's end: the weights it ends with and the trainer's result, beside the checkpoints (written to a
     temporary name, then renamed: a half-written result is never read)."""
     from safetensors.torch import save_file
 
-    from corpusforge.models.zoo import unique_state_dict
-
     weights, meta = _trained(scratch)
-    tensors = {k: v.detach().cpu().contiguous() for k, v in unique_state_dict(model).items()}
+    tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
     tmp = weights.with_suffix(".tmp")
     save_file(tensors, str(tmp))
     os.replace(tmp, weights)
@@ -389,8 +388,16 @@ def rank_fit(model: Any, objective: Any, train_cfg: Any, scratch: Path) -> tuple
     import torch.distributed as dist
 
     world, rank, _ = _ddp_env()
+    if train_cfg.strategy == "fsdp" and world > 1:  # every rank joins the gathers of the sharded layers
+        from corpusforge.models.sharding import gathered_state
+
+        tensors = gathered_state(model)
+    else:
+        from corpusforge.models.zoo import unique_state_dict
+
+        tensors = unique_state_dict(model)
     if rank == 0:
-        _save_trained(model, result, scratch, world, reports.kept)
+        _save_trained(tensors, result, scratch, world, reports.kept)
     if dist.is_initialized():
         dist.barrier()
     raise RankDone

@@ -155,6 +155,40 @@ def test_ddp_under_torchrun_keeps_ranks_in_sync(tmp_path):
     assert (tmp_path / "rank0.metrics").read_text() != "0" and (tmp_path / "rank1.metrics").read_text() == "0"
 
 
+@pytest.mark.e2e
+def test_fsdp2_on_two_gloo_ranks_trains_the_one_process_model_and_resumes(tmp_path):
+    """train.strategy fsdp (FSDP2: the GPT's blocks sharded, the rest whole) on 2 CPU ranks under torchrun: the same
+    weights as one process with the same config (dropout on: seeded per micro-batch), and a run stopped at step 6
+    (its checkpoint gathered to whole tensors) and resumed (sharded again) ends with them too."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    torchrun, worker = Path(sys.executable).parent / "torchrun", Path(__file__).parent / "fsdp_worker.py"
+    env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
+
+    def run(*args: str, ranks: int = 2) -> None:
+        command = ([str(torchrun), "--standalone", f"--nproc_per_node={ranks}"] if ranks > 1 else [sys.executable])
+        res = subprocess.run([*command, str(worker), str(tmp_path), *args], capture_output=True, text=True,
+                             timeout=300, env=env)
+        assert res.returncode == 0, res.stderr[-3000:]
+
+    run("ddp", "one", ranks=1)
+    run("fsdp", "sharded")
+    run("fsdp", "resumed", "6")
+    assert (tmp_path / "resumed.checkpoint.safetensors").is_file()
+    run("fsdp", "resumed")
+    one, sharded, resumed = (load_file(str(tmp_path / f"{n}.safetensors")) for n in ("one", "sharded", "resumed"))
+    assert one.keys() == sharded.keys() == resumed.keys()
+    for other in (sharded, resumed):
+        assert max(float((one[k] - other[k]).abs().max()) for k in one) < 1e-5
+    torch.manual_seed(0)
+    fresh = GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=2, n_head=2, n_embd=16))
+    assert not torch.equal(fresh.state_dict()["wte.weight"], one["wte.weight"])  # it did train
+
+
 def _flatten_like_cudnn(rnn: torch.nn.Module) -> None:
     """What cuDNN's flatten_parameters does on GPU: every weight becomes a view into one flat buffer."""
     flat = torch.cat([w.detach().flatten() for w in rnn._flat_weights])

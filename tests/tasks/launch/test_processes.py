@@ -119,6 +119,24 @@ def test_classify_on_two_gloo_ranks_is_the_model_of_one_process(tmp_path, prefec
     assert scores[0] == scores[1]  # scored by the task's process, from the same weights
 
 
+def test_lm_sharded_with_fsdp2_through_the_task_is_the_model_of_one_process(tmp_path, prefect_harness):
+    """train.strategy fsdp: the ranks shard the GPT's blocks; the task still publishes whole weights (gathered) that
+    load in one process and equal one process's."""
+    from corpusforge.models.zoo import load_model
+    from corpusforge.tasks.lm.train import lm_task
+    from tests.tasks.lm.lm_fixtures import write_char_shards
+
+    upstream = write_char_shards(tmp_path / "fx")
+    section = copy.deepcopy(LM)
+    section["model"]["n_layer"] = 2
+    section["train"]["strategy"] = "fsdp"
+    one = run_task(lm_task, upstream, section, tmp_path / "one", 1)
+    two = run_task(lm_task, upstream, section, tmp_path / "two", 2)
+    assert_same_model(one, two)
+    model = load_model(Path(two["path"]))  # whole tensors, in one process
+    assert sum(p.numel() for p in model.parameters()) > 0
+
+
 SLOW_LM = {**LM, "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "dropout": 0.0},
            "train": {**LM["train"], "max_iters": 400, "batch_size": 16, "lr": 3e-3, "eval_interval": 20,
                      "log_interval": 20, "timeout": 60}}
