@@ -107,6 +107,12 @@ class ContrastiveSettings:
                "MultipleNegativesRankingLoss: 20)."})
     symmetric: bool = field(default=True, metadata={
         "doc": "Score the pairs both ways (a sentence finds its partner among the batch's partners, and back)."})
+    gather_across_ranks: bool = field(default=False, metadata={
+        "identity": lambda cfg: cfg.gather_across_ranks,  # in the id only when on: the ids made before stay
+        "doc": "With train.processes > 1: each pair's negatives are the partners of every rank's micro-batch, not "
+               "its own rank's only (gathered with their gradient: sentence-transformers' gather_across_devices, "
+               "CLIP's all_gather): N times the negatives. The model then depends on the number of processes; "
+               "off, it does not."})
 
     def __post_init__(self) -> None:
         if self.scale <= 0:

@@ -18,15 +18,52 @@ class ContrastiveLoss(nn.Module):
     """A sentence encoder and the in-batch contrastive loss as one module: ``(a, a_mask, b, b_mask, state) ->
     (loss, None)``. Row i of the batch's (B, B) matrix of scaled cosine similarities should peak at column i: the
     cross-entropy against the diagonal (van den Oord et al. 2018's InfoNCE; sentence-transformers'
-    MultipleNegativesRankingLoss), averaged with the transposed matrix's when ``symmetric``."""
+    MultipleNegativesRankingLoss), averaged with the transposed matrix's when ``symmetric``. With ``gather`` on
+    several ranks, training: the negatives are every rank's micro-batch (:func:`gathered_in_batch_loss`)."""
 
-    def __init__(self, model: nn.Module, scale: float = 20.0, symmetric: bool = True):
+    def __init__(self, model: nn.Module, scale: float = 20.0, symmetric: bool = True, gather: bool = False):
         super().__init__()
-        self.model, self.scale, self.symmetric = model, scale, symmetric
+        self.model, self.scale, self.symmetric, self.gather = model, scale, symmetric, gather
 
     def forward(self, a, a_mask, b, b_mask, state: Any = None):
-        return in_batch_loss(self.model(a, a_mask).float(), self.model(b, b_mask).float(), self.scale,
-                             self.symmetric), None
+        ea, eb = self.model(a, a_mask).float(), self.model(b, b_mask).float()
+        if self.gather and torch.is_grad_enabled() and _world() > 1:
+            return gathered_in_batch_loss(ea, eb, self.scale, self.symmetric), None
+        return in_batch_loss(ea, eb, self.scale, self.symmetric), None
+
+
+def _world() -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def gathered_in_batch_loss(ea: torch.Tensor, eb: torch.Tensor, scale: float, symmetric: bool = True) -> torch.Tensor:
+    """:func:`in_batch_loss` of this rank's pairs against the partners of every rank's micro-batch (sizes may differ:
+    padded for the gather, then cut). The gather keeps the gradient (``torch.distributed.nn.functional.all_gather``):
+    a rank's loss reaches the other ranks' embeddings, so the ranks' mean loss has the gradient of one batch of all
+    the pairs."""
+    import torch.distributed as dist
+    from torch.distributed.nn.functional import all_gather
+
+    world, rank = dist.get_world_size(), dist.get_rank()
+    mine = torch.tensor([ea.shape[0]], device=ea.device)
+    sizes = [torch.zeros_like(mine) for _ in range(world)]
+    dist.all_gather(sizes, mine)
+    counts = [int(s.item()) for s in sizes]
+    most = max(counts)
+
+    def every(x: torch.Tensor) -> torch.Tensor:
+        parts = all_gather(F.pad(x, (0, 0, 0, most - x.shape[0])))
+        return torch.cat([part[:n] for part, n in zip(parts, counts)])
+
+    a_all, b_all = every(ea), every(eb)
+    target = sum(counts[:rank]) + torch.arange(ea.shape[0], device=ea.device)
+    loss = F.cross_entropy(scale * F.normalize(ea, dim=-1) @ F.normalize(b_all, dim=-1).T, target)
+    if not symmetric:
+        return loss
+    back = F.cross_entropy(scale * F.normalize(eb, dim=-1) @ F.normalize(a_all, dim=-1).T, target)
+    return (loss + back) / 2
 
 
 def in_batch_loss(ea: torch.Tensor, eb: torch.Tensor, scale: float, symmetric: bool = True) -> torch.Tensor:
@@ -60,7 +97,7 @@ class Contrastive(Objective):
     loss_unit = "nats/pair"
 
     def __init__(self, splits: Mapping[str, tuple[Any, Any]], pad_id: int, scale: float = 20.0,
-                 symmetric: bool = True, seed: int = 0):
+                 symmetric: bool = True, seed: int = 0, gather: bool = False):
         self.splits = {}
         for name, pair in splits.items():
             if pair is None or not len(pair[0]):
@@ -72,7 +109,7 @@ class Contrastive(Objective):
             raise ValueError("the train split is empty: nothing to train on")
         if len(self.splits["train"][0]) < 2:
             raise ValueError("the train split needs at least 2 pairs (the batch's other pairs are the negatives)")
-        self.pad_id, self.scale, self.symmetric, self.seed = pad_id, scale, symmetric, seed
+        self.pad_id, self.scale, self.symmetric, self.seed, self.gather = pad_id, scale, symmetric, seed, gather
 
     def has_split(self, split: str) -> bool:
         return split in self.splits
@@ -99,7 +136,7 @@ class Contrastive(Objective):
         return Batch(tensors, int(tensors[1].sum() + tensors[3].sum()), terms=tensors[0].shape[0])
 
     def loss_module(self, model: nn.Module) -> nn.Module:
-        return ContrastiveLoss(model, self.scale, self.symmetric)
+        return ContrastiveLoss(model, self.scale, self.symmetric, self.gather)
 
     def embed(self, model, sentences: list[list[int]], batch_size: int, device, autocast) -> torch.Tensor:
         from corpusforge.models.batching import pad
@@ -134,4 +171,5 @@ def contrastive(model_cfg: Any, splits: Mapping[str, Any], settings: Any = None)
     from corpusforge.models.objectives import ContrastiveSettings
 
     settings = settings or ContrastiveSettings(kind="contrastive")
-    return Contrastive(splits, pad_id=model_cfg.pad_id, scale=settings.scale, symmetric=settings.symmetric)
+    return Contrastive(splits, pad_id=model_cfg.pad_id, scale=settings.scale, symmetric=settings.symmetric,
+                       gather=getattr(settings, "gather_across_ranks", False))

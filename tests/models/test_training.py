@@ -189,6 +189,34 @@ def test_fsdp2_on_two_gloo_ranks_trains_the_one_process_model_and_resumes(tmp_pa
     assert not torch.equal(fresh.state_dict()["wte.weight"], one["wte.weight"])  # it did train
 
 
+@pytest.mark.e2e
+def test_contrastive_negatives_gathered_across_two_ranks_are_one_batch_of_all_pairs(tmp_path):
+    """objective.gather_across_ranks: 2 gloo ranks holding 2 and 4 of 6 pairs, each scored against all 6 partners:
+    the ranks' weighted mean loss and the averaged gradients equal one process's in-batch loss over the 6 pairs."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    from corpusforge.models.objectives.contrastive import in_batch_loss
+    from tests.models.gather_worker import batch
+
+    out = tmp_path / "gathered.safetensors"
+    res = subprocess.run([str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc_per_node=2",
+                          str(Path(__file__).parent / "gather_worker.py"), str(out)], capture_output=True, text=True,
+                         timeout=300, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = load_file(str(out))
+    ea, eb = (t.requires_grad_() for t in batch())
+    loss = in_batch_loss(ea, eb, 20.0, True)
+    loss.backward()
+    assert torch.allclose(got["loss"][0], loss.detach(), atol=1e-5)
+    assert torch.allclose(got["ga"], ea.grad, atol=1e-5) and torch.allclose(got["gb"], eb.grad, atol=1e-5)
+    alone = in_batch_loss(ea[:2].detach(), eb[:2].detach(), 20.0, True)  # rank 0's pairs against its own only
+    assert not torch.isclose(alone, loss.detach(), atol=1e-3)
+
+
 def _flatten_like_cudnn(rnn: torch.nn.Module) -> None:
     """What cuDNN's flatten_parameters does on GPU: every weight becomes a view into one flat buffer."""
     flat = torch.cat([w.detach().flatten() for w in rnn._flat_weights])
