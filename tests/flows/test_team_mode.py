@@ -314,3 +314,43 @@ def test_artifacts_are_in_the_bucket_and_verify(team, artifacts):
 @server
 def test_team_mode_took_under_five_minutes(team):
     assert team["elapsed"] < 300, f"the docs' team-mode sequence took {team['elapsed']:.0f}s"
+
+
+@server
+def test_a_gpu_pool_worker_trains_an_lm_deployment_on_two_ranks(team, artifacts):
+    """Issue 49 item 5, last in this module (it adds an artifact the checks above do not expect): a Prefect process
+    worker serves the gpu pool, and the lm-gpu deployment of deploy/prefect.yaml trains an lm on the demo's encoded
+    shards with train.processes 2 (gloo ranks on this CPU host, as the docs' GPU worker section says a GPU host
+    does with its GPUs): the flow run completes and the published lm records the 2 processes."""
+    (lm,) = [a for a in artifacts if a["step"] == "lm"]
+    shown = cli(team, "artifacts", "show", lm["id"], "--json", "--store", team["store"])
+    assert shown.returncode == 0, shown.stderr
+    manifest = json.loads(shown.stdout.strip().splitlines()[-1])
+    (encoded,) = [i["id"] for i in manifest["inputs"] if i.get("step") == "encode"]
+    env = {**team["env"], "PREFECT_API_URL": team["prefect"], "CORPUSFORGE_TRACKING_URI": team["mlflow"],
+           "CORPUSFORGE_HOME": str(REPO), "CORPUSFORGE_STORE": team["store"], "AWS_ENDPOINT_URL": team["s3"]}
+    prefect = str(Path(sys.executable).parent / "prefect")
+    with open(team["dir"] / "worker-gpu.log", "wb") as log:
+        worker = subprocess.Popen([prefect, "worker", "start", "--pool", "gpu"], cwd=REPO, env=env, stdout=log,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        config = {"name": "team-lm-2", "family": "gpt", "sample": {"max_new_tokens": 0},
+                  "model": {"n_layer": 1, "n_head": 2, "n_embd": 32, "block_size": 32},
+                  "train": {"max_iters": 20, "batch_size": 8, "grad_accum": 2, "processes": 2, "eval_interval": 10,
+                            "eval_iters": 2, "log_interval": 5, "warmup_iters": 2, "cpu_threads": 1}}
+        run = subprocess.run([prefect, "deployment", "run", "corpusforge-lm/lm-gpu", "--param", f"encoded={encoded}",
+                              "--param", f"config={json.dumps(config)}", "--watch", "--watch-timeout", "600"],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=660)
+        assert run.returncode == 0, f"{run.stdout[-2000:]}\n{run.stderr[-2000:]}\n{tail(team['dir'] / 'worker-gpu.log')}"
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+    found = cli(team, "artifacts", "find", "--step", "lm", "--name", "team-lm-2", "--json", "--store", team["store"])
+    assert found.returncode == 0, found.stderr
+    (trained,) = json.loads(found.stdout.strip().splitlines()[-1])
+    shown = cli(team, "artifacts", "show", trained["id"], "--json", "--store", team["store"])
+    metrics = json.loads(shown.stdout.strip().splitlines()[-1])["metrics"]
+    assert metrics["processes"] == 2.0 and metrics["steps"] == 20

@@ -13,7 +13,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import corpusforge  # noqa: E402,F401 - OMP_WAIT_POLICY before torch's threads start
+__import__("corpusforge")  # OMP_WAIT_POLICY before torch's threads start
 from corpusforge.models.configs import TrainConfig  # noqa: E402
 from corpusforge.models.gpt.config import GPTConfig  # noqa: E402
 from corpusforge.models.gpt.model import GPT  # noqa: E402

@@ -159,7 +159,8 @@ def test_ddp_under_torchrun_keeps_ranks_in_sync(tmp_path):
 def test_fsdp2_on_two_gloo_ranks_trains_the_one_process_model_and_resumes(tmp_path):
     """train.strategy fsdp (FSDP2: the GPT's blocks sharded, the rest whole) on 2 CPU ranks under torchrun: the same
     weights as one process with the same config (dropout on: seeded per micro-batch), and a run stopped at step 6
-    (its checkpoint gathered to whole tensors) and resumed (sharded again) ends with them too."""
+    (its checkpoint gathered to whole tensors) and resumed (sharded again) ends with them too, as does a DDP run
+    stopped on 2 ranks and resumed on one process (another N: handled, not refused)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -180,9 +181,12 @@ def test_fsdp2_on_two_gloo_ranks_trains_the_one_process_model_and_resumes(tmp_pa
     run("fsdp", "resumed", "6")
     assert (tmp_path / "resumed.checkpoint.safetensors").is_file()
     run("fsdp", "resumed")
-    one, sharded, resumed = (load_file(str(tmp_path / f"{n}.safetensors")) for n in ("one", "sharded", "resumed"))
-    assert one.keys() == sharded.keys() == resumed.keys()
-    for other in (sharded, resumed):
+    run("ddp", "moved", "6")  # stopped on 2 ranks, resumed on 1 process: the same micro-batches and dropout follow
+    run("ddp", "moved", ranks=1)
+    names = ("one", "sharded", "resumed", "moved")
+    one, sharded, resumed, moved = (load_file(str(tmp_path / f"{n}.safetensors")) for n in names)
+    assert one.keys() == sharded.keys() == resumed.keys() == moved.keys()
+    for other in (sharded, resumed, moved):
         assert max(float((one[k] - other[k]).abs().max()) for k in one) < 1e-5
     torch.manual_seed(0)
     fresh = GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=2, n_head=2, n_embd=16))
