@@ -297,7 +297,10 @@ def train(
     if ddp and not fsdp:
         from torch.nn.parallel import DistributedDataParallel
 
-        run_model = DistributedDataParallel(run_model, device_ids=[device.index] if device.type == "cuda" else None)
+        # some models leave weights out of a forward (a tagger's unused head, a char CNN on a batch without
+        # characters): DDP must look for them, or the next step fails
+        run_model = DistributedDataParallel(run_model, device_ids=[device.index] if device.type == "cuda" else None,
+                                            find_unused_parameters=True)
 
     flops_per_token = objective.flops_per_token(raw_model)
     peak = next((v for k, v in PEAK_FLOPS.items() if device.type == "cuda" and k in torch.cuda.get_device_name(device)), None)

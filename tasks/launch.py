@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import hashlib
 import json
 import os
 import sys
@@ -38,6 +37,8 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from corpusforge.storage.hashing import sha256_file
 
 # the stage task's call that a rank repeats: set by corpusforge.tasks.training.training_task
 _CALL: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("corpusforge_stage_call", default=None)
@@ -96,14 +97,6 @@ def _trained(scratch: Path) -> tuple[Path, Path]:
     return Path(scratch) / "trained.safetensors", Path(scratch) / "trained.json"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _save_trained(tensors: dict[str, Any], result: Any, scratch: Path, world: int,
                   reports: list[dict[str, Any]]) -> None:
     """Rank 0's end: the weights it ends with and the trainer's result, beside the checkpoints (written to a
@@ -117,7 +110,7 @@ def _save_trained(tensors: dict[str, Any], result: Any, scratch: Path, world: in
     os.replace(tmp, weights)
     body = {"step": result.step, "best_val": result.best_val_loss, "metrics": result.metrics, "history": result.history,
             "stopped_early": result.stopped_early, "processes": world, "reports": reports,
-            "sha256": _sha256(weights)}
+            "sha256": sha256_file(weights)}
     tmp = meta.with_suffix(".tmp")
     tmp.write_text(json.dumps(body), encoding="utf-8")
     os.replace(tmp, meta)
@@ -139,7 +132,7 @@ def _load_trained(model: Any, scratch: Path) -> dict[str, Any] | None:
     if not (weights.is_file() and meta.is_file()):
         return None
     body = json.loads(meta.read_text(encoding="utf-8"))
-    if _sha256(weights) != body.get("sha256"):
+    if sha256_file(weights) != body.get("sha256"):
         weights.unlink(missing_ok=True)
         meta.unlink(missing_ok=True)
         return None
@@ -265,7 +258,7 @@ def _why(failures: Mapping[int, Any], n: int, train_cfg: Any, spec_path: Path) -
         message = _message(failure)
         if failure.exitcode < 0:  # SIGTERM is how the launcher stops the others once one failed; SIGKILL after that
             order = 5 if failure.signal_name() == "SIGTERM" else 2
-        elif _timed_out(message):  # a rank that waited for a hung one (which the launcher then kills)
+        elif _timed_out(_text(failure)):  # a rank that waited for a hung one (which the launcher then kills)
             order = 1
         elif any(s in message for s in LOST):  # a rank whose peer died
             order = 4
@@ -277,7 +270,7 @@ def _why(failures: Mapping[int, Any], n: int, train_cfg: Any, spec_path: Path) -
     message = _message(failure)
     if failure.exitcode < 0:
         why = f"killed by {failure.signal_name()}"
-    elif _timed_out(message):
+    elif _timed_out(_text(failure)):
         why = (f"it waited longer than train.timeout ({train_cfg.timeout:g} s) for the other processes at a "
                "collective: another rank hung or died")
     else:
@@ -294,15 +287,23 @@ def _timed_out(message: str) -> bool:
     return "timed out" in message.lower()
 
 
-def _message(failure: Any) -> str:
+def _text(failure: Any) -> str:
+    """All a failed rank's error file says (empty when it wrote none)."""
     data = getattr(failure, "error_file_data", None) or {}
     message = data.get("message") if isinstance(data, dict) else None
     if isinstance(message, dict):
         message = message.get("message")
     text = str(message or failure.message or "")
-    if "To enable traceback" in text:
+    return "" if "To enable traceback" in text else text
+
+
+def _message(failure: Any) -> str:
+    text = _text(failure)
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
         return ""
-    return text.strip().splitlines()[-1] if text.strip() else ""
+    first = lines[0]  # the exception's own line ("RuntimeError: ..."), not a traceback's tail
+    return first if len(first) <= 300 else first[:297] + "..."
 
 
 def _rank_log(spec_path: Path, rank: int) -> str | None:

@@ -158,6 +158,10 @@ def fit(model: Any, objective: Any, train_cfg: Any, scratch: Path,
     if launch.in_rank():  # a training process: train (and end the process) or take an earlier launch's weights
         result, seconds = launch.rank_fit(model, objective, train_cfg, scratch)
         return result, record, _numeric(result.metrics), seconds
+    n = launch.processes(train_cfg)
+    if launch.has_result(scratch):  # ranks that finished before this task's process died: their weights
+        result, seconds = launch.fit_on_processes(model, objective, train_cfg, scratch, record, n)
+        return result, record, _numeric(result.metrics), seconds
     ckpt = Path(scratch) / "checkpoint.safetensors"
     resume = ckpt if ckpt.is_file() else None
     if resume is not None:  # a checkpoint changed since it was written is not resumed (issue 44, item 8)
@@ -174,8 +178,7 @@ def fit(model: Any, objective: Any, train_cfg: Any, scratch: Path,
 
         note(on_metrics, f"resuming from step {checkpoint_meta(resume)['step']} of {train_cfg.max_iters}: the "
                          f"checkpoint a stopped run of this step left in {ckpt.parent}")
-    n = launch.processes(train_cfg)
-    if n > 1 or launch.has_result(scratch):
+    if n > 1:
         result, seconds = launch.fit_on_processes(model, objective, train_cfg, scratch, record, n)
         return result, record, _numeric(result.metrics), seconds
     started = time.perf_counter()

@@ -156,13 +156,42 @@ def rank_processes() -> dict[int, int]:
     return found
 
 
+def signal_rank_1_after_a_checkpoint(upstream, section: dict, store: Path, sig: int) -> tuple[str, int, float]:
+    """Run the lm task on 2 ranks in a thread, send ``sig`` to rank 1 once a checkpoint exists; returns (the task's
+    error message, rank 1's pid, when the signal was sent)."""
+    import os
+    import threading
+    import time
+
+    from corpusforge.tasks.lm.train import lm_task
+
+    outcome: dict = {}
+
+    def go() -> None:
+        try:
+            outcome["result"] = run_task(lm_task, upstream, section, store, 2)
+        except Exception as exc:  # noqa: BLE001 - what the test looks at
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=go)
+    thread.start()
+    deadline, sent = time.monotonic() + 240, None
+    while time.monotonic() < deadline and sent is None and thread.is_alive():
+        if any(store.glob(".scratch/lm/*/checkpoint.safetensors")):
+            ranks = rank_processes()
+            if 1 in ranks:
+                os.kill(ranks[1], sig)
+                sent = ranks[1], time.monotonic()
+        time.sleep(0.02)
+    thread.join(240)
+    assert sent is not None, "the run ended before rank 1 could be signalled"
+    return str(outcome.get("error")), sent[0], sent[1]
+
+
 def test_a_killed_rank_fails_the_step_in_one_line_and_the_rerun_resumes(tmp_path, prefect_harness):
     """The drill: SIGKILL rank 1 once a checkpoint exists; the step fails naming the rank, publishes nothing; the same
     call again resumes from the checkpoint and ends with the weights of a run never interrupted."""
-    import os
     import signal
-    import threading
-    import time
 
     from corpusforge.storage.store import ArtifactStore
     from corpusforge.tasks.lm.config import lm_config_from_dict
@@ -171,27 +200,7 @@ def test_a_killed_rank_fails_the_step_in_one_line_and_the_rerun_resumes(tmp_path
 
     upstream = write_char_shards(tmp_path / "fx")
     store = tmp_path / "store"
-    outcome: dict = {}
-
-    def first_try() -> None:
-        try:
-            outcome["result"] = run_task(lm_task, upstream, SLOW_LM, store, 2)
-        except Exception as exc:  # noqa: BLE001 - what the test looks at
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=first_try)
-    thread.start()
-    deadline, killed = time.monotonic() + 240, None
-    while time.monotonic() < deadline and killed is None and thread.is_alive():
-        if any(store.glob(".scratch/lm/*/checkpoint.safetensors")):
-            ranks = rank_processes()
-            if 1 in ranks:
-                os.kill(ranks[1], signal.SIGKILL)
-                killed = ranks[1]
-        time.sleep(0.02)
-    thread.join(240)
-    assert killed is not None, "the run ended before a rank could be killed"
-    message = str(outcome.get("error"))
+    message, _, _ = signal_rank_1_after_a_checkpoint(upstream, SLOW_LM, store, signal.SIGKILL)
     assert "rank 1 of 2 failed (killed by SIGKILL)" in message and "\n" not in message, message
     assert "resume from its last checkpoint" in message
     assert not list(store.glob("lm/*/model.safetensors"))  # nothing published
@@ -244,41 +253,75 @@ def test_under_ray_the_ranks_are_ray_train_workers_and_give_the_same_model(tmp_p
 def test_a_hung_rank_times_out_in_one_line(tmp_path, prefect_harness):
     """SIGSTOP rank 1 (a hang, not a death): rank 0 waits train.timeout seconds at its next collective, then the step
     fails in one line saying so; the stopped rank is cleaned up."""
-    import os
     import signal
-    import threading
     import time
 
-    from corpusforge.tasks.lm.train import lm_task
     from tests.tasks.lm.lm_fixtures import write_char_shards
 
     upstream = write_char_shards(tmp_path / "fx")
-    store, outcome = tmp_path / "store", {}
     section = copy.deepcopy(SLOW_LM)
     section["train"]["timeout"] = 8
-
-    def go() -> None:
-        try:
-            outcome["result"] = run_task(lm_task, upstream, section, store, 2)
-        except Exception as exc:  # noqa: BLE001 - what the test looks at
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=go)
-    thread.start()
-    deadline, stopped = time.monotonic() + 240, None
-    while time.monotonic() < deadline and stopped is None and thread.is_alive():
-        if any(store.glob(".scratch/lm/*/checkpoint.safetensors")):
-            ranks = rank_processes()
-            if 1 in ranks:
-                os.kill(ranks[1], signal.SIGSTOP)
-                stopped = ranks[1], time.monotonic()
-        time.sleep(0.02)
-    thread.join(240)
-    assert stopped is not None, "the run ended before a rank could be stopped"
-    waited = time.monotonic() - stopped[1]
-    message = str(outcome.get("error"))
+    message, stopped, when = signal_rank_1_after_a_checkpoint(upstream, section, tmp_path / "store", signal.SIGSTOP)
+    waited = time.monotonic() - when
     assert "rank 0 of 2 failed" in message and "train.timeout (8 s)" in message and "\n" not in message, message
     assert waited >= 8
     import psutil
 
-    assert not psutil.pid_exists(stopped[0]) or psutil.Process(stopped[0]).status() == psutil.STATUS_ZOMBIE
+    assert not psutil.pid_exists(stopped) or psutil.Process(stopped).status() == psutil.STATUS_ZOMBIE
+
+
+def test_tag_on_two_gloo_ranks_is_the_model_of_one_process(tmp_path, prefect_harness):
+    from corpusforge.storage.store import ArtifactStore
+    from corpusforge.tasks.corpus.merge import build_corpus, resolve_packs
+    from corpusforge.tasks.corpus.shard import build_corpus_shard
+    from corpusforge.tasks.tag.build import tag_task
+    from tests.tasks.tag.test_tag import SECTION, config
+
+    section = copy.deepcopy(SECTION)
+    section["train"] = {**section["train"], "max_iters": 10, "grad_accum": 2, "eval_interval": 5, "log_interval": 5}
+    section["model"] = {**section["model"], "dropout": 0.2}
+    cfg = config(section)
+    store = ArtifactStore(tmp_path / "prep")
+    corpus = build_corpus([build_corpus_shard(p, cfg.corpus, store) for p in resolve_packs(cfg.corpus)], cfg.corpus,
+                          store)
+    one = run_task(tag_task, corpus, section, tmp_path / "one", 1)
+    two = run_task(tag_task, corpus, section, tmp_path / "two", 2)
+    assert_same_model(one, two)
+
+
+def test_qa_cross_validation_on_two_ranks_trains_each_fold_and_scores_as_one_process(tmp_path, prefect_harness,
+                                                                                   monkeypatch):
+    """The reader trains k folds and then the published model: k + 1 launches, and from the second on each rank
+    repeats the build through the earlier folds, taking their trained weights from the step's scratch. The
+    cross-validated answers equal one process's (same models within float rounding)."""
+    import re
+    import shutil
+
+    import corpusforge as cf
+    from tests.flows.cli.test_qa import QUICK, SAMPLE
+
+    monkeypatch.setenv("PREFECT_API_URL", prefect_harness)
+    monkeypatch.setenv("CORPUSFORGE_LOCAL_SERVER", "off")
+    data = json.loads(SAMPLE.read_text(encoding="utf-8"))
+    text = tmp_path / "sentences.txt"
+    text.write_text("\n".join(s for a in data["data"] for p in a["paragraphs"]
+                              for s in re.split(r"(?<=[.!?]) ", p["context"])) + "\n", encoding="utf-8")
+    bert = tmp_path / "bert.yaml"
+    bert.write_text(json.dumps({
+        "corpus": {"reader": {"txt_mode": "line"}, "split": {"valid": 0.1, "test": 0.0, "seed": 0}},
+        "tokenizer": {"kind": "bpe", "vocab_size": 300, "normalizers": ["nfc", "lowercase"], "pre_tokenizer": "bert",
+                      "unk_token": "[UNK]", "roles": {"cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]", "pad": "[PAD]"}},
+        "lm": {"name": "tiny-bert", "family": "bert", "sample": {"max_new_tokens": 0},
+               "model": {"n_layer": 1, "n_head": 2, "n_embd": 32, "block_size": 64, "dropout": 0.0},
+               "train": {"max_iters": 4, "eval_interval": 4, "batch_size": 8, "cpu_threads": 1,
+                         "log_interval": 2, "eval_iters": 0}}}), encoding="utf-8")
+    pre = cf.lm.train([text], str(bert), store=tmp_path / "one")
+    shutil.copytree(tmp_path / "one", tmp_path / "two")  # the same pre-trained BERT in a second store
+    quick = [*QUICK, "train.grad_accum=2"]
+    one = cf.qa.train(SAMPLE, "xquad-reader-cpu", init=pre.id, overrides=quick, store=tmp_path / "one")
+    two = cf.qa.train(SAMPLE, "xquad-reader-cpu", init=pre.id, overrides=[*quick, "train.processes=2"],
+                      store=tmp_path / "two")
+    assert one.id == two.id and two.metrics["processes"] == 2.0
+    answers = [json.loads((Path(r.path) / "predictions.json").read_text())["cross_validated"] for r in (one, two)]
+    assert answers[0] == answers[1] and len(answers[0]) == 69
+    assert_same_model({"id": one.id, "path": str(one.path)}, {"id": two.id, "path": str(two.path)})
