@@ -284,7 +284,10 @@ LOST = ("Connection closed by peer", "Connection reset", "Broken pipe", "connect
 
 
 def _timed_out(message: str) -> bool:
-    return "timed out" in message.lower()
+    """gloo says "Timed out waiting 8000ms for recv" or "Application timeout caused pair closure"; nccl "Watchdog
+    caught collective operation timeout"."""
+    text = message.lower()
+    return "timed out" in text or "timeout" in text
 
 
 def _text(failure: Any) -> str:
