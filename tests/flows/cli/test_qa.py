@@ -23,6 +23,14 @@ QUICK = ["train.max_iters=12", "train.eval_interval=12", "train.batch_size=8", "
          "train.log_interval=6", "folds=2", "max_query_len=16", "stride=24"]
 
 
+def sample_sentences(path: Path) -> Path:
+    """The sample's contexts, one sentence per line (what a tiny BERT is pre-trained on before a reader)."""
+    data = json.loads(SAMPLE.read_text(encoding="utf-8"))
+    path.write_text("\n".join(s for a in data["data"] for p in a["paragraphs"]
+                              for s in re.split(r"(?<=[.!?]) ", p["context"])) + "\n", encoding="utf-8")
+    return path
+
+
 def squad(path: Path, context: str, answer: str, start: int) -> Path:
     path.write_text(json.dumps({"version": "1.1", "data": [{"title": "T", "paragraphs": [
         {"context": context, "qas": [{"id": "q1", "question": "What?",
@@ -52,9 +60,7 @@ def test_train_ask_evaluate_and_the_registered_model(prefect_harness, tmp_path, 
     monkeypatch.setenv("PREFECT_API_URL", prefect_harness)
     monkeypatch.setenv("CORPUSFORGE_LOCAL_SERVER", "off")
     data = json.loads(SAMPLE.read_text(encoding="utf-8"))
-    text = tmp_path / "sentences.txt"
-    text.write_text("\n".join(s for a in data["data"] for p in a["paragraphs"]
-                              for s in re.split(r"(?<=[.!?]) ", p["context"])) + "\n", encoding="utf-8")
+    text = sample_sentences(tmp_path / "sentences.txt")
     bert = tmp_path / "bert.yaml"
     bert.write_text(json.dumps({
         "corpus": {"reader": {"txt_mode": "line"}, "split": {"valid": 0.1, "test": 0.0, "seed": 0}},

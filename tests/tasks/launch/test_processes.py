@@ -294,18 +294,14 @@ def test_qa_cross_validation_on_two_ranks_trains_each_fold_and_scores_as_one_pro
     """The reader trains k folds and then the published model: k + 1 launches, and from the second on each rank
     repeats the build through the earlier folds, taking their trained weights from the step's scratch. The
     cross-validated answers equal one process's (same models within float rounding)."""
-    import re
     import shutil
 
     import corpusforge as cf
-    from tests.flows.cli.test_qa import QUICK, SAMPLE
+    from tests.flows.cli.test_qa import QUICK, SAMPLE, sample_sentences
 
     monkeypatch.setenv("PREFECT_API_URL", prefect_harness)
     monkeypatch.setenv("CORPUSFORGE_LOCAL_SERVER", "off")
-    data = json.loads(SAMPLE.read_text(encoding="utf-8"))
-    text = tmp_path / "sentences.txt"
-    text.write_text("\n".join(s for a in data["data"] for p in a["paragraphs"]
-                              for s in re.split(r"(?<=[.!?]) ", p["context"])) + "\n", encoding="utf-8")
+    text = sample_sentences(tmp_path / "sentences.txt")
     bert = tmp_path / "bert.yaml"
     bert.write_text(json.dumps({
         "corpus": {"reader": {"txt_mode": "line"}, "split": {"valid": 0.1, "test": 0.0, "seed": 0}},
