@@ -70,8 +70,10 @@ def _label(tok, token_id: int) -> str:
     return {"\n": "\\n", " ": "␣", "\t": "\\t"}.get(text, text) or f"#{token_id}"
 
 
-def inspect_lm(lm_dir: str | Path, prompt: str, out_dir: str | Path, k: int = 10) -> dict[str, Any]:
-    """Write ``attention_layer<L>.png`` per layer into out_dir; return the tokens, the top-k table, the files."""
+def inspect_lm(lm_dir: str | Path, prompt: str, out_dir: str | Path, k: int = 10,
+               last_layer_only: bool = False) -> dict[str, Any]:
+    """Write ``attention_layer<L>.png`` per layer (the last alone with ``last_layer_only``: the run report's one
+    picture, without drawing the others) into out_dir; return the tokens, the top-k table, the files."""
     import torch
 
     from corpusforge.models.family import family
@@ -98,6 +100,8 @@ def inspect_lm(lm_dir: str | Path, prompt: str, out_dir: str | Path, k: int = 10
         with torch.no_grad():
             _, maps = model(torch.tensor([ids]), return_attention=True)
         for layer, weights in enumerate(maps):
+            if last_layer_only and layer != len(maps) - 1:
+                continue
             path = out_dir / f"attention_layer{layer}.png"
             plot_heads(weights[0].float().numpy(), labels, path, f"layer {layer}")
             files.append(str(path))

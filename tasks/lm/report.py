@@ -27,7 +27,7 @@ def attention_plot(lm_dir: Path, out_dir: Path) -> Path | None:
         block = int(spec["model"].get("block_size") or PROMPT_TOKENS)
         prompt = report_prompt(Path(lm_dir), min(PROMPT_TOKENS, block - 1 if family(spec["family"]).can("fill_mask")
                                                      else block))
-        files = inspect_lm(lm_dir, prompt, out_dir, k=3)["heatmaps"]
+        files = inspect_lm(lm_dir, prompt, out_dir, k=3, last_layer_only=True)["heatmaps"]
         return Path(files[-1]) if files else None
     except Exception as exc:  # noqa: BLE001 - the report goes on without this plot
         logging.getLogger("corpusforge").warning("no attention heatmap for the run report: %s", exc)

@@ -122,15 +122,16 @@ def test_flag_ranges_are_checked_before_any_work(tmp_path, args):
 @pytest.mark.e2e
 def test_sources_that_yield_no_document_fail_unless_allowed(prefect_harness, tmp_path):
     write(tmp_path / "only" / "picture.png", bytes(range(256)) * 4)
-    env = {**os.environ, "PREFECT_API_URL": prefect_harness, "CORPUSFORGE_LOCAL_SERVER": "off"}
-    args = [CLI, "corpus", str(tmp_path / "only"), "--name", "pics", "--store", str(tmp_path / "store")]
-    res = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
-    assert res.returncode == 2, res.stderr[-2000:]
+    from tests.commands import corpusforge  # in this process: the corpus command's console script is tested elsewhere
+
+    env = {"PREFECT_API_URL": prefect_harness, "CORPUSFORGE_LOCAL_SERVER": "off"}
+    args = ["corpus", str(tmp_path / "only"), "--name", "pics", "--store", str(tmp_path / "store")]
+    res = corpusforge(*args, env=env)
+    assert res.returncode == 2 and res.exception is None, res.stderr[-2000:]
     said = " ".join(res.stderr.split())
     assert "yielded no document" in said and "quarantined unsupported_format" in said and "Traceback" not in said
     assert not list((tmp_path / "store").glob("corpus/pics-*"))  # nothing published
-    allowed = subprocess.run([*args, "--set", "allow_empty=true", "--json"], capture_output=True, text=True, env=env,
-                             timeout=600)
+    allowed = corpusforge(*args, "--set", "allow_empty=true", "--json", env=env)
     assert allowed.returncode == 0, allowed.stderr[-2000:]
     assert json.loads(allowed.stdout.strip().splitlines()[-1])["accounting"]["kept"] == 0
 

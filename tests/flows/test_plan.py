@@ -31,6 +31,13 @@ def cli(args: list[str], api_url: str | None, **env: str) -> subprocess.Complete
     return subprocess.run([CLI, *args], capture_output=True, text=True, env=full, timeout=600)
 
 
+def here(args: list[str], api_url: str, **env: str):
+    """The same command in this process (tests/commands.py): for the runs whose imports are not what is checked."""
+    from tests.commands import corpusforge
+
+    return corpusforge(*args, env={"PREFECT_API_URL": api_url, **env})
+
+
 def test_lookup_only_finds_published_steps_and_never_builds(store_root):
     from corpusforge.storage.store import ArtifactStore
     from corpusforge.tasks.step import NotPublished, lookup_only, run_step
@@ -61,7 +68,7 @@ def test_fully_published_run_is_answered_from_the_store(prefect_harness, tmp_pat
 
     config = pipeline_yaml(tmp_path)
     store = tmp_path / "store"
-    first = cli(["run", str(config), "--store", str(store), "--json"], prefect_harness)
+    first = here(["run", str(config), "--store", str(store), "--json"], prefect_harness)
     assert first.returncode == 0, first.stderr[-3000:]
     computed = json.loads(first.stdout.strip().splitlines()[-1])
     assert computed["steps_computed"] == 3 and computed["mlflow_run_id"]  # a shard (2 small files), merge, ngram
@@ -90,12 +97,12 @@ def test_fully_published_run_is_answered_from_the_store(prefect_harness, tmp_pat
     with get_client(sync_client=True) as prefect:
         assert len(prefect.read_flow_runs()) == flow_runs_before
 
-    human = cli(["run", str(config), "--store", str(store)], prefect_harness, COLUMNS="200")
+    human = here(["run", str(config), "--store", str(store)], prefect_harness, COLUMNS="200")
     assert human.returncode == 0 and "answered from the store" in human.stdout
 
     # a new source file: the run goes through the flow again and recomputes only what it touches
     write(tmp_path / "docs" / "c.txt", "colourless green ideas\n")
-    third = cli(["run", str(config), "--store", str(store), "--json"], prefect_harness)
+    third = here(["run", str(config), "--store", str(store), "--json"], prefect_harness)
     assert third.returncode == 0, third.stderr[-3000:]
     result = json.loads(third.stdout.strip().splitlines()[-1])
     assert "answered_from_store" not in result and result["mlflow_run_id"]

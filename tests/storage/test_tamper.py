@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from corpusforge.storage.catalog import Catalog
 from corpusforge.storage.store import ArtifactStore, TamperedArtifact
+from tests.commands import corpusforge
 from tests.conftest import write
-
-CLI = str(Path(sys.executable).parent / "corpusforge")
 
 
 def publish(store: ArtifactStore, built: list | None = None):
@@ -99,15 +96,12 @@ def test_a_tampered_corpus_stops_the_next_run_with_the_file_named(prefect_harnes
     config = write(tmp_path / "p.yaml", "name: t\ncorpus: {name: c, sources: [docs], reader: {txt_mode: line}}\n"
                                         "ngram: {order: 2, eval_splits: []}\n")
     store = tmp_path / "store"
-    env = {**os.environ, "PREFECT_API_URL": prefect_harness, "CORPUSFORGE_LOCAL_SERVER": "off"}
-    first = subprocess.run([CLI, "run", str(config), "--store", str(store)], capture_output=True, text=True, env=env,
-                           timeout=600)
-    assert first.returncode == 0, first.stderr[-3000:]
+    env = {"PREFECT_API_URL": prefect_harness, "CORPUSFORGE_LOCAL_SERVER": "off"}
+    corpusforge("run", config, "--store", store, env=env, code=0)  # in this process (tests/commands.py)
     (train,) = (store / "corpus").glob("c-*/train.parquet")
     overwrite_same_size(train)
-    again = subprocess.run([CLI, "run", str(config), "--store", str(store)], capture_output=True, text=True, env=env,
-                           timeout=600)
-    assert again.returncode == 1
+    again = corpusforge("run", config, "--store", store, env=env)
+    assert again.returncode == 1 and again.exception is None
     assert "train.parquet changed" in " ".join(again.stderr.split()) and "Traceback" not in again.stderr
 
 

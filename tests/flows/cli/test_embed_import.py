@@ -7,20 +7,16 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.commands import corpusforge
 from tests.conftest import REPO
 from tests.flows.cli.test_seq2seq import cli_env
 
 pytestmark = pytest.mark.e2e
-
-
-CLI = str(Path(sys.executable).parent / "corpusforge")
 
 
 @pytest.fixture(scope="module")
@@ -40,15 +36,14 @@ def vectors(tmp_path_factory) -> dict[str, Path]:
             "kv": model.wv}
 
 
-def run(*args: str, store: Path, code: int = 0, env=None) -> subprocess.CompletedProcess:
-    r = subprocess.run([CLI, *args, "--store", str(store)], capture_output=True, text=True, timeout=600,
-                       env=env or cli_env(None))
-    assert r.returncode == code, r.stderr[-3000:]
-    return r
+def run(*args: str, store: Path, code: int = 0, env=None, subprocess: bool = False):
+    """The command in this process (tests/commands.py); ``subprocess=True``: the console script (the first import
+    of the first test: one end-to-end run of `embed import`)."""
+    return corpusforge(*args, "--store", store, env=env or cli_env(None), subprocess=subprocess, code=code)
 
 
-def imported(*args: str, store: Path) -> dict:
-    return json.loads(run("embed", "import", *args, "--json", store=store).stdout)
+def imported(*args: str, store: Path, subprocess: bool = False) -> dict:
+    return json.loads(run("embed", "import", *args, "--json", store=store, subprocess=subprocess).stdout)
 
 
 def test_three_formats_import_the_same_vectors_and_the_id_follows_the_content(vectors, tmp_path):
@@ -56,7 +51,8 @@ def test_three_formats_import_the_same_vectors_and_the_id_follows_the_content(ve
 
     store = tmp_path / "store"
     kv = vectors["kv"]
-    text, binary = imported(str(vectors["text"]), store=store), imported(str(vectors["binary"]), store=store)
+    text = imported(str(vectors["text"]), store=store, subprocess=True)
+    binary = imported(str(vectors["binary"]), store=store)
     glove = imported(str(vectors["glove"]), "--lowercase", store=store)
     assert (text["format"], binary["format"], glove["format"]) == ("word2vec", "word2vec-binary", "glove")
     assert (text["kind"], glove["kind"]) == ("word2vec", "glove") and text["step"] == "embeddings"

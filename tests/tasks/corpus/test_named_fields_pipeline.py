@@ -5,9 +5,6 @@ files run by ``corpusforge run`` (real Prefect, GX) trains one vocabulary on bot
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -16,16 +13,15 @@ import pytest
 from tests.conftest import SHARED, write
 
 pytestmark = pytest.mark.e2e
-CLI = str(Path(sys.executable).parent / "corpusforge")
 DE = ["Ein Hund läuft.", "Zwei Katzen schlafen.", "Ein Vogel singt.", "Der Hund schläft.", ""]
 EN = ["A dog runs.", "Two cats sleep.", "A bird sings.", "The dog sleeps.", "Only English."]  # de is empty: filtered
 
 
 def run_cli(args: list[str], api_url: str) -> dict:
-    env = {**os.environ, "PREFECT_API_URL": api_url}
-    done = subprocess.run([CLI, *args], capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """`corpusforge ARGS` in this process (tests/commands.py: `run`'s console script is tested elsewhere)."""
+    from tests.commands import corpusforge
+
+    return corpusforge(*args, env={"PREFECT_API_URL": api_url}, code=0).json()
 
 
 def test_corpusforge_run_encodes_line_aligned_pairs_into_field_ids(prefect_harness, tmp_path):

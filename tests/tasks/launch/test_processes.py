@@ -310,7 +310,7 @@ def test_qa_cross_validation_on_two_ranks_trains_each_fold_and_scores_as_one_pro
         "lm": {"name": "tiny-bert", "family": "bert", "sample": {"max_new_tokens": 0},
                "model": {"n_layer": 1, "n_head": 2, "n_embd": 32, "block_size": 64, "dropout": 0.0},
                "train": {"max_iters": 4, "eval_interval": 4, "batch_size": 8, "cpu_threads": 1,
-                         "log_interval": 2, "eval_iters": 0}}}), encoding="utf-8")
+                         "log_interval": 2, "eval_iters": 2}}}), encoding="utf-8")
     pre = cf.lm.train([text], str(bert), store=tmp_path / "one")
     shutil.copytree(tmp_path / "one", tmp_path / "two")  # the same pre-trained BERT in a second store
     quick = [*QUICK, "train.grad_accum=2"]
