@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -244,15 +243,6 @@ def served_store(tmp_path_factory):
     run(["server", "stop", "--store", str(store)], env)
 
 
-@pytest.fixture
-def killable_store(tmp_path):
-    """A server of its own, for the test that kills it."""
-    store = tmp_path / "store"
-    env = _serve(store)
-    yield store, env
-    run(["server", "stop", "--store", str(store)], env)
-
-
 def group_members(pgid: int) -> list[int]:
     members = []
     for entry in os.listdir("/proc"):
@@ -264,51 +254,6 @@ def group_members(pgid: int) -> list[int]:
             if int(fields[2]) == pgid and fields[0] != "Z":
                 members.append(int(entry))
     return members
-
-
-def test_kill_9_of_the_server_mid_command_ends_the_client_and_the_command(killable_store, tmp_path):
-    """The kill drill: the client ends within 10 s with one line, no process of the command survives, the store's
-    lock is not inherited, and the next command gets a fresh server and the same ids."""
-    store, env = killable_store
-    write(tmp_path / "docs" / "a.txt", "alpha beta\ngamma delta\n")
-    corpus = ["corpus", str(tmp_path / "docs"), "--name", "drill", "--store", str(store), "--json"]
-    before = run(corpus, env)
-    assert before.returncode == 0, before.stderr[-2000:]
-    sample = REPO / "data" / "sample" / "tinyshakespeare.txt"
-    known = set(children_in_log(store))
-    client = subprocess.Popen([CLI, "lm", "train", str(sample), "--preset", "shakespeare-char-cpu", "--store",
-                               str(store), "--set", "train.max_iters=1000000", "--set",
-                               "train.eval_interval=1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env)
-    try:
-        wait_until(lambda: set(children_in_log(store)) - known, 60, "the server forked the command")
-    finally:
-        if not set(children_in_log(store)) - known:  # it ran in its own process: no drill, no orphan either
-            client.kill()
-    (child,) = set(children_in_log(store)) - known
-    time.sleep(3)
-    assert alive(child) and client.poll() is None
-    first = state(store)
-    os.kill(first["pid"], signal.SIGKILL)
-    killed = time.monotonic()
-    client.wait(timeout=10)
-    assert time.monotonic() - killed < 10
-    stderr = client.stderr.read()
-    assert client.returncode == 1
-    assert stderr.strip().splitlines()[-1].startswith("error: the local corpusforge server")
-    assert stderr.count("died while running this command") == 1
-    wait_until(lambda: not group_members(child), 15, "every process of the command ended")
-    wait_until(lambda: not alive(first["prefect_pid"]), 30, "the Prefect API ended")
-    after = run(corpus, env)
-    assert after.returncode == 0, after.stderr[-2000:]
-    assert json.loads(after.stdout.strip().splitlines()[-1])["id"] == json.loads(
-        before.stdout.strip().splitlines()[-1])["id"]
-    usage = tmp_path / "usage.jsonl"  # a command with work to do: a fresh server takes the lock and runs it
-    fresh = run(["corpus", str(tmp_path / "docs"), "--name", "fresh", "--store", str(store), "--json"],
-                {**env, "CORPUSFORGE_SERVER_RUSAGE": str(usage)})
-    assert fresh.returncode == 0, fresh.stderr[-2000:]
-    second = state(store)
-    assert second["pid"] != first["pid"] and alive(second["pid"]) and usage.exists()
 
 
 def test_a_malformed_message_gets_a_refusal_and_the_server_goes_on(served_store):
@@ -378,3 +323,49 @@ def test_a_command_in_the_server_keeps_the_clients_umask_and_limits(served_store
                          capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0 and isinstance(json.loads(res.stdout), list), res.stderr[-2000:]
     assert not usage.exists()  # it ran in its own process
+
+
+def test_kill_9_of_the_server_mid_command_ends_the_client_and_the_command(served_store, tmp_path):
+    """The kill drill: the client ends within 10 s with one line, no process of the command survives, the store's
+    lock is not inherited, and the next command gets a fresh server and the same ids. Last in this module: it kills
+    the module's server (the fresh one it ends with is stopped by the fixture), instead of starting one of its own."""
+    store, env = served_store
+    write(tmp_path / "docs" / "a.txt", "alpha beta\ngamma delta\n")
+    corpus = ["corpus", str(tmp_path / "docs"), "--name", "drill", "--store", str(store), "--json"]
+    before = run(corpus, env)
+    assert before.returncode == 0, before.stderr[-2000:]
+    sample = REPO / "data" / "sample" / "tinyshakespeare.txt"
+    known = set(children_in_log(store))
+    client = subprocess.Popen([CLI, "lm", "train", str(sample), "--preset", "shakespeare-char-cpu", "--store",
+                               str(store), "--set", "train.max_iters=1000000", "--set",
+                               "train.eval_interval=1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env)
+    try:
+        wait_until(lambda: set(children_in_log(store)) - known, 60, "the server forked the command")
+    finally:
+        if not set(children_in_log(store)) - known:  # it ran in its own process: no drill, no orphan either
+            client.kill()
+    (child,) = set(children_in_log(store)) - known
+    time.sleep(3)
+    assert alive(child) and client.poll() is None
+    first = state(store)
+    os.kill(first["pid"], signal.SIGKILL)
+    killed = time.monotonic()
+    client.wait(timeout=10)
+    assert time.monotonic() - killed < 10
+    stderr = client.stderr.read()
+    assert client.returncode == 1
+    assert stderr.strip().splitlines()[-1].startswith("error: the local corpusforge server")
+    assert stderr.count("died while running this command") == 1
+    wait_until(lambda: not group_members(child), 15, "every process of the command ended")
+    wait_until(lambda: not alive(first["prefect_pid"]), 30, "the Prefect API ended")
+    after = run(corpus, env)
+    assert after.returncode == 0, after.stderr[-2000:]
+    assert json.loads(after.stdout.strip().splitlines()[-1])["id"] == json.loads(
+        before.stdout.strip().splitlines()[-1])["id"]
+    usage = tmp_path / "usage.jsonl"  # a command with work to do: a fresh server takes the lock and runs it
+    fresh = run(["corpus", str(tmp_path / "docs"), "--name", "fresh", "--store", str(store), "--json"],
+                {**env, "CORPUSFORGE_SERVER_RUSAGE": str(usage)})
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    second = state(store)
+    assert second["pid"] != first["pid"] and alive(second["pid"]) and usage.exists()
