@@ -6,6 +6,7 @@ newline default used to break the layout) and at 200 (where no line wraps, so wh
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -42,7 +43,9 @@ FORMATS = (".txt", ".md", ".jsonl", ".json", ".csv", ".tsv", ".parquet", ".gz", 
 TYPE_LABEL = re.compile(r"<(bool|str|int|float|path|Path|list\[[^\]]*\]|int range|float range|file|dir)>")
 
 
+@functools.lru_cache(maxsize=None)
 def _help(path: tuple[str, ...], width: int = 80) -> str:
+    """The command's --help at that width, rendered once per module (the checks below read the same texts)."""
     res = runner.invoke(app, [*path, "--help"], terminal_width=width, env={"COLUMNS": str(width)})
     assert res.exit_code == 0, (path, res.output)
     return res.output

@@ -150,14 +150,12 @@ def test_summarization_preset_pretrains_then_summarizes_one_records_file(prefect
         "pretrain": {"seq2seq": {"task": "denoise", "objective": {"kind": "denoising"},
                                  "train": {**TRAIN, "max_iters": 40, "eval_interval": 20}}},
         "seq2seq": {**GRU, "model": model, "name": "digit-summarizer", "task": "summarize", "max_source_len": 12,
-                    "train": {**TRAIN, "max_iters": 150, "eval_interval": 75}, "decode": {"beam": 2, "max_len": 8}},
+                    "train": {**TRAIN, "max_iters": 40, "eval_interval": 20}, "decode": {"beam": 2, "max_len": 8}},
     }), encoding="utf-8")
     store = tmp_path / "store"
-    res = subprocess.run([CLI, "seq2seq", "train", str(train), "--valid", str(valid), "--preset", str(tiny),
-                          "--set", "pretrain.train.max_iters=30", "--store", str(store), "--json"],
-                         capture_output=True, text=True, env=cli_env(prefect_harness), timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    out = json.loads(res.stdout.strip().splitlines()[-1])
+    out = corpusforge("seq2seq", "train", train, "--valid", valid, "--preset", tiny, "--set",  # in this process: the
+                      "pretrain.train.max_iters=30", "--store", store, "--json",  # console script is the test above's
+                      env=cli_env(prefect_harness), code=0).json()
     pre = out["pretrained"]
     assert pre["name"] == "digit-summarizer-denoise" and pre["metrics"]["steps"] == 30
     assert pre["metrics"]["tokens_seen"] > 0

@@ -63,14 +63,22 @@ LM = {"name": "tiny", "family": "gpt",
       "sample": {"max_new_tokens": 0}}
 
 
-def test_lm_on_two_gloo_ranks_is_the_model_of_one_process(tmp_path, prefect_harness):
+@pytest.fixture(scope="module")
+def lm_runs(tmp_path_factory, prefect_harness):
+    """LM on one process and on two gloo ranks (elastic launch), for the test below and the Ray test's reference."""
     from corpusforge.tasks.lm.train import lm_task
     from tests.tasks.lm.lm_fixtures import write_char_shards
 
-    upstream = write_char_shards(tmp_path / "fx")
+    root = tmp_path_factory.mktemp("lm-runs")
+    upstream = write_char_shards(root / "fx")
     reports: list = []
-    one = run_task(lm_task, upstream, LM, tmp_path / "one", 1)
-    two = run_task(lm_task, upstream, LM, tmp_path / "two", 2, reports)
+    one = run_task(lm_task, upstream, LM, root / "one", 1)
+    two = run_task(lm_task, upstream, LM, root / "two", 2, reports)
+    return {"upstream": upstream, "one": one, "two": two, "reports": reports, "root": root}
+
+
+def test_lm_on_two_gloo_ranks_is_the_model_of_one_process(lm_runs):
+    one, two, reports, tmp_path = lm_runs["one"], lm_runs["two"], lm_runs["reports"], lm_runs["root"]
     assert_same_model(one, two)
     # rank 0's reports reached the task's callback (the MLflow run, the progress bar) as it trained
     assert [s for s, m in reports if "train_loss" in m] == [3, 6, 9, 12]
@@ -218,16 +226,14 @@ def test_a_killed_rank_fails_the_step_in_one_line_and_the_rerun_resumes(tmp_path
 
 
 @pytest.mark.server
-def test_under_ray_the_ranks_are_ray_train_workers_and_give_the_same_model(tmp_path, prefect_harness, monkeypatch):
+def test_under_ray_the_ranks_are_ray_train_workers_and_give_the_same_model(lm_runs, tmp_path, monkeypatch):
     """A local Ray (2 CPUs): the task sees Ray set up, so Ray Train's TorchTrainer starts the 2 ranks; the artifact
-    is the elastic launch's (same id, same weights within float rounding)."""
+    is the elastic launch's (same id, same weights within float rounding: the elastic run is the module's)."""
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.train.torch")
     from corpusforge.tasks.lm.train import lm_task
-    from tests.tasks.lm.lm_fixtures import write_char_shards
 
-    upstream = write_char_shards(tmp_path / "fx")
-    elastic = run_task(lm_task, upstream, LM, tmp_path / "elastic", 2)
+    upstream, elastic = lm_runs["upstream"], lm_runs["two"]
     from corpusforge.tasks import launch
 
     launched, real = [], launch._ray_launch  # a spy: the real launch runs, and the test sees that it did
