@@ -182,7 +182,7 @@ def test_the_report_heatmap_reads_a_held_out_document_not_a_three_character_prom
 
     corpus, store = make_corpus(tmp_path, text="\n".join(SAMPLE.read_text(encoding="utf-8").splitlines()[:400]) + "\n")
     _, encoded = run_tokenizer_stage(corpus, tokenizer_config_from_dict({"name": "c", "kind": "char"}), store)
-    section = {**GPT_SECTION, "model": {**GPT_SECTION["model"], "block_size": 32},
+    section = {**GPT_SECTION, "model": {**GPT_SECTION["model"], "block_size": 32, "n_layer": 2},
                "train": {**GPT_SECTION["train"], "max_iters": 4, "eval_interval": 4}}
     lm = build_lm(encoded, lm_config_from_dict(section), store)[-1]
     prompt = report_prompt(Path(lm.path))
@@ -190,6 +190,13 @@ def test_the_report_heatmap_reads_a_held_out_document_not_a_three_character_prom
     (caption, png), = report_plots(Path(lm.path), tmp_path / "scratch")
     width = int.from_bytes(png.read_bytes()[16:20], "big")  # the PNG's IHDR: 2 heads side by side, 0.28 in a token
     assert abs(width - 0.28 * 24 * 2 * 90) <= 1, width  # 3 tokens drew the 2.5 in minimum: 450 pixels
+    # the report shows the last layer, and draws only that one (issue 43: drawing every layer was seconds per run);
+    # `lm inspect` (inspect_lm's default) still draws each layer
+    assert png.name == "attention_layer1.png" and not list(png.parent.glob("attention_layer0*"))
+    from corpusforge.tasks.lm.inference import inspect_lm
+
+    every = inspect_lm(Path(lm.path), prompt, tmp_path / "every", k=3)["heatmaps"]
+    assert [Path(f).name for f in every] == ["attention_layer0.png", "attention_layer1.png"]
 
 
 def test_config_errors_name_the_field():
