@@ -22,6 +22,7 @@ def main() -> None:
         save_file({k: v.contiguous() for k, v in weights.items()}, sys.argv[1])
     import torch.distributed as dist
 
+    dist.barrier()  # every rank tears down together (a rank that left first aborted in gloo once: 342994e's CI)
     dist.destroy_process_group()
 
 

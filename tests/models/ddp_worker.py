@@ -35,6 +35,7 @@ def main() -> None:
     (out / f"rank{rank}.metrics").write_text(str(len(seen)))
     import torch.distributed as dist
 
+    dist.barrier()  # every rank tears down together (a rank that left first aborted in gloo once: 342994e's CI)
     dist.destroy_process_group()
 
 

@@ -46,6 +46,7 @@ def main() -> None:
 
         save_file({k: v.contiguous() for k, v in weights.items()}, str(out / f"{name}.safetensors"))
     if dist.is_initialized():
+        dist.barrier()  # every rank tears down together, as tasks/launch.py's ranks do
         dist.destroy_process_group()
 
 

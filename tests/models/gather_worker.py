@@ -37,6 +37,7 @@ def main() -> None:
         from safetensors.torch import save_file
 
         save_file({"loss": total.reshape(1), "ga": ea.grad, "gb": eb.grad}, sys.argv[1])
+    dist.barrier()  # every rank tears down together (a rank that left first aborted in gloo once: 342994e's CI)
     dist.destroy_process_group()
 
 
