@@ -61,11 +61,14 @@ def children_in_log(store: Path) -> list[int]:
     return [int(pid) for pid in re.findall(r"-> child (\d+)", log)]
 
 
+FIRST: dict = {}  # the fixture's first command: its JSON answer, the server's log when it returned, warm or not
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """A store whose server the first command on it started (as for a user: no `server start`; the idle test starts
-    one by hand), warm before the tests: what that first command did is in the module's ``first`` (one server
-    start for the module's tests, issue 43)."""
+    one by hand), warm before the tests: what that first command did is in ``FIRST`` (one server start for the
+    module's tests, issue 43)."""
     root = tmp_path_factory.mktemp("served")
     store = root / "store"
     env = server_env()
@@ -81,9 +84,6 @@ def served(tmp_path_factory):
     finally:
         run(["server", "stop", "--store", str(store)], env)
     assert not (store / "prefect" / "local-server.json").exists()
-
-
-FIRST: dict = {}  # the first command's JSON answer, and the server's log when it returned
 
 
 def test_a_command_runs_in_the_warm_server_as_it_would_here(served):
